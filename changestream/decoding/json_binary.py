@@ -1,0 +1,619 @@
+"""Decoder for MySQL's binary JSON format and the PARTIAL_JSON diff format.
+
+Binary JSON (``sql-common/json_binary.cc``) is what a JSON column holds in a
+binlog row image (after the column's 4-byte length prefix)::
+
+    doc        ::= type value
+    type       ::= 0x00 small object | 0x01 large object | 0x02 small array
+                 | 0x03 large array | 0x04 literal | 0x05 int16 | 0x06 uint16
+                 | 0x07 int32 | 0x08 uint32 | 0x09 int64 | 0x0a uint64
+                 | 0x0b double | 0x0c utf8mb4 string | 0x0f opaque (custom data)
+    object     ::= count size key-entry* value-entry* key* value*
+    array      ::= count size value-entry* value*
+    count/size ::= uint16 (small format) | uint32 (large format)
+    key-entry  ::= key-offset (uint16 | uint32) key-length (uint16)
+    value-entry::= type offset-or-inlined-value (uint16 | uint32)
+    literal    ::= 0x00 null | 0x01 true | 0x02 false
+    string     ::= data-length utf8mb4-data
+    opaque     ::= field-type (uint8) data-length binary-data
+    data-length::= 1..5 bytes, 7 bits each, least significant first, high bit = more
+
+All integers are little-endian.  Offsets in entries are relative to the start of
+the object/array (the byte after its type byte).  Literals, int16 and uint16 are
+always inlined in the value entry; int32 and uint32 only in the large format.
+
+Python mapping returned by :func:`decode_json`:
+
+* object -> ``dict`` (keys in stored order, which is MySQL's order: by byte
+  length, then bytewise), array -> ``list``, literals -> ``None``/``True``/``False``;
+* int16/32/64, uint16/32/64 -> ``int`` (exact), double -> ``float``, string -> ``str``;
+* opaque values, as MySQL's JSON printer shows them:
+
+  - DECIMAL (field type 246) -> ``decimal.Decimal`` with the stored scale;
+  - DATE (10) -> ``'YYYY-MM-DD'``; DATETIME (12) and TIMESTAMP (7) ->
+    ``'YYYY-MM-DD hh:mm:ss.ffffff'``; TIME (11) -> ``'[-]hh:mm:ss.ffffff'``
+    (always 6 fractional digits, like ``my_TIME_to_str(..., 6)``);
+  - VAR_STRING (253) -> ``str`` (MySQL prints it as a plain JSON string);
+  - anything else (BLOB, VARBINARY, BIT, ...) -> ``'base64:type<N>:<base64>'``
+    exactly as MySQL prints it, including MySQL's line break after every 76
+    base64 characters.
+
+An empty input (length 0) decodes to ``None``: MySQL stores an empty value in a
+JSON column only when NULL/DEFAULT was forced into a NOT NULL JSON column in a
+non-strict mode, and reads it back as the JSON ``null`` literal.
+
+Partial updates (``binlog_row_value_options=PARTIAL_JSON``, rows event type 39):
+a JSON column flagged in the row's partial bitmap holds a serialised
+``Json_diff_vector`` (``sql/json_diff.cc``) instead of a document::
+
+    diff-vector ::= length (uint32, the column's length prefix) diff*
+    diff        ::= operation (uint8: 0 REPLACE, 1 INSERT, 2 REMOVE)
+                    path-length (packed int) path (utf8mb4, e.g. '$.a[1]')
+                    [ value-length (packed int) value (binary JSON) ]   -- not for REMOVE
+
+:func:`decode_json_diffs` parses it into :class:`JsonDiff` objects and
+:func:`apply_json_diffs` applies them to a decoded before-image document with the
+same semantics as the server's ``apply_json_diffs()``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from changestream.decoding.decimal_binary import decode_decimal
+from changestream.decoding.packed import read_packed_int
+
+__all__ = [
+    "INSERT",
+    "REMOVE",
+    "REPLACE",
+    "JsonBinaryError",
+    "JsonDiff",
+    "JsonDiffError",
+    "apply_json_diffs",
+    "decode_json",
+    "decode_json_diffs",
+]
+
+
+class JsonBinaryError(ValueError):
+    """The binary JSON (or JSON diff) data is malformed or truncated."""
+
+
+class JsonDiffError(ValueError):
+    """A JSON diff cannot be applied to the given document (MySQL would reject it)."""
+
+
+# --- binary JSON --------------------------------------------------------------------
+
+_SMALL_OBJECT = 0x00
+_LARGE_OBJECT = 0x01
+_SMALL_ARRAY = 0x02
+_LARGE_ARRAY = 0x03
+_LITERAL = 0x04
+_INT16 = 0x05
+_UINT16 = 0x06
+_INT32 = 0x07
+_UINT32 = 0x08
+_INT64 = 0x09
+_UINT64 = 0x0A
+_DOUBLE = 0x0B
+_STRING = 0x0C
+_OPAQUE = 0x0F
+
+# MySQL field types that can appear as the type of an opaque value.
+_MYSQL_TYPE_TIMESTAMP = 7
+_MYSQL_TYPE_DATE = 10
+_MYSQL_TYPE_TIME = 11
+_MYSQL_TYPE_DATETIME = 12
+_MYSQL_TYPE_NEWDECIMAL = 246
+_MYSQL_TYPE_VAR_STRING = 253
+
+_HH = struct.Struct("<HH").unpack_from
+_II = struct.Struct("<II").unpack_from
+_I16 = struct.Struct("<h").unpack_from
+_U16 = struct.Struct("<H").unpack_from
+_I32 = struct.Struct("<i").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+_I64 = struct.Struct("<q").unpack_from
+_U64 = struct.Struct("<Q").unpack_from
+_F64 = struct.Struct("<d").unpack_from
+
+_LITERALS = {0: None, 1: True, 2: False}
+_ENTRY_CACHE_MAX_COUNT = 512
+# (kind, count) -> unpack_from of all key entries and value entries of a container
+_entry_unpackers: dict[tuple[int, int], Any] = {}
+_ENTRY_FORMATS = ("HHBH", "IHBI", "BH", "BI")  # small obj, large obj, small arr, large arr
+
+
+def _entry_unpacker(kind: int, count: int):
+    unpack = _entry_unpackers.get((kind, count))
+    if unpack is None:
+        fmt = _ENTRY_FORMATS[kind]
+        if kind < 2:
+            spec = "<" + fmt[:2] * count + fmt[2:] * count
+        else:
+            spec = "<" + fmt * count
+        unpack = struct.Struct(spec).unpack_from
+        if count <= _ENTRY_CACHE_MAX_COUNT:
+            _entry_unpackers[(kind, count)] = unpack
+    return unpack
+
+
+def _read_varlen(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """Read a 1..5 byte variable length; return ``(length, position after it)``."""
+    length = 0
+    shift = 0
+    for _ in range(5):
+        if pos >= end:
+            break
+        b = data[pos]
+        pos += 1
+        length |= (b & 0x7F) << shift
+        if b < 0x80:
+            if length > 0xFFFFFFFF:
+                break
+            return length, pos
+        shift += 7
+    raise JsonBinaryError(f"malformed variable-length field before offset {pos}")
+
+
+def _container(data: bytes, base: int, end: int, kind: int) -> Any:
+    """Decode an object/array whose header (element count) starts at ``base``."""
+    large = kind & 1
+    if large:
+        if base + 8 > end:
+            raise JsonBinaryError(f"truncated container header at offset {base}")
+        count, size = _II(data, base)
+        header = 8 + count * (11 if kind == _LARGE_OBJECT else 5)
+    else:
+        if base + 4 > end:
+            raise JsonBinaryError(f"truncated container header at offset {base}")
+        count, size = _HH(data, base)
+        header = 4 + count * (7 if kind == _SMALL_OBJECT else 3)
+    cend = base + size
+    if cend > end or header > size:
+        raise JsonBinaryError(f"container at offset {base} exceeds its buffer")
+    if count == 0:
+        return {} if kind < 2 else []
+    e = _entry_unpacker(kind, count)(data, base + (8 if large else 4))
+    if kind < 2:
+        n2 = count + count
+        types = e[n2::2]
+        vals = e[n2 + 1 :: 2]
+    else:
+        types = e[0::2]
+        vals = e[1::2]
+
+    out = []
+    append = out.append
+    for t, v in zip(types, vals):
+        if t == _STRING:
+            if v >= size:
+                raise JsonBinaryError(f"value offset {v} outside container at {base}")
+            p = base + v
+            n = data[p]
+            if n < 0x80:
+                p += 1
+            else:
+                n, p = _read_varlen(data, p, cend)
+            q = p + n
+            if q > cend:
+                raise JsonBinaryError(f"string at offset {p} exceeds its container")
+            append(data[p:q].decode())
+        elif t == _INT16:
+            append(((v & 0xFFFF) ^ 0x8000) - 0x8000)
+        elif t == _LITERAL:
+            lit = v & 0xFF
+            if lit > 2:
+                raise JsonBinaryError(f"invalid literal {lit} in container at {base}")
+            append(_LITERALS[lit])
+        elif t == _UINT16:
+            append(v & 0xFFFF)
+        elif large and t == _INT32:
+            append((v ^ 0x80000000) - 0x80000000)
+        elif large and t == _UINT32:
+            append(v)
+        else:
+            if v >= size:
+                raise JsonBinaryError(f"value offset {v} outside container at {base}")
+            parse = _PARSERS[t] if t < 16 else None
+            if parse is None:
+                raise JsonBinaryError(f"invalid JSON value type 0x{t:02x} in container at {base}")
+            append(parse(data, base + v, cend, t))
+
+    if kind >= 2:
+        return out
+    keys = []
+    kappend = keys.append
+    for ko, kl in zip(e[0:n2:2], e[1:n2:2]):
+        q = ko + kl
+        if q > size:
+            raise JsonBinaryError(f"key at offset {ko} outside container at {base}")
+        kappend(data[base + ko : base + q].decode())
+    return dict(zip(keys, out))
+
+
+def _p_literal(data: bytes, p: int, end: int, t: int) -> Any:
+    if p >= end or data[p] > 2:
+        raise JsonBinaryError(f"invalid literal at offset {p}")
+    return _LITERALS[data[p]]
+
+
+def _fixed(unpack, width: int):
+    def parse(data: bytes, p: int, end: int, t: int) -> Any:
+        if p + width > end:
+            raise JsonBinaryError(f"truncated number at offset {p}")
+        return unpack(data, p)[0]
+
+    return parse
+
+
+def _p_string(data: bytes, p: int, end: int, t: int) -> str:
+    n, p = _read_varlen(data, p, end)
+    q = p + n
+    if q > end:
+        raise JsonBinaryError(f"string at offset {p} exceeds its buffer")
+    return data[p:q].decode()
+
+
+def _format_datetime(packed: int, field_type: int) -> str:
+    if field_type == _MYSQL_TYPE_TIME:
+        sign = "-" if packed < 0 else ""
+        packed = abs(packed)
+        frac = packed & 0xFFFFFF
+        hms = packed >> 24
+        hour = (hms >> 12) & 0x3FF
+        return f"{sign}{hour:02d}:{(hms >> 6) & 0x3F:02d}:{hms & 0x3F:02d}.{frac:06d}"
+    packed = abs(packed)
+    frac = packed & 0xFFFFFF
+    ymdhms = packed >> 24
+    ymd = ymdhms >> 17
+    ym = ymd >> 5
+    year, month = divmod(ym, 13)
+    date = f"{year:04d}-{month:02d}-{ymd & 0x1F:02d}"
+    if field_type == _MYSQL_TYPE_DATE:
+        return date
+    hms = ymdhms & 0x1FFFF
+    return f"{date} {hms >> 12:02d}:{(hms >> 6) & 0x3F:02d}:{hms & 0x3F:02d}.{frac:06d}"
+
+
+def _base64_mysql(raw: bytes) -> str:
+    """base64 as MySQL's ``base64_encode`` writes it: a newline after every 76 chars."""
+    enc = base64.b64encode(raw).decode("ascii")
+    if len(enc) > 76:
+        enc = "\n".join([enc[i : i + 76] for i in range(0, len(enc), 76)])
+    return enc
+
+
+def _p_opaque(data: bytes, p: int, end: int, t: int) -> Any:
+    if p >= end:
+        raise JsonBinaryError(f"truncated opaque value at offset {p}")
+    field_type = data[p]
+    n, s = _read_varlen(data, p + 1, end)
+    q = s + n
+    if q > end:
+        raise JsonBinaryError(f"opaque value at offset {p} exceeds its buffer")
+    if field_type == _MYSQL_TYPE_NEWDECIMAL:
+        if n < 2:
+            raise JsonBinaryError(f"truncated opaque DECIMAL at offset {p}")
+        try:
+            value, used = decode_decimal(data, s + 2, data[s], data[s + 1])
+        except ValueError as exc:
+            raise JsonBinaryError(f"bad opaque DECIMAL at offset {p}: {exc}") from None
+        if s + 2 + used > q:
+            raise JsonBinaryError(f"truncated opaque DECIMAL at offset {p}")
+        return value
+    if field_type in _DATETIME_TYPES:
+        if n < 8:
+            raise JsonBinaryError(f"truncated opaque temporal value at offset {p}")
+        return _format_datetime(_I64(data, s)[0], field_type)
+    if field_type == _MYSQL_TYPE_VAR_STRING:
+        return data[s:q].decode()
+    return f"base64:type{field_type}:{_base64_mysql(data[s:q])}"
+
+
+_DATETIME_TYPES = frozenset(
+    (_MYSQL_TYPE_DATE, _MYSQL_TYPE_TIME, _MYSQL_TYPE_DATETIME, _MYSQL_TYPE_TIMESTAMP)
+)
+
+_PARSERS: tuple[Any, ...] = (
+    _container,  # 0x00 small object
+    _container,  # 0x01 large object
+    _container,  # 0x02 small array
+    _container,  # 0x03 large array
+    _p_literal,  # 0x04
+    _fixed(_I16, 2),  # 0x05 int16
+    _fixed(_U16, 2),  # 0x06 uint16
+    _fixed(_I32, 4),  # 0x07 int32
+    _fixed(_U32, 4),  # 0x08 uint32
+    _fixed(_I64, 8),  # 0x09 int64
+    _fixed(_U64, 8),  # 0x0a uint64
+    _fixed(_F64, 8),  # 0x0b double
+    _p_string,  # 0x0c
+    None,
+    None,
+    _p_opaque,  # 0x0f
+)
+
+
+def _decode_at(data: bytes, start: int, end: int) -> Any:
+    if start >= end:
+        return None
+    t = data[start]
+    parse = _PARSERS[t] if t < 16 else None
+    if parse is None:
+        raise JsonBinaryError(f"invalid JSON value type 0x{t:02x} at offset {start}")
+    try:
+        return parse(data, start + 1, end, t)
+    except JsonBinaryError:
+        raise
+    except (struct.error, IndexError, UnicodeDecodeError, RecursionError) as exc:
+        raise JsonBinaryError(f"malformed binary JSON: {exc}") from None
+
+
+def decode_json(data: bytes | bytearray | memoryview) -> Any:
+    """Decode one binary JSON document (a JSON column value without its length prefix).
+
+    Returns ``None`` for an empty input (see the module docstring).  Raises
+    :class:`JsonBinaryError` for malformed data.
+    """
+    if type(data) is not bytes:
+        data = bytes(data)
+    return _decode_at(data, 0, len(data))
+
+
+# --- partial updates (JSON diffs) ------------------------------------------------------
+
+REPLACE = "replace"
+INSERT = "insert"
+REMOVE = "remove"
+_OPERATIONS = (REPLACE, INSERT, REMOVE)
+
+
+@dataclass(frozen=True, slots=True)
+class JsonDiff:
+    """One logical JSON diff: ``operation`` at ``path`` (MySQL path syntax, e.g. ``$.a[1]``).
+
+    ``value`` is the decoded new value for 'replace' and 'insert' and ``None`` for 'remove'.
+    """
+
+    operation: str
+    path: str
+    value: Any = None
+
+
+def decode_json_diffs(
+    data: bytes | bytearray | memoryview, *, length_prefixed: bool = False
+) -> list[JsonDiff]:
+    """Parse the serialised diff vector of a partially updated JSON column.
+
+    ``data`` is the column value *after* its 4-byte length prefix (the prefix
+    is the diff vector's length), i.e. the same bytes a full JSON value would
+    occupy.  Pass ``length_prefixed=True`` to give the bytes including that
+    4-byte prefix instead.  Raises :class:`JsonBinaryError` if malformed.
+    """
+    if type(data) is not bytes:
+        data = bytes(data)
+    pos = 0
+    end = len(data)
+    if length_prefixed:
+        if end < 4:
+            raise JsonBinaryError("truncated JSON diff vector length")
+        end = min(end, 4 + _U32(data, 0)[0])
+        pos = 4
+    diffs: list[JsonDiff] = []
+    try:
+        while pos < end:
+            op = data[pos]
+            if op > 2:
+                raise JsonBinaryError(f"invalid JSON diff operation {op} at offset {pos}")
+            path_len, pos = read_packed_int(data, pos + 1)
+            q = pos + path_len
+            if q > end:
+                raise JsonBinaryError(f"JSON diff path at offset {pos} exceeds the data")
+            path = data[pos:q].decode()
+            pos = q
+            value = None
+            if op != 2:
+                value_len, pos = read_packed_int(data, pos)
+                q = pos + value_len
+                if q > end:
+                    raise JsonBinaryError(f"JSON diff value at offset {pos} exceeds the data")
+                value = _decode_at(data, pos, q)
+                pos = q
+            diffs.append(JsonDiff(_OPERATIONS[op], path, value))
+    except JsonBinaryError:
+        raise
+    except (ValueError, IndexError) as exc:
+        raise JsonBinaryError(f"malformed JSON diff vector: {exc}") from None
+    return diffs
+
+
+# Path legs: (_MEMBER, name) | (_CELL, index) | (_CELL_FROM_END, n) for [last-n]
+_MEMBER = 0
+_CELL = 1
+_CELL_FROM_END = 2
+_SPACES = " \t\n\r\f\v"
+_DIGITS = "0123456789"
+
+
+@lru_cache(maxsize=4096)
+def _parse_path(path: str) -> tuple[tuple[int, Any], ...]:
+    """Parse a MySQL JSON path without wildcards, ellipses or ranges."""
+    n = len(path)
+
+    def skip(i: int) -> int:
+        while i < n and path[i] in _SPACES:
+            i += 1
+        return i
+
+    def bad(i: int, why: str) -> JsonDiffError:
+        return JsonDiffError(f"unsupported JSON path {path!r} at {i}: {why}")
+
+    i = skip(0)
+    if i >= n or path[i] != "$":
+        raise bad(i, "must start with '$'")
+    legs: list[tuple[int, Any]] = []
+    i = skip(i + 1)
+    while i < n:
+        c = path[i]
+        if c == ".":
+            i = skip(i + 1)
+            if i >= n:
+                raise bad(i, "member name expected")
+            if path[i] == '"':
+                j = i + 1
+                while j < n and path[j] != '"':
+                    j += 2 if path[j] == "\\" else 1
+                if j >= n:
+                    raise bad(i, "unterminated quoted member name")
+                text = path[i : j + 1]
+                i = j + 1
+            else:
+                j = i
+                while j < n and path[j] not in _SPACES and path[j] not in "[.*":
+                    j += 1
+                if j == i:
+                    raise bad(i, "wildcards are not supported")
+                text = '"' + path[i:j] + '"'
+                i = j
+            try:
+                name = json.loads(text)
+            except ValueError:
+                raise bad(i, "invalid member name") from None
+            legs.append((_MEMBER, name))
+        elif c == "[":
+            i = skip(i + 1)
+            kind = _CELL
+            if path.startswith("last", i):
+                kind = _CELL_FROM_END
+                i = skip(i + 4)
+                if i < n and path[i] == "-":
+                    i = skip(i + 1)
+                elif i < n and path[i] == "]":
+                    legs.append((kind, 0))
+                    i = skip(i + 1)
+                    continue
+                else:
+                    raise bad(i, "'-' or ']' expected")
+            j = i
+            while j < n and path[j] in _DIGITS:
+                j += 1
+            if j == i:
+                raise bad(i, "array index expected")
+            index = int(path[i:j])
+            i = skip(j)
+            if i >= n or path[i] != "]":
+                raise bad(i, "']' expected (ranges are not supported)")
+            legs.append((kind, index))
+            i += 1
+        else:
+            raise bad(i, "'.' or '[' expected")
+        i = skip(i)
+    return tuple(legs)
+
+
+def _mysql_key_order(key: str) -> tuple[int, bytes]:
+    raw = key.encode()
+    return len(raw), raw
+
+
+def _locate(container: Any, leg: tuple[int, Any]) -> Any:
+    """Return the dict key / list position the leg designates, or ``None`` if absent."""
+    kind, arg = leg
+    if kind == _MEMBER:
+        if isinstance(container, dict):
+            return arg if arg in container else None
+        return None
+    if isinstance(container, list):
+        size = len(container)
+        if arg < size:
+            return arg if kind == _CELL else size - 1 - arg
+    return None
+
+
+def _copy(node: Any) -> Any:
+    if isinstance(node, dict):
+        return dict(node)
+    if isinstance(node, list):
+        return list(node)
+    return None
+
+
+def _apply_one(document: Any, diff: JsonDiff) -> Any:
+    legs = _parse_path(diff.path)
+    op = diff.operation
+    if op not in _OPERATIONS:
+        raise JsonDiffError(f"unknown JSON diff operation {op!r}")
+    if not legs:
+        # The server never logs diffs on the root; treat a REPLACE as a new document.
+        if op == REPLACE:
+            return diff.value
+        raise JsonDiffError(f"cannot {op} the root of a JSON document")
+    root = _copy(document)
+    if root is None:
+        raise JsonDiffError(f"path {diff.path!r} not found: the document is not a container")
+    parent = root
+    for leg in legs[:-1]:
+        where = _locate(parent, leg)
+        if where is None:
+            raise JsonDiffError(f"path {diff.path!r} not found in the document")
+        child = _copy(parent[where])
+        if child is None:
+            raise JsonDiffError(f"path {diff.path!r} not found in the document")
+        parent[where] = child
+        parent = child
+
+    leg = legs[-1]
+    if op == REPLACE:
+        where = _locate(parent, leg)
+        if where is None:
+            raise JsonDiffError(f"cannot replace {diff.path!r}: path not found")
+        parent[where] = diff.value
+    elif op == REMOVE:
+        where = _locate(parent, leg)
+        if where is None:
+            raise JsonDiffError(f"cannot remove {diff.path!r}: path not found")
+        del parent[where]
+    else:  # INSERT
+        kind, arg = leg
+        if kind == _MEMBER and isinstance(parent, dict):
+            if arg in parent:
+                raise JsonDiffError(f"cannot insert {diff.path!r}: member exists")
+            parent[arg] = diff.value
+            # Keep MySQL's member order (byte length, then bytes), as the after-image has it.
+            items = sorted(parent.items(), key=lambda kv: _mysql_key_order(kv[0]))
+            parent.clear()
+            parent.update(items)
+        elif kind != _MEMBER and isinstance(parent, list):
+            size = len(parent)
+            if kind == _CELL:
+                pos = min(arg, size)
+            else:
+                pos = size - 1 - arg if arg < size else 0
+            parent.insert(pos, diff.value)
+        else:
+            raise JsonDiffError(f"cannot insert {diff.path!r}: parent has the wrong type")
+    return root
+
+
+def apply_json_diffs(document: Any, diffs: list[JsonDiff] | tuple[JsonDiff, ...]) -> Any:
+    """Apply ``diffs`` in order to a decoded JSON document and return the result.
+
+    ``document`` is not modified: containers on the changed paths are copied,
+    everything else is shared with the input.  Semantics follow the server's
+    ``apply_json_diffs()``: REPLACE needs an existing target, INSERT adds an
+    object member (which must not exist yet; members are kept in MySQL's key
+    order) or inserts into an array (an index past the end appends), REMOVE
+    deletes an existing member or element.  Raises :class:`JsonDiffError` when
+    the server would reject the diff.
+    """
+    for diff in diffs:
+        document = _apply_one(document, diff)
+    return document

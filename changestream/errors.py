@@ -1,0 +1,51 @@
+"""Errors raised by changestream, each saying what went wrong and where."""
+
+from __future__ import annotations
+
+
+class ChangestreamError(Exception):
+    """Base class of every error changestream raises on purpose."""
+
+
+class ConfigError(ChangestreamError):
+    """A configuration value is missing, unknown or of the wrong type."""
+
+
+class SourceError(ChangestreamError):
+    """The binlog source (a server or files) cannot be read."""
+
+
+class BinlogError(SourceError):
+    """A binlog cannot be decoded at a given place.
+
+    The message is one line: what is wrong, then ``file at offset N``.
+    """
+
+    def __init__(self, message: str, file: str | None = None, offset: int | None = None):
+        self.reason = message
+        self.file = file
+        self.offset = offset
+        where = ""
+        if file is not None or offset is not None:
+            where = f" ({file or '<stream>'} at offset {offset if offset is not None else '?'})"
+        super().__init__(message + where)
+
+
+class TruncatedBinlogError(BinlogError):
+    """The binlog ends inside an event."""
+
+
+class ChecksumMismatchError(BinlogError):
+    """An event's CRC32 does not match its bytes."""
+
+
+class UnsupportedBinlogError(BinlogError):
+    """The binlog uses a format or feature changestream refuses to read (encrypted, v1/v3)."""
+
+
+class PurgedPositionError(SourceError):
+    """The server no longer has the binlog the requested position is in."""
+
+
+class SinkError(ChangestreamError):
+    """A sink failed to make a batch durable."""

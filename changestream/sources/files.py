@@ -1,0 +1,194 @@
+"""Reading binlog files: one file, a list, or a directory in index order; gzip'd files;
+files still being written (follow until stopped)."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import re
+import struct
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from changestream.decoding import event_types as et
+from changestream.decoding.event_decoder import HEADER_SIZE, EventDecoder
+from changestream.decoding.events import Event, RotateEvent
+from changestream.errors import BinlogError, SourceError, TruncatedBinlogError
+from changestream.sources.raw import BINLOG_MAGIC, RawEvent
+
+log = logging.getLogger("changestream")
+_SIZE = struct.Struct("<I").unpack_from
+
+
+def _numeric_suffix(path: Path) -> tuple[str, int, str]:
+    name = path.name.removesuffix(".gz")
+    m = re.match(r"(.*)\.(\d+)$", name)
+    return (m.group(1), int(m.group(2)), name) if m else (name, -1, name)
+
+
+def binlog_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The binlog files named by ``paths``, directories expanded in index order.
+
+    A directory's order comes from its ``*.index`` file when there is one, else from the
+    numeric suffixes of the file names (``mysql-bin.000001``, ...).
+    """
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(_directory_files(p))
+        elif p.exists():
+            out.append(p)
+        else:
+            raise SourceError(f"binlog file not found: {p}")
+    return out
+
+
+def _directory_files(directory: Path) -> list[Path]:
+    indexes = sorted(directory.glob("*.index"))
+    if indexes:
+        files = []
+        for line in indexes[0].read_text().splitlines():
+            name = Path(line.strip()).name
+            if name and (directory / name).exists():
+                files.append(directory / name)
+        if files:
+            return files
+    candidates = [
+        f for f in directory.iterdir()
+        if f.is_file() and _numeric_suffix(f)[1] >= 0 and not f.name.endswith(".index")
+    ]
+    if not candidates:
+        raise SourceError(f"no binlog files in directory {directory}")
+    return sorted(candidates, key=_numeric_suffix)
+
+
+def _open(path: Path) -> BinaryIO:
+    with path.open("rb") as probe:
+        magic = probe.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return path.open("rb", buffering=1 << 20)
+
+
+def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | None = None,
+                    poll_interval: float = 0.2) -> Iterator[RawEvent]:
+    """The raw events of one file from ``start``; the FORMAT_DESCRIPTION event (at 4) is
+    always yielded first so that what follows can be decoded.
+
+    With ``follow`` (a stop flag), the end of the file is waited on until the flag is set or
+    the file ends with ROTATE/STOP; otherwise an event cut short is a ``TruncatedBinlogError``.
+    """
+    name = str(path)
+    with _open(path) as f:
+        magic = f.read(4)
+        if magic != BINLOG_MAGIC:
+            raise BinlogError(f"not a binlog file: starts with {magic.hex() or 'nothing'}, "
+                              f"expected {BINLOG_MAGIC.hex()}", name, 0)
+        offset = 4
+        while True:
+            header = _read_exact(f, HEADER_SIZE, follow, poll_interval)
+            if not header:
+                return
+            if len(header) < HEADER_SIZE:
+                raise TruncatedBinlogError(
+                    f"file ends inside an event header ({len(header)} of {HEADER_SIZE} bytes)",
+                    name, offset)
+            size = _SIZE(header, 9)[0]
+            if size < HEADER_SIZE:
+                raise BinlogError(f"corrupt event header: size {size} is smaller than the "
+                                  "header", name, offset)
+            rest = _read_exact(f, size - HEADER_SIZE, follow, poll_interval)
+            if len(rest) < size - HEADER_SIZE:
+                raise TruncatedBinlogError(
+                    f"file ends inside a {et.event_type_name(header[4])} event: its header "
+                    f"says {size} bytes, {HEADER_SIZE + len(rest)} are there", name, offset)
+            if offset >= start or header[4] == et.FORMAT_DESCRIPTION:
+                yield RawEvent(name, offset, header + rest)
+            if offset < start and header[4] == et.FORMAT_DESCRIPTION and start > offset + size:
+                f.seek(start) if not isinstance(f, gzip.GzipFile) else _skip(f, start - offset - size)
+                offset = start
+                continue
+            offset += size
+            if follow is not None and header[4] in (et.ROTATE, et.STOP):
+                return
+
+
+def _skip(f: BinaryIO, n: int) -> None:
+    while n > 0:
+        chunk = f.read(min(n, 1 << 20))
+        if not chunk:
+            return
+        n -= len(chunk)
+
+
+def _read_exact(f: BinaryIO, n: int, follow: threading.Event | None,
+                poll_interval: float) -> bytes:
+    data = f.read(n)
+    if follow is None or len(data) == n:
+        return data
+    while len(data) < n and not follow.is_set():
+        follow.wait(poll_interval)
+        data += f.read(n - len(data))
+    return data
+
+
+class FileSource:
+    """Decoded events from binlog files, in order, following ROTATE from file to file.
+
+    ``start_file``/``start_pos`` begin inside the list (the FDE of that file is read first).
+    ``follow=True`` keeps reading as the last file grows and as new files appear, until
+    ``stop()``.
+    """
+
+    def __init__(self, paths: Iterable[str | Path], *, start_file: str | None = None,
+                 start_pos: int = 4, follow: bool = False, verify_checksums: bool = True,
+                 decoder: EventDecoder | None = None):
+        self.paths = [Path(p) for p in paths]
+        self.start_file = start_file
+        self.start_pos = start_pos
+        self.follow = follow
+        self.decoder = decoder or EventDecoder(verify_checksums=verify_checksums)
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """Ask a following source to end after the event it is reading."""
+        self._stop.set()
+
+    def raw_events(self) -> Iterator[RawEvent]:
+        """The raw events of every file in order."""
+        files = binlog_files(self.paths)
+        if self.start_file is not None:
+            names = [f.name for f in files]
+            wanted = Path(self.start_file).name
+            if wanted not in names:
+                raise SourceError(f"start file {self.start_file} is not among the binlog files")
+            files = files[names.index(wanted):]
+        first = True
+        seen: set[Path] = set()
+        while files:
+            path = files.pop(0)
+            seen.add(path)
+            start = self.start_pos if first else 4
+            first = False
+            follow = self._stop if self.follow and not files else None
+            yield from read_raw_events(path, start, follow=follow)
+            if self.follow and not files and not self._stop.is_set():
+                files = self._wait_for_next_file(seen)
+
+    def _wait_for_next_file(self, seen: set[Path]) -> list[Path]:
+        while not self._stop.is_set():
+            fresh = [f for f in binlog_files(self.paths) if f not in seen]
+            if fresh:
+                return fresh
+            self._stop.wait(0.2)
+        return []
+
+    def __iter__(self) -> Iterator[Event]:
+        decode = self.decoder.decode
+        for raw in self.raw_events():
+            event = decode(raw.data, raw.file, raw.offset)
+            if isinstance(event, RotateEvent):
+                log.debug("rotate to %s at %s:%d", event.next_file, raw.file, raw.offset)
+            yield event

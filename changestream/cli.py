@@ -1,0 +1,110 @@
+"""The ``changestream`` command line: ``inspect`` and ``extract`` (and ``run``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+
+from changestream.decoding.events import Event
+from changestream.errors import ChangestreamError
+from changestream.extract import extract_transaction
+from changestream.scan import TransactionSummary, scan_transactions
+from changestream.sources.files import FileSource, binlog_files
+
+EXIT_OK = 0
+EXIT_BINLOG_ERROR = 1
+EXIT_USAGE = 2
+
+
+def _progress(events: Iterator[Event], path: Path) -> Iterator[Event]:
+    """Pass events through, drawing a progress bar on stderr (only on a terminal)."""
+    total = path.stat().st_size or 1
+    last = -1
+    for event in events:
+        pct = min(100, event.header.offset * 100 // total)
+        if pct != last:
+            last = pct
+            bar = "#" * (pct // 4)
+            sys.stderr.write(f"\r{path.name} [{bar:<25}] {pct:3d}%")
+            sys.stderr.flush()
+        yield event
+    sys.stderr.write("\r" + " " * (len(path.name) + 35) + "\r")
+
+
+def _text_line(t: TransactionSummary) -> str:
+    tables = ", ".join(
+        f"{name} +{c['insert']} ~{c['update']} -{c['delete']}" for name, c in t.tables.items())
+    ts = t.commit_ts.isoformat(timespec="microseconds") if t.commit_ts else "-"
+    length = f" len={t.transaction_length}" if t.transaction_length is not None else ""
+    return (f"{Path(t.file or '-').name}:{t.start}-{t.end} {t.gtid or '-'} {t.kind} {t.status}"
+            f" events={t.events}{length} {ts} {tables}").rstrip()
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    status = EXIT_OK
+    warn = lambda message: print(f"warning: {message}", file=sys.stderr)  # noqa: E731
+    try:
+        files = binlog_files(args.paths)
+    except ChangestreamError as exc:
+        print(f"changestream inspect: {exc}", file=sys.stderr)
+        return EXIT_BINLOG_ERROR
+    for path in files:
+        events: Iterator[Event] = iter(FileSource([path], verify_checksums=not args.no_verify))
+        if sys.stderr.isatty() and not args.no_progress:
+            events = _progress(events, path)
+        try:
+            for t in scan_transactions(events, on_warning=warn):
+                if args.format == "jsonl":
+                    sys.stdout.buffer.write(orjson.dumps(t.as_dict()) + b"\n")
+                else:
+                    print(_text_line(t))
+        except ChangestreamError as exc:
+            sys.stdout.flush()
+            print(f"changestream inspect: {exc}", file=sys.stderr)
+            status = EXIT_BINLOG_ERROR
+    return status
+
+
+def cmd_extract(args: argparse.Namespace) -> int:
+    try:
+        result = extract_transaction(args.paths, args.gtid, args.output)
+    except ChangestreamError as exc:
+        print(f"changestream extract: {exc}", file=sys.stderr)
+        return EXIT_BINLOG_ERROR
+    print(f"extracted {args.gtid} ({result.events} events, {result.file} "
+          f"{result.start}-{result.end}) to {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="changestream",
+                                     description="MySQL/MariaDB change-data-capture router")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("inspect", help="list the transactions in binlog files")
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR")
+    p.add_argument("--format", choices=("text", "jsonl"), default="text")
+    p.add_argument("--no-verify", action="store_true", help="do not verify CRC32 checksums")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
+    p.set_defaults(func=cmd_inspect)
+    p = sub.add_parser("extract", help="cut one transaction out as a standalone binlog")
+    p.add_argument("--gtid", required=True)
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR")
+    p.add_argument("-o", "--output", required=True)
+    p.set_defaults(func=cmd_extract)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

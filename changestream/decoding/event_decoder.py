@@ -13,6 +13,7 @@ from collections.abc import Callable
 import zstandard
 
 from changestream.decoding import event_types as et
+from changestream.decoding import field_types as ft
 from changestream.decoding.events import (
     FL_COMPLETED_XA,
     FL_GROUP_COMMIT_ID,
@@ -414,7 +415,8 @@ class EventDecoder:
         try:
             decoded = decoder.decode_body(body, pos, kind, h.type_code == et.PARTIAL_UPDATE_ROWS)
         except RowsFormatError as exc:
-            raise BinlogError(str(exc), h.file, h.offset) from None
+            raise BinlogError(str(exc) + _old_temporal_hint(decoder.schema, self),
+                              h.file, h.offset) from None
         return RowsEvent(h, kind, table_id, flags, decoder.schema, decoded.present,
                          decoded.present_after, decoded.rows,
                          h.type_code == et.PARTIAL_UPDATE_ROWS, compressed)
@@ -519,3 +521,15 @@ def _query_charset(status: bytes) -> int | None:
             size = p - pos
         pos += size
     return None
+
+
+def _old_temporal_hint(schema: TableSchema, decoder: EventDecoder) -> str:
+    """Why a row may not fit: MariaDB 5.3-10.0 logs TIMESTAMP(n)/DATETIME(n)/TIME(n) in its
+    own microsecond format under the old type codes, with no metadata giving the precision."""
+    fde = decoder.format_description
+    old = [c.display_name for c in schema.columns
+           if c.type_code in (ft.TIMESTAMP, ft.DATETIME, ft.TIME)]
+    if old and fde is not None and fde.is_mariadb:
+        return (f"; columns {', '.join(old)} use MariaDB 5.3-10.0 temporal types, whose "
+                "fractional-second precision the binlog does not record: unsupported")
+    return ""

@@ -55,7 +55,9 @@ _CODECS = {
 }
 
 # MariaDB 11 UCA-14.0 collations are numbered by character set in blocks of 256.
-_MARIADB_UCA1400_BLOCKS = {8: "utf-8", 9: "utf-8", 10: "utf-16-be", 11: "utf-16-be", 12: "utf-32-be"}
+_MARIADB_UCA1400_BLOCKS = {
+    8: "utf-8", 9: "utf-8", 10: "utf-16-be", 11: "utf-16-be", 12: "utf-32-be",
+}
 
 
 class UnknownCollationError(LookupError):

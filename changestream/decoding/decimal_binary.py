@@ -23,7 +23,7 @@ for every precision up to 65 and scale up to 30, independent of the current
 from __future__ import annotations
 
 from decimal import Decimal
-from functools import lru_cache
+from functools import cache
 
 __all__ = ["decimal_size", "decode_decimal"]
 
@@ -33,7 +33,7 @@ _MAX_PRECISION = 65
 _MAX_SCALE = 30
 
 
-@lru_cache(maxsize=None)
+@cache
 def _layout(precision: int, scale: int) -> tuple[int, tuple[tuple[int, int, int, int], ...]]:
     """Return ``(size, groups)``; each group is ``(shift, mask, multiplier, limit)``.
 

@@ -332,7 +332,7 @@ class EventDecoder:
         domain_id = _U32(body, 8)[0]
         flags2 = body[12]
         event = MariadbGtidEvent(h, domain_id, seq_no, flags2)
-        pos = 19
+        pos = 13  # without a commit id, 6 zero bytes pad the fixed part to 19 bytes
         if flags2 & FL_GROUP_COMMIT_ID:
             event.commit_id = _U64(body, 13)[0]
             pos = 21

@@ -63,6 +63,7 @@ import json
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import add as _add
 from typing import Any
 
 from changestream.decoding.decimal_binary import decode_decimal
@@ -165,35 +166,36 @@ def _read_varlen(data: bytes, pos: int, end: int) -> tuple[int, int]:
 
 def _container(data: bytes, base: int, end: int, kind: int) -> Any:
     """Decode an object/array whose header (element count) starts at ``base``."""
+    # Hot path: type codes are written as literals (constants are cheaper than globals).
     large = kind & 1
     if large:
         if base + 8 > end:
             raise JsonBinaryError(f"truncated container header at offset {base}")
         count, size = _II(data, base)
-        header = 8 + count * (11 if kind == _LARGE_OBJECT else 5)
+        header = 8 + count * (11 if kind == 1 else 5)
     else:
         if base + 4 > end:
             raise JsonBinaryError(f"truncated container header at offset {base}")
         count, size = _HH(data, base)
-        header = 4 + count * (7 if kind == _SMALL_OBJECT else 3)
+        header = 4 + count * (7 if kind == 0 else 3)
     cend = base + size
     if cend > end or header > size:
         raise JsonBinaryError(f"container at offset {base} exceeds its buffer")
-    if count == 0:
+    if not count:
         return {} if kind < 2 else []
-    e = _entry_unpacker(kind, count)(data, base + (8 if large else 4))
+    e = _entry_unpacker(kind, count)(data, base + 8 if large else base + 4)
     if kind < 2:
         n2 = count + count
         types = e[n2::2]
         vals = e[n2 + 1 :: 2]
     else:
-        types = e[0::2]
+        types = e[::2]
         vals = e[1::2]
 
     out = []
     append = out.append
     for t, v in zip(types, vals):
-        if t == _STRING:
+        if t == 12:  # string
             if v >= size:
                 raise JsonBinaryError(f"value offset {v} outside container at {base}")
             p = base + v
@@ -206,18 +208,18 @@ def _container(data: bytes, base: int, end: int, kind: int) -> Any:
             if q > cend:
                 raise JsonBinaryError(f"string at offset {p} exceeds its container")
             append(data[p:q].decode())
-        elif t == _INT16:
+        elif t == 5:  # int16, inlined
             append(((v & 0xFFFF) ^ 0x8000) - 0x8000)
-        elif t == _LITERAL:
-            lit = v & 0xFF
-            if lit > 2:
-                raise JsonBinaryError(f"invalid literal {lit} in container at {base}")
-            append(_LITERALS[lit])
-        elif t == _UINT16:
+        elif t == 4:  # literal, inlined
+            v &= 0xFF
+            if v > 2:
+                raise JsonBinaryError(f"invalid literal {v} in container at {base}")
+            append(None if v == 0 else v == 1)
+        elif t == 6:  # uint16, inlined
             append(v & 0xFFFF)
-        elif large and t == _INT32:
+        elif large and t == 7:  # int32, inlined in the large format
             append((v ^ 0x80000000) - 0x80000000)
-        elif large and t == _UINT32:
+        elif large and t == 8:  # uint32, inlined in the large format
             append(v)
         else:
             if v >= size:
@@ -227,16 +229,13 @@ def _container(data: bytes, base: int, end: int, kind: int) -> Any:
                 raise JsonBinaryError(f"invalid JSON value type 0x{t:02x} in container at {base}")
             append(parse(data, base + v, cend, t))
 
-    if kind >= 2:
+    if kind > 1:
         return out
-    keys = []
-    kappend = keys.append
-    for ko, kl in zip(e[0:n2:2], e[1:n2:2]):
-        q = ko + kl
-        if q > size:
-            raise JsonBinaryError(f"key at offset {ko} outside container at {base}")
-        kappend(data[base + ko : base + q].decode())
-    return dict(zip(keys, out))
+    kos = e[0:n2:2]
+    kls = e[1:n2:2]
+    if max(map(_add, kos, kls)) > size:
+        raise JsonBinaryError(f"object key outside container at {base}")
+    return dict(zip([data[base + o : base + o + n].decode() for o, n in zip(kos, kls)], out))
 
 
 def _p_literal(data: bytes, p: int, end: int, t: int) -> Any:

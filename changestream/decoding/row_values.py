@@ -317,7 +317,9 @@ def value_reader(column: Column) -> ValueReader:
     if t in ft.BLOB_TYPES:
         raw = _length_prefixed(column.length_bytes or 2)
         # Without logged charsets a BLOB cannot be told from a TEXT: keep the bytes.
-        return raw if column.collation is None else _text(raw, codec_for_collation(column.collation))
+        if column.collation is None:
+            return raw
+        return _text(raw, codec_for_collation(column.collation))
     if t == ft.ENUM:
         return _enum(column)
     if t == ft.SET:

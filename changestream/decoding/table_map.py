@@ -116,7 +116,8 @@ def parse_table_map(body: bytes, post_header_len: int) -> tuple[int, int, TableS
             shapes.append(shape)
         if pos != meta_end:
             raise TableMapFormatError(
-                f"column metadata of {database}.{table} is {meta_len} bytes, read {pos - meta_end + meta_len}"
+                f"column metadata of {database}.{table} is {meta_len} bytes, "
+                f"read {pos - meta_end + meta_len}"
             )
         nullable = _bits_lsb_first(body[pos:pos + (ncols + 7) // 8], ncols)
         pos += (ncols + 7) // 8

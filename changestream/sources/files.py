@@ -107,7 +107,10 @@ def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | Non
             if offset >= start or header[4] == et.FORMAT_DESCRIPTION:
                 yield RawEvent(name, offset, header + rest)
             if offset < start and header[4] == et.FORMAT_DESCRIPTION and start > offset + size:
-                f.seek(start) if not isinstance(f, gzip.GzipFile) else _skip(f, start - offset - size)
+                if isinstance(f, gzip.GzipFile):
+                    _skip(f, start - offset - size)
+                else:
+                    f.seek(start)
                 offset = start
                 continue
             offset += size

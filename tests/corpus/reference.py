@@ -34,8 +34,6 @@ def read_reference(relative: str) -> tuple[Counter[tuple[str, str]], list[str]]:
                 m = _ROW.match(line)
                 if m:
                     counts[(f"{m.group(2)}.{m.group(3)}", _OPS[m.group(1)])] += 1
-            elif m := _MYSQL_GTID.match(line):
-                gtids.append(m.group(1))
-            elif m := _MARIADB_GTID.match(line):
+            elif (m := _MYSQL_GTID.match(line)) or (m := _MARIADB_GTID.match(line)):
                 gtids.append(m.group(1))
     return counts, gtids

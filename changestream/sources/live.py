@@ -1,0 +1,228 @@
+"""Reading the binlog live from a server as a replica (COM_BINLOG_DUMP / _GTID).
+
+The connection and handshake come from PyMySQL, GTID-set encoding from python-mysql-replication;
+every event's bytes then go through the same ``EventDecoder`` as files do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import struct
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+from pymysqlreplication.gtid import GtidSet
+
+from changestream.decoding import event_types as et
+from changestream.decoding.event_decoder import CHECKSUM_CRC32, CHECKSUM_OFF, EventDecoder
+from changestream.decoding.events import Event
+from changestream.errors import PurgedPositionError, SourceError
+from changestream.sources.raw import RawEvent
+
+log = logging.getLogger("changestream")
+
+COM_BINLOG_DUMP = 0x12
+COM_BINLOG_DUMP_GTID = 0x1E
+BINLOG_DUMP_NON_BLOCK = 0x01
+BINLOG_SEND_ANNOTATE_ROWS_EVENT = 0x02
+BINLOG_THROUGH_GTID = 0x04
+ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
+
+
+@dataclass(slots=True, frozen=True)
+class StartPosition:
+    """Where a live source begins: ``earliest``, ``latest``, a ``file`` and ``pos``, or a
+    ``gtid`` set (MySQL) or GTID state (MariaDB)."""
+
+    kind: str = "earliest"
+    file: str | None = None
+    pos: int = 4
+    gtid: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> StartPosition:
+        """``earliest``, ``latest``, ``gtid:SET`` or ``FILE:POS``."""
+        if text in ("earliest", "latest"):
+            return cls(text)
+        if text.startswith("gtid:"):
+            return cls("gtid", gtid=text[5:])
+        file, sep, pos = text.rpartition(":")
+        if not sep or not pos.isdigit() or not file:
+            raise ValueError(f"start position {text!r} is not earliest, latest, gtid:SET or "
+                             "FILE:POS")
+        return cls("file", file=file, pos=int(pos))
+
+
+class LiveSource:
+    """Decoded events from a server's binlog, read as a replica.
+
+    ``blocking=False`` ends the stream when the reader reaches the end of what the server
+    has (the server sends EOF); otherwise it waits for new events until ``stop()``.
+    """
+
+    def __init__(self, connection: dict[str, Any], start: StartPosition | None = None, *,
+                 server_id: int = 0x3EADBEEF, blocking: bool = True,
+                 heartbeat_seconds: float = 5.0, verify_checksums: bool = True,
+                 decoder: EventDecoder | None = None):
+        self.connection_settings = dict(connection)
+        self.start = start or StartPosition()
+        self.server_id = server_id
+        self.blocking = blocking
+        self.heartbeat_seconds = heartbeat_seconds
+        self.verify_checksums = verify_checksums
+        self.decoder = decoder
+        self.is_mariadb = False
+        self.server_version = ""
+        self._conn: pymysql.Connection[Any] | None = None
+        self._stop = threading.Event()
+        self.file: str | None = None
+        self.pos = 4
+
+    def _connect(self, **extra: Any) -> pymysql.Connection[Any]:
+        settings = {"connect_timeout": 10, **self.connection_settings, **extra}
+        try:
+            return pymysql.connect(**settings)
+        except pymysql.err.MySQLError as exc:
+            host = settings.get("host", "localhost")
+            raise SourceError(f"cannot connect to {host}:{settings.get('port', 3306)}: "
+                              f"{exc.args[-1] if exc.args else exc}") from None
+
+    def stop(self) -> None:
+        """End the stream; a blocked read ends when the connection closes."""
+        self._stop.set()
+        conn = self._conn
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _query_one(self, conn: pymysql.Connection[Any], sql: str) -> tuple[Any, ...] | None:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return cur.fetchone()
+
+    def _resolve_start(self, conn: pymysql.Connection[Any]) -> tuple[str, int]:
+        kind = self.start.kind
+        if kind == "file":
+            assert self.start.file is not None
+            return self.start.file, self.start.pos
+        if kind == "earliest":
+            with conn.cursor() as cur:
+                cur.execute("SHOW BINARY LOGS")
+                rows = cur.fetchall()
+            if not rows:
+                raise SourceError("the server has no binary logs: is log_bin enabled?")
+            return rows[0][0], 4
+        if kind == "latest":
+            try:
+                row = self._query_one(conn, "SHOW BINARY LOG STATUS")
+            except pymysql.err.MySQLError:
+                row = self._query_one(conn, "SHOW MASTER STATUS")
+            if row is None:
+                raise SourceError("the server reports no binlog position: is log_bin enabled?")
+            return row[0], int(row[1])
+        return "", 4
+
+    def raw_events(self) -> Iterator[RawEvent]:
+        """The events' bytes as the server sends them."""
+        conn = self._connect()
+        self._conn = conn
+        try:
+            version = self._query_one(conn, "SELECT VERSION()")
+            self.server_version = str(version[0]) if version else ""
+            self.is_mariadb = "mariadb" in self.server_version.lower()
+            checksum = self._query_one(conn, "SELECT @@global.binlog_checksum")
+            alg = CHECKSUM_CRC32 if checksum and str(checksum[0]).upper() == "CRC32" \
+                else CHECKSUM_OFF
+            if self.decoder is None:
+                self.decoder = EventDecoder(verify_checksums=self.verify_checksums,
+                                            checksum_alg=alg)
+            else:
+                self.decoder.checksum_alg = alg
+            with conn.cursor() as cur:
+                cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum, "
+                            "@source_binlog_checksum = @@global.binlog_checksum")
+                cur.execute("SET @master_heartbeat_period = %s",
+                            (int(self.heartbeat_seconds * 1e9),))
+                if self.is_mariadb:
+                    cur.execute("SET @mariadb_slave_capability = 4")
+            file, pos = self._resolve_start(conn)
+            self._send_dump(conn, file, pos)
+            self.file, self.pos = file or None, pos
+            yield from self._read(conn)
+        finally:
+            self._conn = None
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _send_dump(self, conn: pymysql.Connection[Any], file: str, pos: int) -> None:
+        flags = 0 if self.blocking else BINLOG_DUMP_NON_BLOCK
+        if self.start.kind == "gtid" and not self.is_mariadb:
+            gtid_set = GtidSet(self.start.gtid or "")
+            encoded = gtid_set.encoded()
+            payload = (struct.pack("<HII", flags | BINLOG_THROUGH_GTID, self.server_id, 0)
+                       + struct.pack("<QI", 4, len(encoded)) + encoded)
+            conn._execute_command(COM_BINLOG_DUMP_GTID, payload)
+            return
+        if self.start.kind == "gtid":
+            with conn.cursor() as cur:
+                cur.execute("SET @slave_connect_state = %s", (self.start.gtid or "",))
+                cur.execute("SET @slave_gtid_strict_mode = 0")
+                cur.execute("SET @slave_gtid_ignore_duplicates = 0")
+            file, pos = "", 4
+        if self.is_mariadb:
+            flags |= BINLOG_SEND_ANNOTATE_ROWS_EVENT
+        payload = struct.pack("<IHI", pos, flags, self.server_id) + file.encode()
+        conn._execute_command(COM_BINLOG_DUMP, payload)
+
+    def _read(self, conn: pymysql.Connection[Any]) -> Iterator[RawEvent]:
+        while not self._stop.is_set():
+            try:
+                packet = conn._read_packet()
+            except pymysql.err.OperationalError as exc:
+                if self._stop.is_set():
+                    return
+                code = exc.args[0] if exc.args else 0
+                message = exc.args[1] if len(exc.args) > 1 else str(exc)
+                if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
+                    raise PurgedPositionError(
+                        f"the server cannot send the binlog from {self._where()}: {message}. "
+                        "The position was probably purged; restart from 'earliest' or a newer "
+                        "GTID set/position (and re-snapshot what was missed)") from None
+                raise SourceError(f"lost the server at {self._where()}: {message}") from None
+            except (pymysql.err.InterfaceError, OSError) as exc:
+                if self._stop.is_set():
+                    return
+                raise SourceError(f"lost the server at {self._where()}: {exc}") from None
+            data = packet.get_all_data()
+            if data[:1] == b"\xfe" and len(data) < 9:
+                return  # EOF: caught up in non-blocking mode
+            if data[:1] != b"\x00":
+                continue
+            event = data[1:]
+            size = len(event)
+            type_code, log_pos = event[4], struct.unpack_from("<I", event, 13)[0]
+            if type_code == et.ROTATE:
+                new_file = event[27:size - (4 if self.decoder and
+                                            self.decoder.checksum_alg == CHECKSUM_CRC32 else 0)]
+                offset = 0 if log_pos == 0 else log_pos - size
+                yield RawEvent(self.file or "", offset, event)
+                self.file = new_file.decode("utf-8", "replace")
+                self.pos = struct.unpack_from("<Q", event, 19)[0]
+                continue
+            offset = log_pos - size if log_pos else (4 if type_code == et.FORMAT_DESCRIPTION
+                                                     else self.pos)
+            if log_pos:
+                self.pos = log_pos
+            yield RawEvent(self.file or "", offset, event)
+
+    def _where(self) -> str:
+        return f"{self.file or '?'}:{self.pos}"
+
+    def __iter__(self) -> Iterator[Event]:
+        for raw in self.raw_events():
+            assert self.decoder is not None
+            yield self.decoder.decode(raw.data, raw.file, raw.offset)

@@ -63,7 +63,6 @@ import json
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
-from operator import add as _add
 from typing import Any
 
 from changestream.decoding.decimal_binary import decode_decimal
@@ -231,11 +230,14 @@ def _container(data: bytes, base: int, end: int, kind: int) -> Any:
 
     if kind > 1:
         return out
-    kos = e[0:n2:2]
-    kls = e[1:n2:2]
-    if max(map(_add, kos, kls)) > size:
-        raise JsonBinaryError(f"object key outside container at {base}")
-    return dict(zip([data[base + o : base + o + n].decode() for o, n in zip(kos, kls)], out))
+    keys = []
+    kappend = keys.append
+    for ko, kl in zip(e[0:n2:2], e[1:n2:2]):
+        q = ko + kl
+        if q > size:
+            raise JsonBinaryError(f"key at offset {ko} outside container at {base}")
+        kappend(data[base + ko : base + q].decode())
+    return dict(zip(keys, out))
 
 
 def _p_literal(data: bytes, p: int, end: int, t: int) -> Any:

@@ -263,6 +263,7 @@ class EmbeddedServer:
                     user=self.user,
                     password=self.password,
                     connect_timeout=2,
+                    read_timeout=5,  # something else answering on the port must not hang us
                 ).close()
                 break
             except pymysql.err.OperationalError as error:
@@ -310,6 +311,7 @@ class EmbeddedServer:
                     user=self.user,
                     password=self.password,
                     connect_timeout=2,
+                    read_timeout=5,
                 ) as conn:
                     conn.cursor().execute("SHUTDOWN")
             except pymysql.MySQLError as error:

@@ -16,8 +16,8 @@ Layout for ``DECIMAL(precision, scale)``:
   write); for negative values every byte is additionally inverted.
 
 Everything is decoded with integer arithmetic only, so the result is exact
-for every precision up to 65 and scale up to 30, independent of the current
-``decimal`` context.
+for every precision (columns: up to 65, scale up to 30; JSON values: up to 81),
+independent of the current ``decimal`` context.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ __all__ = ["decimal_size", "decode_decimal"]
 
 DIG_PER_DEC = 9
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
-_MAX_PRECISION = 65
-_MAX_SCALE = 30
+# Columns allow DECIMAL(65, 30); decimals inside JSON documents carry the precision of an
+# in-memory decimal, which can be up to DECIMAL_MAX_POSSIBLE_PRECISION (81) digits.
+_MAX_PRECISION = 81
 
 
 @cache
@@ -42,9 +43,9 @@ def _layout(precision: int, scale: int) -> tuple[int, tuple[tuple[int, int, int,
     accumulated value is multiplied by it before the group is added);
     ``limit`` is the exclusive upper bound of a valid group value (0: unchecked).
     """
-    if not 1 <= precision <= _MAX_PRECISION:
-        raise ValueError(f"DECIMAL precision {precision} out of range 1..{_MAX_PRECISION}")
-    if not 0 <= scale <= min(precision, _MAX_SCALE):
+    if not 0 <= precision <= _MAX_PRECISION:
+        raise ValueError(f"DECIMAL precision {precision} out of range 0..{_MAX_PRECISION}")
+    if not 0 <= scale <= precision:
         raise ValueError(f"DECIMAL scale {scale} out of range for precision {precision}")
     intg = precision - scale
     intg0, intg0x = divmod(intg, DIG_PER_DEC)
@@ -83,6 +84,8 @@ def decode_decimal(
     MySQL prints it.  Raises ``ValueError`` for truncated or malformed input.
     """
     size, groups = _layout(precision, scale)
+    if not size:  # DECIMAL(0,0): no digits at all, only zero is representable
+        return Decimal(0), 0
     end = offset + size
     if offset < 0 or end > len(data):
         raise ValueError(

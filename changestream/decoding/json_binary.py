@@ -91,20 +91,7 @@ class JsonDiffError(ValueError):
 
 # --- binary JSON --------------------------------------------------------------------
 
-_SMALL_OBJECT = 0x00
-_LARGE_OBJECT = 0x01
-_SMALL_ARRAY = 0x02
-_LARGE_ARRAY = 0x03
-_LITERAL = 0x04
-_INT16 = 0x05
-_UINT16 = 0x06
-_INT32 = 0x07
-_UINT32 = 0x08
-_INT64 = 0x09
-_UINT64 = 0x0A
-_DOUBLE = 0x0B
-_STRING = 0x0C
-_OPAQUE = 0x0F
+# Value type codes 0x00..0x0f (see the grammar above) index _PARSERS below.
 
 # MySQL field types that can appear as the type of an opaque value.
 _MYSQL_TYPE_TIMESTAMP = 7
@@ -125,8 +112,10 @@ _U64 = struct.Struct("<Q").unpack_from
 _F64 = struct.Struct("<d").unpack_from
 
 _LITERALS = {0: None, 1: True, 2: False}
+_iter_unpack = struct.iter_unpack
+# (kind, count) -> unpack_from of all key entries and value entries of a container;
+# containers with more elements than this use struct.iter_unpack instead.
 _ENTRY_CACHE_MAX_COUNT = 512
-# (kind, count) -> unpack_from of all key entries and value entries of a container
 _entry_unpackers: dict[tuple[int, int], Any] = {}
 _ENTRY_FORMATS = ("HHBH", "IHBI", "BH", "BI")  # small obj, large obj, small arr, large arr
 
@@ -139,9 +128,7 @@ def _entry_unpacker(kind: int, count: int):
             spec = "<" + fmt[:2] * count + fmt[2:] * count
         else:
             spec = "<" + fmt * count
-        unpack = struct.Struct(spec).unpack_from
-        if count <= _ENTRY_CACHE_MAX_COUNT:
-            _entry_unpackers[(kind, count)] = unpack
+        unpack = _entry_unpackers[(kind, count)] = struct.Struct(spec).unpack_from
     return unpack
 
 
@@ -182,14 +169,28 @@ def _container(data: bytes, base: int, end: int, kind: int) -> Any:
         raise JsonBinaryError(f"container at offset {base} exceeds its buffer")
     if not count:
         return {} if kind < 2 else []
-    e = _entry_unpacker(kind, count)(data, base + 8 if large else base + 4)
-    if kind < 2:
-        n2 = count + count
-        types = e[n2::2]
-        vals = e[n2 + 1 :: 2]
+    start = base + 8 if large else base + 4
+    if count <= _ENTRY_CACHE_MAX_COUNT:
+        # One precompiled struct reads all key and value entries at once.
+        unpack = _entry_unpackers.get((kind, count)) or _entry_unpacker(kind, count)
+        e = unpack(data, start)
+        if kind < 2:
+            n2 = count + count
+            types = e[n2::2]
+            vals = e[n2 + 1 :: 2]
+            kos = e[0:n2:2]
+            kls = e[1:n2:2]
+        else:
+            types = e[::2]
+            vals = e[1::2]
     else:
-        types = e[::2]
-        vals = e[1::2]
+        # Very large containers: stream the entries instead of compiling a huge struct.
+        if kind < 2:
+            kend = start + count * (6 if large else 4)
+            kos, kls = zip(*_iter_unpack("<IH" if large else "<HH", data[start:kend]))
+            start = kend
+        vend = start + count * (5 if large else 3)
+        types, vals = zip(*_iter_unpack("<BI" if large else "<BH", data[start:vend]))
 
     out = []
     append = out.append
@@ -232,7 +233,7 @@ def _container(data: bytes, base: int, end: int, kind: int) -> Any:
         return out
     keys = []
     kappend = keys.append
-    for ko, kl in zip(e[0:n2:2], e[1:n2:2]):
+    for ko, kl in zip(kos, kls):
         q = ko + kl
         if q > size:
             raise JsonBinaryError(f"key at offset {ko} outside container at {base}")

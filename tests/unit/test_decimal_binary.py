@@ -93,8 +93,20 @@ def test_encoder_matches_known_bytes() -> None:
 
 @pytest.mark.parametrize(
     ("precision", "scale", "size"),
-    [(1, 0, 1), (4, 0, 2), (9, 0, 4), (10, 0, 5), (10, 2, 5), (14, 4, 7), (18, 9, 8),
-     (20, 10, 10), (65, 0, 29), (65, 30, 30), (30, 30, 14), (1, 1, 1)],
+    [
+        (1, 0, 1),
+        (4, 0, 2),
+        (9, 0, 4),
+        (10, 0, 5),
+        (10, 2, 5),
+        (14, 4, 7),
+        (18, 9, 8),
+        (20, 10, 10),
+        (65, 0, 29),
+        (65, 30, 30),
+        (30, 30, 14),
+        (1, 1, 1),
+    ],
 )
 def test_sizes(precision: int, scale: int, size: int) -> None:
     assert decimal_size(precision, scale) == size
@@ -172,10 +184,18 @@ def test_truncated_input_raises() -> None:
         decode_decimal(bytes.fromhex("8012d68759"), 1, 10, 2)
 
 
-@pytest.mark.parametrize(("precision", "scale"), [(0, 0), (66, 0), (10, 11), (65, 31), (5, -1)])
+@pytest.mark.parametrize(("precision", "scale"), [(-1, 0), (82, 0), (10, 11), (5, -1)])
 def test_invalid_precision_or_scale_raises(precision: int, scale: int) -> None:
     with pytest.raises(ValueError):
         decode_decimal(bytes(40), 0, precision, scale)
+
+
+def test_precision_zero_and_json_precisions_beyond_65() -> None:
+    # In-memory decimals (as stored in JSON documents) may carry up to 81 digits.
+    assert decode_decimal(b"\x80", 0, 0, 0) == (Decimal(0), 0)
+    text = "9" * 51 + "." + "1" * 30
+    data = encode_decimal("-" + text, 81, 30)
+    assert decode_decimal(data, 0, 81, 30) == (Decimal("-" + text), len(data))
 
 
 def test_invalid_digit_group_raises() -> None:

@@ -185,7 +185,7 @@ def pack_datetime(y: int, mo: int, d: int, h: int = 0, mi: int = 0, s: int = 0, 
 
 def pack_time(h: int, mi: int, s: int, us: int = 0, negative: bool = False) -> bytes:
     """MySQL's TIME_to_longlong_time_packed."""
-    v = ((((h << 12) | (mi << 6) | s)) << 24) + us
+    v = (((h << 12) | (mi << 6) | s) << 24) + us
     return struct.pack("<q", -v if negative else v)
 
 
@@ -549,6 +549,17 @@ def test_large_object_over_64k() -> None:
     assert_same(decode_json(data), doc)
 
 
+@pytest.mark.parametrize("large", [False, True])
+def test_many_elements_small_and_large_format(large: bool) -> None:
+    array = [i - 700 for i in range(1400)] + ["s", None, 1.5, [True]]
+    obj = {f"{i:04d}": i for i in range(900)}
+    obj["zzzzz"] = {"a": array[:3]}
+    for doc in (array, obj, [obj, array]):
+        data = encode(doc, large)
+        assert data[0] & 1 == int(large)
+        assert_same(decode_json(data), doc)
+
+
 def test_large_array_and_long_strings() -> None:
     doc = ["é" * 70000, "z" * 16384, "q" * 128, "w" * 127]
     data = encode(doc)
@@ -602,6 +613,7 @@ def test_random_documents_agree_with_encoder_and_pymysqlreplication() -> None:
 # ---------------------------------------------------------------------------------------
 # Opaque values
 # ---------------------------------------------------------------------------------------
+
 
 # DECIMAL payloads: precision, scale, then binary decimal.  The binary part of the first
 # row is the worked example from MySQL's strings/decimal.cc (DECIMAL(14,4)).
@@ -777,8 +789,7 @@ def test_apply_replace_insert_remove() -> None:
         ("insert", "$.aa", 1),
     )
     assert json.dumps(doc) == snapshot  # input untouched
-    assert out == {"a": [15, 20, 3, "end"], "b": {"e": True}, "x y": {"n": None}, "zz": [],
-                   "aa": 1}
+    assert out == {"a": [15, 20, 3, "end"], "b": {"e": True}, "x y": {"n": None}, "zz": [], "aa": 1}
     # Inserted members take MySQL's key order (byte length, then bytes).
     assert list(out) == ["a", "b", "aa", "zz", "x y"]
 

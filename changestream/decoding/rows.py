@@ -73,16 +73,22 @@ class RowImageDecoder:
         nbytes = (len(present) + 7) >> 3
         nulls = int.from_bytes(buf[pos:pos + nbytes], "little")
         pos += nbytes
-        readers = self._readers
+        readers = self._readers if not partial else self._partial_readers(partial)
         values: list[Any] = [ABSENT] * self.ncols
         for j, i in enumerate(present):
             if nulls >> j & 1:
                 values[i] = None
-            elif i in partial:
-                values[i], pos = _read_json_diff(buf, pos, self.schema.columns[i].length_bytes)
             else:
                 values[i], pos = readers[i](buf, pos)
         return values, pos
+
+    def _partial_readers(self, partial: frozenset[int]) -> list[ValueReader]:
+        """The readers with JSON diff readers for the columns logged as partial updates."""
+        readers = list(self._readers)
+        for i in partial:
+            size = self.schema.columns[i].length_bytes
+            readers[i] = lambda buf, pos, size=size: _read_json_diff(buf, pos, size)
+        return readers
 
     def decode_body(self, buf: bytes, pos: int, kind: str, partial_update: bool) -> RowsBody:
         """All rows of an event body from the column-count field to the end of ``buf``."""

@@ -1,0 +1,1 @@
+"""The pykka actors of the router: listener, column info, transaction and sink."""

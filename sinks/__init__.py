@@ -1,0 +1,1 @@
+"""Sink adapters: where committed transactions are delivered (JSON lines, callback, Spark)."""

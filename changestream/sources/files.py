@@ -8,6 +8,7 @@ import logging
 import re
 import struct
 import threading
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -91,6 +92,8 @@ def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | Non
             header = _read_exact(f, HEADER_SIZE, follow, poll_interval)
             if not header:
                 return
+            if follow is not None and follow.is_set() and len(header) < HEADER_SIZE:
+                return  # stopped while the server was still writing this event
             if len(header) < HEADER_SIZE:
                 raise TruncatedBinlogError(
                     f"file ends inside an event header ({len(header)} of {HEADER_SIZE} bytes)",
@@ -100,6 +103,8 @@ def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | Non
                 raise BinlogError(f"corrupt event header: size {size} is smaller than the "
                                   "header", name, offset)
             rest = _read_exact(f, size - HEADER_SIZE, follow, poll_interval)
+            if follow is not None and follow.is_set() and len(rest) < size - HEADER_SIZE:
+                return
             if len(rest) < size - HEADER_SIZE:
                 raise TruncatedBinlogError(
                     f"file ends inside a {et.event_type_name(header[4])} event: its header "
@@ -116,6 +121,17 @@ def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | Non
             offset += size
             if follow is not None and header[4] in (et.ROTATE, et.STOP):
                 return
+
+
+def _rotate_target(raw: RawEvent) -> str | None:
+    """The file a ROTATE event names (with or without a CRC32 after the name)."""
+    data = raw.data
+    if data[4] != et.ROTATE or len(data) < HEADER_SIZE + 8:
+        return None
+    name = data[HEADER_SIZE + 8:]
+    if len(name) > 4 and zlib.crc32(data[:-4]) == _SIZE(data, len(data) - 4)[0]:
+        name = name[:-4]
+    return bytes(name).decode("utf-8", "replace") or None
 
 
 def _skip(f: BinaryIO, n: int) -> None:
@@ -169,22 +185,31 @@ class FileSource:
                 raise SourceError(f"start file {self.start_file} is not among the binlog files")
             files = files[names.index(wanted):]
         first = True
-        seen: set[Path] = set()
         while files:
             path = files.pop(0)
-            seen.add(path)
             start = self.start_pos if first else 4
             first = False
             follow = self._stop if self.follow and not files else None
-            yield from read_raw_events(path, start, follow=follow)
+            last: RawEvent | None = None
+            for last in read_raw_events(path, start, follow=follow):
+                yield last
             if self.follow and not files and not self._stop.is_set():
-                files = self._wait_for_next_file(seen)
+                rotated_to = _rotate_target(last) if last is not None else None
+                files = self._wait_for_next_file(path, rotated_to)
 
-    def _wait_for_next_file(self, seen: set[Path]) -> list[Path]:
+    def _wait_for_next_file(self, current: Path, rotated_to: str | None) -> list[Path]:
+        """The files after ``current``: those the paths list after it (a directory gains
+        them in its index), else the file a ROTATE named, next to ``current``."""
         while not self._stop.is_set():
-            fresh = [f for f in binlog_files(self.paths) if f not in seen]
-            if fresh:
-                return fresh
+            listed = binlog_files(self.paths)
+            if current in listed:
+                fresh = listed[listed.index(current) + 1:]
+                if fresh:
+                    return fresh
+            if rotated_to:
+                target = current.parent / Path(rotated_to).name
+                if target.exists() and target != current:
+                    return [target]
             self._stop.wait(0.2)
         return []
 

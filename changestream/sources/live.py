@@ -1,6 +1,6 @@
 """Reading the binlog live from a server as a replica (COM_BINLOG_DUMP / _GTID).
 
-The connection and handshake come from PyMySQL, GTID-set encoding from python-mysql-replication;
+The connection and handshake come from PyMySQL (GTID sets, tagged or not, are encoded here);
 every event's bytes then go through the same ``EventDecoder`` as files do.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import struct
 import threading
 from collections.abc import Iterator
@@ -15,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pymysql
-from pymysqlreplication.gtid import GtidSet
 
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_CRC32, CHECKSUM_OFF, EventDecoder
 from changestream.decoding.events import Event
+from changestream.decoding.gtid_tagged import encode_gtid_set
 from changestream.errors import PurgedPositionError, SourceError
 from changestream.sources.raw import RawEvent
 
@@ -92,12 +93,18 @@ class LiveSource:
                               f"{exc.args[-1] if exc.args else exc}") from None
 
     def stop(self) -> None:
-        """End the stream; a blocked read ends when the connection closes."""
+        """End the stream now, also from another thread while a read waits for events.
+
+        The socket is shut down rather than closed: closing it leaves a read that is blocked
+        in another thread waiting (PyMySQL's buffered reader keeps the descriptor open) until
+        the next heartbeat; a shutdown wakes it at once. The reader closes the connection.
+        """
         self._stop.set()
         conn = self._conn
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
+        sock = getattr(conn, "_sock", None) if conn is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def _query_one(self, conn: pymysql.Connection[Any], sql: str) -> tuple[Any, ...] | None:
         with conn.cursor() as cur:
@@ -161,8 +168,10 @@ class LiveSource:
     def _send_dump(self, conn: pymysql.Connection[Any], file: str, pos: int) -> None:
         flags = 0 if self.blocking else BINLOG_DUMP_NON_BLOCK
         if self.start.kind == "gtid" and not self.is_mariadb:
-            gtid_set = GtidSet(self.start.gtid or "")
-            encoded = gtid_set.encoded()
+            try:
+                encoded = encode_gtid_set(self.start.gtid or "")
+            except ValueError as exc:
+                raise SourceError(f"cannot start from GTID set: {exc}") from None
             payload = (struct.pack("<HII", flags | BINLOG_THROUGH_GTID, self.server_id, 0)
                        + struct.pack("<QI", 4, len(encoded)) + encoded)
             conn._execute_command(COM_BINLOG_DUMP_GTID, payload)

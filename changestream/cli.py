@@ -19,6 +19,9 @@ from changestream.sources.files import FileSource, binlog_files
 EXIT_OK = 0
 EXIT_BINLOG_ERROR = 1
 EXIT_USAGE = 2
+EXIT_CONFIG_ERROR = 2
+EXIT_SOURCE_ERROR = 3
+EXIT_SINK_ERROR = 4
 
 
 def _progress(events: Iterator[Event], path: Path) -> Iterator[Event]:
@@ -81,6 +84,12 @@ def cmd_extract(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from changestream.run import run_router
+
+    return run_router(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="changestream",
                                      description="MySQL/MariaDB change-data-capture router")
@@ -96,6 +105,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="FILE|DIR")
     p.add_argument("-o", "--output", required=True)
     p.set_defaults(func=cmd_extract)
+    p = sub.add_parser("run", help="run the router: binlog changes into a sink")
+    p.add_argument("--source", required=True,
+                   help="mysql://user[:password]@host:port, mariadb://..., file:///path")
+    p.add_argument("--sink", default="stdout", help="stdout, jsonl:PATH, or module:Class")
+    p.add_argument("--start", default="earliest",
+                   help="earliest|latest|gtid:SET|FILE:POS, used when no position is saved")
+    p.add_argument("--until", choices=("caught-up",),
+                   help="stop once everything the source had at the start is delivered")
+    p.add_argument("--position-file", help="where the resume position is kept")
+    p.add_argument("--position-override",
+                   help="FILE:POS or gtid:SET to resume from instead of the saved position")
+    p.add_argument("--format", default="changestream", choices=("changestream", "original"),
+                   help="change record format of the JSON-lines sinks")
+    p.add_argument("--include", action="append", default=[], metavar="DB[.TABLE]",
+                   help="only these tables (shell patterns; repeatable)")
+    p.add_argument("--exclude", action="append", default=[], metavar="DB[.TABLE]",
+                   help="not these tables (shell patterns; repeatable)")
+    p.add_argument("--exclude-column", action="append", default=[], metavar="DB.TABLE.COLUMN",
+                   help="leave these columns out (shell patterns; repeatable)")
+    p.add_argument("--batch-changes", type=int, default=10_000,
+                   help="cut a micro-batch at this many changes")
+    p.add_argument("--batch-seconds", type=float, default=1.0,
+                   help="cut a micro-batch after this many seconds")
+    p.add_argument("--max-buffered-changes", type=int, default=20_000,
+                   help="spill a transaction to disk above this many changes")
+    p.add_argument("--spill-dir", help="folder for spilled transactions (default: temp)")
+    p.add_argument("--server-id", type=int, default=0x3EADBEEF,
+                   help="replica server id to connect with (unique among replicas)")
+    p.add_argument("-v", "--verbose", action="count", default=0)
+    p.set_defaults(func=cmd_run)
     return parser
 
 

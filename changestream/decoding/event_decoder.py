@@ -139,6 +139,11 @@ class EventDecoder:
                      et.IGNORABLE, et.SLAVE):
             self._dispatch[code] = self._plain
 
+    def forget_table_maps(self) -> None:
+        """Drop the cached TABLE_MAP schemas (after DDL: the same TABLE_MAP bytes may now
+        stand for other column names), so the next ones are resolved again."""
+        self._decoders.clear()
+
     # -- entry point -------------------------------------------------------------------
 
     def decode(self, data: bytes, file: str | None, offset: int,
@@ -382,10 +387,9 @@ class EventDecoder:
             if self.schema_resolver is not None:
                 schema = self.schema_resolver(schema, h)
             cached = (schema, RowImageDecoder(schema))
-            if self.schema_resolver is None:
-                self._decoders[key] = cached
-                if len(self._decoders) > self._table_cache_size:
-                    self._decoders.popitem(last=False)
+            self._decoders[key] = cached
+            if len(self._decoders) > self._table_cache_size:
+                self._decoders.popitem(last=False)
         else:
             self._decoders.move_to_end(key)
         flags = _U16(body, post - 2)[0]

@@ -74,12 +74,14 @@ def _open(path: Path) -> BinaryIO:
 
 
 def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | None = None,
-                    poll_interval: float = 0.2) -> Iterator[RawEvent]:
+                    poll_interval: float = 0.2, idle: bool = False) -> Iterator[RawEvent | None]:
     """The raw events of one file from ``start``; the FORMAT_DESCRIPTION event (at 4) is
     always yielded first so that what follows can be decoded.
 
     With ``follow`` (a stop flag), the end of the file is waited on until the flag is set or
     the file ends with ROTATE/STOP; otherwise an event cut short is a ``TruncatedBinlogError``.
+    With ``follow`` and ``idle``, ``None`` is yielded each time the reader reaches what has
+    been written so far, before it waits for more.
     """
     name = str(path)
     with _open(path) as f:
@@ -89,6 +91,8 @@ def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | Non
                               f"expected {BINLOG_MAGIC.hex()}", name, 0)
         offset = 4
         while True:
+            if idle and follow is not None and not f.peek(1):
+                yield None
             header = _read_exact(f, HEADER_SIZE, follow, poll_interval)
             if not header:
                 return
@@ -175,8 +179,9 @@ class FileSource:
         """Ask a following source to end after the event it is reading."""
         self._stop.set()
 
-    def raw_events(self) -> Iterator[RawEvent]:
-        """The raw events of every file in order."""
+    def raw_events(self, idle: bool = False) -> Iterator[RawEvent | None]:
+        """The raw events of every file in order (with ``idle`` and ``follow``: ``None``
+        whenever the reader has caught up with the writer for now)."""
         files = binlog_files(self.paths)
         if self.start_file is not None:
             names = [f.name for f in files]
@@ -191,8 +196,10 @@ class FileSource:
             first = False
             follow = self._stop if self.follow and not files else None
             last: RawEvent | None = None
-            for last in read_raw_events(path, start, follow=follow):
-                yield last
+            for raw in read_raw_events(path, start, follow=follow, idle=idle):
+                if raw is not None:
+                    last = raw
+                yield raw
             if self.follow and not files and not self._stop.is_set():
                 rotated_to = _rotate_target(last) if last is not None else None
                 files = self._wait_for_next_file(path, rotated_to)
@@ -216,7 +223,14 @@ class FileSource:
     def __iter__(self) -> Iterator[Event]:
         decode = self.decoder.decode
         for raw in self.raw_events():
+            assert raw is not None
             event = decode(raw.data, raw.file, raw.offset)
             if isinstance(event, RotateEvent):
                 log.debug("rotate to %s at %s:%d", event.next_file, raw.file, raw.offset)
             yield event
+
+    def stream(self) -> Iterator[Event | None]:
+        """Decoded events, and ``None`` each time a following reader has caught up."""
+        decode = self.decoder.decode
+        for raw in self.raw_events(idle=True):
+            yield None if raw is None else decode(raw.data, raw.file, raw.offset)

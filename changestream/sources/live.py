@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import select
 import socket
+import ssl
 import struct
 import threading
 from collections.abc import Iterator
@@ -25,6 +27,8 @@ from changestream.errors import PurgedPositionError, SourceError
 from changestream.sources.raw import RawEvent
 
 log = logging.getLogger("changestream")
+_U32 = struct.Struct("<I").unpack_from
+_EOF = object()
 
 COM_BINLOG_DUMP = 0x12
 COM_BINLOG_DUMP_GTID = 0x1E
@@ -56,6 +60,13 @@ class StartPosition:
             raise ValueError(f"start position {text!r} is not earliest, latest, gtid:SET or "
                              "FILE:POS")
         return cls("file", file=file, pos=int(pos))
+
+
+def _readable(sock: socket.socket, timeout: float) -> bool:
+    """Whether ``sock`` has data within ``timeout`` seconds (TLS: decrypted bytes count)."""
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return True
+    return bool(select.select([sock], [], [], timeout)[0])
 
 
 class LiveSource:
@@ -133,8 +144,9 @@ class LiveSource:
             return row[0], int(row[1])
         return "", 4
 
-    def raw_events(self) -> Iterator[RawEvent]:
-        """The events' bytes as the server sends them."""
+    def raw_events(self, idle: bool = False) -> Iterator[RawEvent | None]:
+        """The events' bytes as the server sends them (with ``idle``: ``None`` whenever
+        everything received so far has been handed out)."""
         conn = self._connect()
         self._conn = conn
         try:
@@ -159,7 +171,7 @@ class LiveSource:
             file, pos = self._resolve_start(conn)
             self._send_dump(conn, file, pos)
             self.file, self.pos = file or None, pos
-            yield from self._read(conn)
+            yield from self._read(conn, idle)
         finally:
             self._conn = None
             with contextlib.suppress(Exception):
@@ -187,51 +199,106 @@ class LiveSource:
         payload = struct.pack("<IHI", pos, flags, self.server_id) + file.encode()
         conn._execute_command(COM_BINLOG_DUMP, payload)
 
-    def _read(self, conn: pymysql.Connection[Any]) -> Iterator[RawEvent]:
-        while not self._stop.is_set():
-            try:
-                packet = conn._read_packet()
-            except pymysql.err.OperationalError as exc:
-                if self._stop.is_set():
+    def _read(self, conn: pymysql.Connection[Any], idle: bool) -> Iterator[RawEvent | None]:
+        """The dump stream's events, read straight from the socket in large chunks.
+
+        With ``idle``, ``None`` is yielded each time every byte received so far has been
+        handed out and the server has sent nothing more yet, so a reader can act on
+        "caught up for now" (flush a batch) without waiting for a timer.
+        """
+        sock: socket.socket = conn._sock  # type: ignore[attr-defined]
+        sock.setblocking(True)
+        buf = bytearray()
+        big: list[bytes] = []  # pieces of a packet longer than 16 MB
+        silence = max(10.0, 3 * self.heartbeat_seconds) if self.blocking else 120.0
+        while True:
+            start, n = 0, len(buf)
+            while n - start >= 4:
+                length = buf[start] | buf[start + 1] << 8 | buf[start + 2] << 16
+                if n - start - 4 < length:
+                    break
+                payload = bytes(buf[start + 4:start + 4 + length])
+                start += 4 + length
+                if length == 0xFFFFFF:
+                    big.append(payload)
+                    continue
+                if big:
+                    payload = b"".join(big) + payload
+                    big = []
+                raw = self._packet(payload)
+                if raw is _EOF:
                     return
-                code = exc.args[0] if exc.args else 0
-                message = exc.args[1] if len(exc.args) > 1 else str(exc)
-                if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
-                    raise PurgedPositionError(
-                        f"the server cannot send the binlog from {self._where()}: {message}. "
-                        "The position was probably purged; restart from 'earliest' or a newer "
-                        "GTID set/position (and re-snapshot what was missed)") from None
-                raise SourceError(f"lost the server at {self._where()}: {message}") from None
-            except (pymysql.err.InterfaceError, OSError) as exc:
+                if raw is not None:
+                    yield raw
+            if start:
+                del buf[:start]
+            if self._stop.is_set():
+                return
+            if idle and not _readable(sock, 0):
+                yield None
+            try:
+                if not _readable(sock, silence):
+                    raise SourceError(f"lost the server at {self._where()}: nothing received "
+                                      f"for {silence:.0f}s (not even a heartbeat)")
+                chunk = sock.recv(1 << 20)
+            except (OSError, ValueError) as exc:
                 if self._stop.is_set():
                     return
                 raise SourceError(f"lost the server at {self._where()}: {exc}") from None
-            data = packet.get_all_data()
-            if data[:1] == b"\xfe" and len(data) < 9:
-                return  # EOF: caught up in non-blocking mode
-            if data[:1] != b"\x00":
-                continue
-            event = data[1:]
-            size = len(event)
-            type_code, log_pos = event[4], struct.unpack_from("<I", event, 13)[0]
-            if type_code == et.ROTATE:
-                new_file = event[27:size - (4 if self.decoder and
-                                            self.decoder.checksum_alg == CHECKSUM_CRC32 else 0)]
-                offset = 0 if log_pos == 0 else log_pos - size
-                yield RawEvent(self.file or "", offset, event)
-                self.file = new_file.decode("utf-8", "replace")
-                self.pos = struct.unpack_from("<Q", event, 19)[0]
-                continue
-            offset = log_pos - size if log_pos else (4 if type_code == et.FORMAT_DESCRIPTION
-                                                     else self.pos)
-            if log_pos:
-                self.pos = log_pos
-            yield RawEvent(self.file or "", offset, event)
+            if not chunk:
+                if self._stop.is_set():
+                    return
+                raise SourceError(f"lost the server at {self._where()}: connection closed")
+            buf += chunk
+
+    def _packet(self, data: bytes) -> RawEvent | object | None:
+        """One packet of the dump stream: an event, ``_EOF``, or ``None`` to skip."""
+        head = data[:1]
+        if head == b"\xfe" and len(data) < 9:
+            return _EOF  # caught up in non-blocking mode
+        if head == b"\xff":
+            code = struct.unpack_from("<H", data, 1)[0] if len(data) >= 3 else 0
+            message = data[9:].decode("utf-8", "replace") if data[3:4] == b"#" \
+                else data[3:].decode("utf-8", "replace")
+            if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
+                raise PurgedPositionError(
+                    f"the server cannot send the binlog from {self._where()}: {message}. "
+                    "The position was probably purged; restart from 'earliest' or a newer "
+                    "GTID set/position (and re-snapshot what was missed)")
+            raise SourceError(f"the server stopped the binlog stream at {self._where()}: "
+                              f"error {code}: {message}")
+        if head != b"\x00":
+            return None
+        event = data[1:]
+        size = len(event)
+        type_code, log_pos = event[4], _U32(event, 13)[0]
+        if type_code == et.ROTATE:
+            new_file = event[27:size - (4 if self.decoder and
+                                        self.decoder.checksum_alg == CHECKSUM_CRC32 else 0)]
+            offset = 0 if log_pos == 0 else log_pos - size
+            raw = RawEvent(self.file or "", offset, event)
+            self.file = new_file.decode("utf-8", "replace")
+            self.pos = struct.unpack_from("<Q", event, 19)[0]
+            return raw
+        offset = log_pos - size if log_pos else (4 if type_code == et.FORMAT_DESCRIPTION
+                                                 else self.pos)
+        if log_pos:
+            self.pos = log_pos
+        return RawEvent(self.file or "", offset, event)
 
     def _where(self) -> str:
         return f"{self.file or '?'}:{self.pos}"
 
     def __iter__(self) -> Iterator[Event]:
         for raw in self.raw_events():
-            assert self.decoder is not None
+            assert raw is not None and self.decoder is not None
             yield self.decoder.decode(raw.data, raw.file, raw.offset)
+
+    def stream(self) -> Iterator[Event | None]:
+        """Decoded events, and ``None`` each time the reader has caught up for now."""
+        for raw in self.raw_events(idle=True):
+            if raw is None:
+                yield None
+            else:
+                assert self.decoder is not None
+                yield self.decoder.decode(raw.data, raw.file, raw.offset)

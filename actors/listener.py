@@ -1,0 +1,223 @@
+"""The listener: reads the binlog source and routes its events, in batches, to the actors.
+
+Routing table (the change-stream design): TABLE_MAP events and schema-changing QUERY events
+go to the ColumnInfo actor (a TABLE_MAP is resolved there when the decoder first meets it;
+DDL is told to it in binlog order); GTID, QUERY, ROWS_QUERY / ANNOTATE_ROWS, rows events,
+XID, XA_PREPARE and TRANSACTION_PAYLOAD events go to the Transaction actor, which sends
+committed transactions on to the Sink actor.
+
+The listener runs in a thread of its own because reading a source blocks. It sends a batch
+when it holds ``batch_events`` events at a transaction boundary, or whenever the source has
+nothing more to read right now, and waits for a credit before each send (backpressure).
+When a live server goes away it reconnects at the last transaction boundary it read, and
+the Transaction actor drops the half-read transaction, so nothing is delivered twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import pykka
+
+from changestream.boundary import BoundaryType, TransactionBoundaryParser
+from changestream.ddl import parse_ddl
+from changestream.decoding import event_types as et
+from changestream.decoding.event_decoder import EventDecoder
+from changestream.decoding.events import Event, EventHeader, QueryEvent
+from changestream.decoding.table_schema import TableSchema
+from changestream.errors import BinlogError, PurgedPositionError, SourceError
+from changestream.flow import Credits, StoppedError
+from changestream.stats import RouterStats
+
+from .messages import EndOfStream, EventBatch, ResetOpenTransaction, ResolveSchema, SchemaChange
+
+log = logging.getLogger("changestream")
+
+# Event types the Transaction actor needs (TABLE_MAP is not among them: its schema travels
+# inside each rows event).
+TRANSACTION_EVENTS = frozenset({
+    et.GTID, et.ANONYMOUS_GTID, et.GTID_TAGGED, et.MARIADB_GTID, et.QUERY,
+    et.MARIADB_QUERY_COMPRESSED, et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS, et.XID,
+    et.XA_PREPARE, et.TRANSACTION_PAYLOAD, et.FORMAT_DESCRIPTION, et.PREVIOUS_GTIDS,
+    et.MARIADB_GTID_LIST, et.INCIDENT, *et.ROWS_KINDS,
+})
+
+
+class Source(Protocol):
+    """What the listener reads: decoded events, ``None`` when nothing is available now."""
+
+    decoder: EventDecoder | None
+
+    def stream(self) -> Iterator[Event | None]: ...
+
+    def stop(self) -> None: ...
+
+
+SourceFactory = Callable[[tuple[str, int] | None, EventDecoder], Source]
+"""``(resume at file/pos or None for the configured start, decoder) -> source``."""
+
+
+class Listener:
+    """Reads a source in a thread and routes its events (see the module docstring)."""
+
+    def __init__(self, open_source: SourceFactory, column_info: pykka.ActorRef[Any],
+                 transaction: pykka.ActorRef[Any], credits: Credits, stats: RouterStats,
+                 stopping: threading.Event, on_error: Callable[[BaseException], None], *,
+                 batch_events: int = 2_000, reconnect_seconds: float = 300.0,
+                 live: bool = True):
+        self.open_source = open_source
+        self.column_info = column_info
+        self.transaction = transaction
+        self.credits = credits
+        self.stats = stats
+        self.stopping = stopping
+        self.on_error = on_error
+        self.batch_events = batch_events
+        self.reconnect_seconds = reconnect_seconds
+        self.live = live
+        self.boundary: tuple[str, int] | None = None
+        self._source: Source | None = None
+        self._thread = threading.Thread(target=self._run, name="changestream-listener",
+                                        daemon=True)
+        self._paused = threading.Event()
+        self._paused.set()  # set = running
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def stop(self) -> None:
+        self._paused.set()
+        source = self._source
+        if source is not None:
+            source.stop()
+
+    def pause(self) -> None:
+        self._paused.clear()
+
+    def resume(self) -> None:
+        self._paused.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._paused.is_set()
+
+    def _resolve(self, schema: TableSchema, header: EventHeader) -> TableSchema:
+        return self.column_info.ask(ResolveSchema(schema, header))
+
+    def _run(self) -> None:
+        reason = "end of source"
+        try:
+            self._read_with_reconnects()
+        except StoppedError:
+            reason = "stopped"
+        except Exception as exc:
+            reason = "error"
+            self.on_error(exc)
+        finally:
+            self.stats.connected = False
+            with contextlib.suppress(pykka.ActorDeadError):
+                self.transaction.tell(EndOfStream(reason))
+
+    def _read_with_reconnects(self) -> None:
+        lost_since: float | None = None
+        delay = 0.5
+        while not self.stopping.is_set():
+            decoder = EventDecoder(schema_resolver=self._resolve)
+            resume = self.boundary if lost_since is not None else None
+            try:
+                self._source = self.open_source(resume, decoder)
+                self._read(self._source)
+                return
+            except (BinlogError, PurgedPositionError):
+                raise
+            except SourceError as exc:
+                if self.stopping.is_set() or not self.live:
+                    raise
+                now = time.monotonic()
+                lost_since = lost_since or now
+                if now - lost_since > self.reconnect_seconds:
+                    raise SourceError(f"{exc}; gave up reconnecting after "
+                                      f"{self.reconnect_seconds:.0f}s") from None
+                log.warning("%s; reconnecting in %.1fs at %s", exc, delay,
+                            f"{self.boundary[0]}:{self.boundary[1]}" if self.boundary
+                            else "the start")
+                with self.stats.lock:
+                    self.stats.reconnects += 1
+                self.stats.connected = False
+                self.stopping.wait(delay)
+                delay = min(delay * 2, 10.0)
+            finally:
+                self._source = None
+
+    def _read(self, source: Source) -> None:
+        parser = TransactionBoundaryParser()
+        batch: list[Event] = []
+        at_boundary = 0  # how much of ``batch`` ends at a transaction boundary
+        decoder = source.decoder
+        stats = self.stats
+        stats.connected = True
+        wanted = TRANSACTION_EVENTS
+        inside = False
+        try:
+            for event in source.stream():
+                if event is None:
+                    if batch:
+                        self._send(batch)
+                        batch, at_boundary = [], 0
+                    self._wait_if_paused()
+                    continue
+                h = event.header
+                code = h.type_code
+                boundary = parser.feed(event)
+                if code == et.QUERY and boundary is BoundaryType.STATEMENT:
+                    self._schema_change(event, decoder)  # type: ignore[arg-type]
+                if code in wanted:
+                    batch.append(event)
+                inside = parser.inside_transaction
+                if not inside and boundary is not BoundaryType.IGNORE and \
+                        boundary is not BoundaryType.GTID:
+                    self.boundary = (h.file or "", h.end)
+                    at_boundary = len(batch)
+                    if len(batch) >= self.batch_events:
+                        self._send(batch)
+                        batch, at_boundary = [], 0
+                        self._wait_if_paused()
+                if code != et.HEARTBEAT and h.timestamp:
+                    stats.last_event_ts = h.timestamp
+                stats.read_file, stats.read_pos = h.file, h.end
+        except SourceError:
+            if batch[:at_boundary]:
+                self._send(batch[:at_boundary])
+            if inside or at_boundary < len(batch):
+                self.transaction.tell(ResetOpenTransaction())
+            raise
+        if batch:
+            self._send(batch)
+
+    def _schema_change(self, event: QueryEvent, decoder: EventDecoder | None) -> None:
+        ddl = parse_ddl(event.query, event.database)
+        if ddl is None:
+            return
+        self.column_info.tell(SchemaChange(ddl, event.header))
+        if decoder is not None:
+            decoder.forget_table_maps()
+
+    def _send(self, batch: list[Event]) -> None:
+        self.credits.take()
+        self.stats.events_read += len(batch)
+        self.transaction.tell(EventBatch(batch))
+
+    def _wait_if_paused(self) -> None:
+        while not self._paused.wait(0.2):
+            if self.stopping.is_set():
+                raise StoppedError
+        if self.stopping.is_set():
+            raise StoppedError

@@ -1,0 +1,59 @@
+"""The messages the router's actors send each other. Each carries a batch, never one row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from changestream.changes import Position, TransactionPart
+from changestream.ddl import DdlStatement
+from changestream.decoding.events import Event, EventHeader
+from changestream.decoding.table_schema import TableSchema
+
+
+@dataclass(slots=True)
+class EventBatch:
+    """Events for the Transaction actor, in binlog order."""
+
+    events: list[Event]
+
+
+@dataclass(slots=True)
+class ResetOpenTransaction:
+    """The source reconnects at the last transaction boundary: drop a half-read one."""
+
+
+@dataclass(slots=True)
+class EndOfStream:
+    """The source has ended (or the router stops): deliver what is pending, then finish."""
+
+    reason: str = "end of source"
+
+
+@dataclass(slots=True)
+class ResolveSchema:
+    """Ask ColumnInfo for the full schema of a TABLE_MAP read at ``header``."""
+
+    schema: TableSchema
+    header: EventHeader
+
+
+@dataclass(slots=True)
+class SchemaChange:
+    """A DDL statement, in binlog order among the TABLE_MAPs."""
+
+    ddl: DdlStatement
+    header: EventHeader
+
+
+@dataclass(slots=True)
+class Parts:
+    """Committed transactions (or parts of a big one) for the Sink actor, and the position
+    after the last transaction completed among them (``None`` if none completed)."""
+
+    parts: list[TransactionPart]
+    position: Position | None
+
+
+@dataclass(slots=True)
+class Tick:
+    """Time passes: the Sink actor flushes a micro-batch that is old enough."""

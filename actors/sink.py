@@ -1,0 +1,137 @@
+"""The Sink actor: micro-batches of committed transactions, handed to the sink adapter, and
+the position saved only after the adapter has made each batch durable."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+
+from changestream.changes import Batch, Position, TransactionPart
+from changestream.errors import SinkError
+from changestream.flow import Credits
+from changestream.position_store import PositionStore
+from changestream.sink import SinkAdapter
+from changestream.stats import RouterStats
+
+from .messages import EndOfStream, Parts, Tick
+
+log = logging.getLogger("changestream")
+
+
+@dataclass(slots=True, frozen=True)
+class BatchSettings:
+    """When a micro-batch is cut (whichever comes first) and how a failed one is retried."""
+
+    max_changes: int = 10_000
+    max_bytes: int = 16 << 20
+    max_seconds: float = 1.0
+    retries: int = 5
+    retry_backoff: float = 0.5
+
+
+class SinkActor(pykka.ThreadingActor):
+    """Collects :class:`Parts` into batches and writes them through ``adapter``."""
+
+    def __init__(self, adapter: SinkAdapter, store: PositionStore | None,
+                 settings: BatchSettings, credits_in: Credits, stats: RouterStats,
+                 on_error: Callable[[BaseException], None], finished: threading.Event,
+                 first_batch_id: int = 1):
+        super().__init__()
+        self.adapter = adapter
+        self.store = store
+        self.settings = settings
+        self.credits_in = credits_in
+        self.stats = stats
+        self.on_error = on_error
+        self.finished = finished
+        self.batch_id = first_batch_id
+        self._parts: list[TransactionPart] = []
+        self._changes = 0
+        self._bytes = 0
+        self._since = 0.0
+        self._position: Position | None = None
+        self._failed = False
+
+    def on_receive(self, message: Any) -> None:
+        if self._failed:
+            if isinstance(message, Parts):
+                self.credits_in.give_back()
+            return
+        try:
+            if isinstance(message, Parts):
+                self._add(message)
+            elif isinstance(message, Tick):
+                if (self._parts or self._position) and \
+                        time.monotonic() - self._since >= self.settings.max_seconds:
+                    self._flush()
+            elif isinstance(message, EndOfStream):
+                self._flush()
+                self.finished.set()
+        except Exception as exc:
+            self._failed = True
+            self.on_error(exc)
+
+    def _add(self, message: Parts) -> None:
+        try:
+            if not self._parts and self._position is None:
+                self._since = time.monotonic()
+            for part in message.parts:
+                self._parts.append(part)
+                self._changes += len(part.changes)
+                info = part.info
+                self._bytes += (info.end - info.start) * len(part.changes) // max(info.size, 1)
+            if message.position is not None:
+                self._position = message.position
+        finally:
+            self.credits_in.give_back()
+        s = self.settings
+        if self._changes >= s.max_changes or self._bytes >= s.max_bytes:
+            self._flush()
+
+    def _flush(self) -> None:
+        parts, position = self._parts, self._position
+        if not parts and position is None:
+            return
+        self._parts, self._changes, self._bytes, self._position = [], 0, 0, None
+        if parts:
+            batch = Batch(self.batch_id, parts, position)
+            self._write(batch)
+            self.batch_id += 1
+            with self.stats.lock:
+                self.stats.batches_delivered += 1
+                self.stats.changes_delivered += batch.changes
+                self.stats.transactions_delivered += sum(1 for p in parts if p.complete)
+                commit = next((p.info.commit_ts for p in reversed(parts) if p.info.commit_ts),
+                              None)
+                if commit is not None:
+                    self.stats.last_commit_ts = commit.timestamp()
+        if position is not None:
+            if self.store is not None:
+                self.store.save(position, self.batch_id - 1)
+            with self.stats.lock:
+                self.stats.delivered = position
+
+    def _write(self, batch: Batch) -> None:
+        s = self.settings
+        delay = s.retry_backoff
+        for attempt in range(s.retries + 1):
+            try:
+                self.adapter.write(batch)
+                return
+            except Exception as exc:
+                if attempt == s.retries:
+                    where = f" (position {batch.position})" if batch.position else ""
+                    raise SinkError(f"batch {batch.id} of {batch.changes} changes failed "
+                                    f"{s.retries + 1} times{where}, last: {exc}; the "
+                                    "position was not advanced") from exc
+                log.warning("batch %d failed (%s); retrying in %.1fs", batch.id, exc, delay)
+                with self.stats.lock:
+                    self.stats.batch_retries += 1
+                time.sleep(delay)
+                delay = min(delay * 2, 30.0)

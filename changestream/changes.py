@@ -1,0 +1,127 @@
+"""The change model: a change, the transaction it belongs to, and the batches sinks receive.
+
+A *change* is one row inserted, updated or deleted, or one DDL statement. A *transaction*
+is what the server committed as one unit. Big transactions reach the sink in several
+*parts* (each with some of its changes, in order); only the last part is ``complete``.
+A *batch* is what a sink adapter writes at once; the *position* after it is where the
+router resumes once the adapter has made the batch durable.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from changestream.decoding.table_schema import TableSchema
+
+
+@dataclass(slots=True, frozen=True)
+class Position:
+    """A transaction boundary in the binlog: where the router resumes.
+
+    ``file``/``pos`` is the offset just after the last delivered transaction; ``gtid_set``
+    is the MySQL GTID set or MariaDB GTID state including it (``None`` when unknown, e.g.
+    after a start from a file offset on a server without GTIDs). ``pending_xa`` lists XA
+    transactions that were prepared before this point but not yet committed or rolled back:
+    ``{xid: "file:pos"}`` of each one's start, so a restart can read them again.
+    """
+
+    file: str
+    pos: int
+    gtid_set: str | None = None
+    flavor: str | None = None  # "mysql" or "mariadb"
+    pending_xa: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "pos": self.pos, "gtid_set": self.gtid_set,
+                "flavor": self.flavor, "pending_xa": dict(self.pending_xa)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Position:
+        return cls(str(data["file"]), int(data["pos"]), data.get("gtid_set"),
+                   data.get("flavor"), dict(data.get("pending_xa") or {}))
+
+    def __str__(self) -> str:
+        gtid = f" gtid {self.gtid_set}" if self.gtid_set else ""
+        return f"{self.file}:{self.pos}{gtid}"
+
+
+@dataclass(slots=True)
+class TransactionInfo:
+    """What every change of a transaction carries about it.
+
+    ``id`` is the GTID where there is one, else ``server_id-file-offset`` of the
+    transaction's first event (the same on every replay). ``commit_ts`` is the original
+    commit time from MySQL 8's GTID event, else the time of the commit event.
+    """
+
+    id: str
+    gtid: str | None
+    xid: int | str | None
+    commit_ts: dt.datetime | None
+    size: int
+    server_id: int
+    file: str
+    start: int
+    end: int
+
+
+@dataclass(slots=True)
+class Change:
+    """One row change or DDL statement.
+
+    ``before``/``after`` map column names to values (``None`` where not applicable).
+    ``seq`` counts from 0 within the transaction; ``last`` marks its final change.
+    ``schema`` is the table's shape when the change was logged (``None`` for DDL).
+    """
+
+    op: str  # insert, update, delete, ddl
+    database: str | None
+    table: str | None
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    primary_key: dict[str, Any] | None
+    sql: str | None
+    file: str
+    pos: int
+    row: int
+    seq: int = 0
+    last: bool = False
+    schema: TableSchema | None = None
+    transaction: TransactionInfo | None = None
+
+
+@dataclass(slots=True)
+class TransactionPart:
+    """Some or all changes of one committed transaction, in order.
+
+    ``complete`` is true on the last part of a transaction; ``position`` (set on complete
+    parts) is the boundary just after it.
+    """
+
+    info: TransactionInfo
+    changes: list[Change]
+    complete: bool = True
+    position: Position | None = None
+
+
+@dataclass(slots=True)
+class Batch:
+    """What a sink adapter writes at once: parts of committed transactions in commit order.
+
+    ``position`` is where to resume once this batch is durable (``None`` when the batch
+    ends inside a big transaction, so there is no new resume point yet).
+    """
+
+    id: int
+    parts: list[TransactionPart]
+    position: Position | None
+
+    @property
+    def changes(self) -> int:
+        return sum(len(p.changes) for p in self.parts)
+
+    def iter_changes(self) -> Any:
+        for part in self.parts:
+            yield from part.changes

@@ -1,0 +1,204 @@
+"""ColumnInfo: the shape of every table as it was when each rows event was written.
+
+When the server logs full row metadata (``binlog_row_metadata=FULL``) the TABLE_MAP event
+itself carries names, signedness, charsets, ENUM/SET labels and the primary key, and that is
+what is used. Otherwise the columns come from ``information_schema`` (cached per table, the
+cache dropped by every DDL that touches the table, in binlog order). A TABLE_MAP that does
+not fit the cached columns makes it read them again; when they still do not fit, decoding
+stops with :class:`SchemaMismatchError` naming the table and the binlog position, rather
+than emit values under the wrong names. Without either (files with minimal metadata and no
+server to ask) the columns are named ``@1``, ``@2`` ... and a warning says so once per table.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from changestream.ddl import DdlStatement
+from changestream.decoding import field_types as ft
+from changestream.decoding.events import EventHeader
+from changestream.decoding.table_schema import Column, TableSchema
+from changestream.errors import SourceError
+
+log = logging.getLogger("changestream")
+
+
+class SchemaMismatchError(SourceError):
+    """A logged row does not fit the table's known columns, even after reading them again."""
+
+
+@dataclass(slots=True, frozen=True)
+class CatalogColumn:
+    """One column as ``information_schema.COLUMNS`` describes it."""
+
+    name: str
+    data_type: str
+    column_type: str
+    key: str
+    collation_id: int | None
+
+
+CatalogLookup = Callable[[str, str], list[CatalogColumn]]
+"""``(database, table) -> columns in order``; an empty list when the table does not exist."""
+
+_COMPATIBLE: dict[str, frozenset[int]] = {
+    "tinyint": frozenset({ft.TINY}), "smallint": frozenset({ft.SHORT}),
+    "mediumint": frozenset({ft.INT24}), "int": frozenset({ft.LONG}),
+    "integer": frozenset({ft.LONG}), "bigint": frozenset({ft.LONGLONG}),
+    "float": frozenset({ft.FLOAT}), "double": frozenset({ft.DOUBLE}),
+    "real": frozenset({ft.DOUBLE}), "decimal": frozenset({ft.NEWDECIMAL, ft.DECIMAL}),
+    "numeric": frozenset({ft.NEWDECIMAL, ft.DECIMAL}),
+    "date": frozenset({ft.DATE, ft.NEWDATE}), "time": frozenset({ft.TIME, ft.TIME2}),
+    "datetime": frozenset({ft.DATETIME, ft.DATETIME2}),
+    "timestamp": frozenset({ft.TIMESTAMP, ft.TIMESTAMP2}), "year": frozenset({ft.YEAR}),
+    "char": frozenset({ft.STRING}), "binary": frozenset({ft.STRING}),
+    "varchar": frozenset({ft.VARCHAR, ft.VAR_STRING}),
+    "varbinary": frozenset({ft.VARCHAR, ft.VAR_STRING}),
+    "enum": frozenset({ft.ENUM, ft.STRING}), "set": frozenset({ft.SET, ft.STRING}),
+    "bit": frozenset({ft.BIT}), "json": frozenset({ft.JSON, ft.BLOB}),
+    "vector": frozenset({ft.VECTOR}),
+}
+for _blob in ("tinyblob", "blob", "mediumblob", "longblob", "tinytext", "text", "mediumtext",
+              "longtext"):
+    _COMPATIBLE[_blob] = ft.BLOB_TYPES
+for _geo in ("geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
+             "multipolygon", "geometrycollection", "geomcollection"):
+    _COMPATIBLE[_geo] = frozenset({ft.GEOMETRY})
+
+
+def _labels(column_type: str) -> tuple[str, ...]:
+    inside = column_type[column_type.index("(") + 1:column_type.rindex(")")]
+    return tuple(m.replace("''", "'") for m in re.findall(r"'((?:[^']|'')*)'", inside))
+
+
+def fits(schema: TableSchema, catalog: list[CatalogColumn]) -> bool:
+    """Whether the logged columns can be the catalog's columns (count and types)."""
+    if len(catalog) != len(schema.columns):
+        return False
+    for column, entry in zip(schema.columns, catalog):
+        allowed = _COMPATIBLE.get(entry.data_type.lower())
+        if allowed is not None and column.type_code not in allowed:
+            return False
+    return True
+
+
+def _enrich(schema: TableSchema, catalog: list[CatalogColumn]) -> TableSchema:
+    columns = []
+    for column, entry in zip(schema.columns, catalog):
+        changes: dict[str, object] = {"name": entry.name}
+        if column.unsigned is None and column.type_code in ft.NUMERIC_TYPES:
+            changes["unsigned"] = "unsigned" in entry.column_type.lower()
+        if column.collation is None and entry.collation_id is not None:
+            changes["collation"] = entry.collation_id
+        data_type = entry.data_type.lower()
+        if data_type == "enum" and column.enum_values is None:
+            changes["enum_values"] = _labels(entry.column_type)
+        if data_type == "set" and column.set_values is None:
+            changes["set_values"] = _labels(entry.column_type)
+        columns.append(_replace(column, changes))
+    primary_key = schema.primary_key
+    if primary_key is None:
+        primary_key = tuple(i for i, e in enumerate(catalog) if e.key == "PRI") or None
+    return schema.with_columns(tuple(columns), primary_key=primary_key,
+                               source="information_schema")
+
+
+def _replace(column: Column, changes: dict[str, Any]) -> Column:
+    return replace(column, **changes)
+
+
+class ColumnInfo:
+    """Tables' columns over time; see the module docstring for where they come from.
+
+    ``lookup`` reads ``information_schema`` (``None`` when there is no server to ask).
+    """
+
+    def __init__(self, lookup: CatalogLookup | None = None):
+        self.lookup = lookup
+        self._catalog: dict[tuple[str, str], list[CatalogColumn]] = {}
+        self._warned: set[tuple[str, str]] = set()
+        self.schemas: dict[tuple[str, str], TableSchema] = {}
+        self.ddl_applied = 0
+
+    def resolve(self, schema: TableSchema, header: EventHeader) -> TableSchema:
+        """The full schema for a TABLE_MAP's ``schema`` read at ``header``."""
+        key = (schema.database, schema.table)
+        if not schema.names_logged:
+            schema = self._from_catalog(schema, header)
+        self.schemas[key] = schema
+        return schema
+
+    def _from_catalog(self, schema: TableSchema, header: EventHeader) -> TableSchema:
+        key = (schema.database, schema.table)
+        if self.lookup is None:
+            if key not in self._warned:
+                self._warned.add(key)
+                log.warning("column names of %s are not in the binlog (binlog_row_metadata is "
+                            "not FULL) and there is no server to ask: its columns are named @1, "
+                            "@2, ... (%s at offset %d)", schema.qualified_name, header.file,
+                            header.offset)
+            return schema
+        catalog = self._catalog.get(key)
+        if catalog is None or not fits(schema, catalog):
+            catalog = self.lookup(*key)
+            self._catalog[key] = catalog
+        if not fits(schema, catalog):
+            logged = ", ".join(c.type_name for c in schema.columns)
+            known = ", ".join(f"{c.name} {c.column_type}" for c in catalog) or "no such table"
+            raise SchemaMismatchError(
+                f"rows of {schema.qualified_name} at {header.file} offset {header.offset} do not "
+                f"fit its columns in information_schema: logged {len(schema.columns)} columns "
+                f"({logged}), the server has {len(catalog)} ({known}). The table changed after "
+                "this event was written; set binlog_row_metadata=FULL on the server so the "
+                "binlog carries the columns itself")
+        return _enrich(schema, catalog)
+
+    def apply_ddl(self, ddl: DdlStatement) -> None:
+        """Forget what ``ddl`` may have changed, so the next TABLE_MAP reads it again."""
+        self.ddl_applied += 1
+        if ddl.kind in ("drop_database", "create_database") and ddl.database:
+            for key in [k for k in self._catalog if k[0] == ddl.database]:
+                del self._catalog[key]
+        for table in ddl.tables:
+            key = (table.database or "", table.table)
+            self._catalog.pop(key, None)
+            self.schemas.pop(key, None)
+        if ddl.kind == "other":
+            self._catalog.clear()
+
+
+def information_schema_lookup(connect: Callable[[], Any]) -> CatalogLookup:
+    """A lookup that reads ``information_schema`` through a connection from ``connect``
+    (a PyMySQL connection factory), connecting again when the connection went away."""
+    state: dict[str, Any] = {}
+
+    def query(sql: str, args: tuple[str, ...] = ()) -> list[tuple[Any, ...]]:
+        for attempt in (1, 2):
+            if "conn" not in state:
+                state["conn"] = connect()
+            try:
+                with state["conn"].cursor() as cur:
+                    cur.execute(sql, args)
+                    return list(cur.fetchall())
+            except Exception:
+                state.pop("conn", None)
+                if attempt == 2:
+                    raise
+        return []
+
+    def lookup(database: str, table: str) -> list[CatalogColumn]:
+        if "collations" not in state:
+            state["collations"] = {name: int(i) for name, i in query(
+                "SELECT COLLATION_NAME, ID FROM information_schema.COLLATIONS")}
+        ids: dict[str, int] = state["collations"]
+        rows = query("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COLUMN_KEY, COLLATION_NAME "
+                     "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND "
+                     "TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (database, table))
+        return [CatalogColumn(str(n), str(d), str(t), str(k or ""), ids.get(c) if c else None)
+                for n, d, t, k, c in rows]
+
+    return lookup

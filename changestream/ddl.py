@@ -1,0 +1,250 @@
+"""Reading DDL statements from QUERY events: what kind of change, on which tables.
+
+Handles what servers really log: comments (``/* ... */``, ``-- ``, ``#``; versioned
+``/*!50100 ... */`` comments count as code), statements over several lines, quoted names
+(backticks with doubled backticks inside, ANSI double quotes), qualified names, several
+tables in one statement, and online-schema-change cut-overs (``RENAME TABLE a TO a_old,
+a_new TO a``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True, frozen=True)
+class TableName:
+    database: str | None
+    table: str
+
+    def __str__(self) -> str:
+        return f"{self.database}.{self.table}" if self.database else self.table
+
+
+@dataclass(slots=True)
+class DdlStatement:
+    """A DDL statement as changestream understands it.
+
+    ``kind`` is e.g. ``create_table``, ``alter_table``, ``rename_table``, ``drop_table``,
+    ``truncate_table``, ``create_database``, ``drop_database``, ``alter_database``,
+    ``create_index``, ``drop_index`` or ``other`` (views, routines, triggers, events ...).
+    ``tables`` are the tables whose shape it changes (renames list both old and new names);
+    ``database`` is the database of a database-level statement.
+    """
+
+    kind: str
+    tables: list[TableName] = field(default_factory=list)
+    renames: list[tuple[TableName, TableName]] = field(default_factory=list)
+    database: str | None = None
+
+    @property
+    def changes_tables(self) -> bool:
+        return bool(self.tables) or self.kind in ("drop_database", "create_database")
+
+
+def strip_comments(sql: str) -> str:
+    """``sql`` without comments; the content of versioned ``/*!NNNNN ... */`` comments kept."""
+    out: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in "'\"`":
+            j = i + 1
+            while j < n:
+                if sql[j] == "\\" and c != "`":
+                    j += 2
+                    continue
+                if sql[j] == c:
+                    if j + 1 < n and sql[j + 1] == c:
+                        j += 2
+                        continue
+                    break
+                j += 1
+            out.append(sql[i:j + 1])
+            i = j + 1
+        elif sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            end = n if end < 0 else end
+            if sql.startswith("/*!", i) or sql.startswith("/*M!", i):
+                body = sql[i + 3:end] if sql[i + 2] == "!" else sql[i + 4:end]
+                out.append(" " + re.sub(r"^\d{5,6}", "", body) + " ")
+            else:
+                out.append(" ")
+            i = end + 2
+        elif (sql.startswith("--", i) and (i + 2 >= n or sql[i + 2] in " \t\r\n")) or c == "#":
+            end = sql.find("\n", i)
+            i = n if end < 0 else end
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+_TOKEN = re.compile(r"""\s*(?:(`(?:[^`]|``)*`)|("(?:[^"]|"")*")|('(?:[^'\\]|\\.|'')*')|"""
+                    r"""([\w$\u0080-\uffff]+)|(.))""", re.S)
+
+
+def _tokens(sql: str) -> list[tuple[str, str]]:
+    """``(kind, text)`` pairs: ``name`` (quoted identifier, unquoted), ``word``, ``str`` or
+    ``sym``."""
+    out: list[tuple[str, str]] = []
+    for m in _TOKEN.finditer(sql):
+        backtick, dquote, squote, word, sym = m.groups()
+        if backtick is not None:
+            out.append(("name", backtick[1:-1].replace("``", "`")))
+        elif dquote is not None:
+            out.append(("name", dquote[1:-1].replace('""', '"')))
+        elif squote is not None:
+            out.append(("str", squote))
+        elif word is not None:
+            out.append(("word", word))
+        elif sym is not None and not sym.isspace():
+            out.append(("sym", sym))
+    return out
+
+
+class _Reader:
+    def __init__(self, tokens: list[tuple[str, str]], default_db: str | None):
+        self.tokens = tokens
+        self.i = 0
+        self.default_db = default_db or None
+
+    def peek(self, k: int = 0) -> str:
+        j = self.i + k
+        if j < len(self.tokens) and self.tokens[j][0] == "word":
+            return self.tokens[j][1].upper()
+        return self.tokens[j][1] if j < len(self.tokens) else ""
+
+    def accept(self, *words: str) -> bool:
+        if self.peek() in words:
+            self.i += 1
+            return True
+        return False
+
+    def skip_words(self, *words: str) -> None:
+        while self.accept(*words):
+            pass
+
+    def name(self) -> str | None:
+        if self.i < len(self.tokens) and self.tokens[self.i][0] in ("name", "word"):
+            self.i += 1
+            return self.tokens[self.i - 1][1]
+        return None
+
+    def table_name(self) -> TableName | None:
+        first = self.name()
+        if first is None:
+            return None
+        if self.peek() == ".":
+            self.i += 1
+            second = self.name()
+            if second is not None:
+                return TableName(first, second)
+        return TableName(self.default_db, first)
+
+    def table_list(self) -> list[TableName]:
+        names = []
+        while True:
+            name = self.table_name()
+            if name is None:
+                break
+            names.append(name)
+            if not self.accept(","):
+                break
+        return names
+
+
+_DDL_VERBS = {"CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE"}
+
+
+def parse_ddl(sql: str, default_db: str | None = None) -> DdlStatement | None:
+    """The DDL in ``sql`` (a QUERY event's statement, ``default_db`` its database), or
+    ``None`` when the statement is not DDL (BEGIN, COMMIT, GRANT, SAVEPOINT, ...)."""
+    r = _Reader(_tokens(strip_comments(sql)), default_db)
+    verb = r.peek()
+    if verb not in _DDL_VERBS:
+        return None
+    r.i += 1
+    if verb == "TRUNCATE":
+        r.accept("TABLE")
+        return DdlStatement("truncate_table", r.table_list()[:1])
+    if verb == "RENAME":
+        if not r.accept("TABLE", "TABLES"):
+            return DdlStatement("other")  # RENAME USER
+        return _rename_tables(r)
+    if verb == "CREATE":
+        r.skip_words("OR", "REPLACE", "TEMPORARY", "ONLINE", "OFFLINE", "UNIQUE", "FULLTEXT",
+                     "SPATIAL", "DEFINER", "SQL", "SECURITY", "ALGORITHM")
+    if verb == "ALTER":
+        r.skip_words("ONLINE", "OFFLINE", "IGNORE")
+    if verb == "DROP":
+        r.skip_words("TEMPORARY", "ONLINE", "OFFLINE")
+    obj = r.peek()
+    if obj == "TABLE" or (verb == "DROP" and obj == "TABLES"):
+        r.i += 1
+        r.skip_words("IF", "NOT", "EXISTS")
+        if verb == "DROP":
+            return DdlStatement("drop_table", r.table_list())
+        table = r.table_name()
+        tables = [table] if table else []
+        if verb == "ALTER" and table is not None:
+            renamed = _alter_rename_target(r, table)
+            if renamed is not None:
+                return DdlStatement("alter_table", [table, renamed], [(table, renamed)])
+        return DdlStatement(f"{verb.lower()}_table", tables)
+    if obj in ("DATABASE", "SCHEMA"):
+        r.i += 1
+        r.skip_words("IF", "NOT", "EXISTS")
+        return DdlStatement(f"{verb.lower()}_database", database=r.name() or default_db)
+    if obj == "INDEX" and verb in ("CREATE", "DROP"):
+        r.i += 1
+        r.skip_words("IF", "NOT", "EXISTS")
+        r.name()
+        while r.i < len(r.tokens) and r.peek() != "ON":
+            r.i += 1
+        if r.accept("ON"):
+            table = r.table_name()
+            return DdlStatement(f"{verb.lower()}_index", [table] if table else [])
+        return DdlStatement(f"{verb.lower()}_index")
+    if obj in ("USER", "ROLE", "SERVER", "LOGFILE", "TABLESPACE", "RESOURCE"):
+        return None  # account and server administration: no data change
+    return DdlStatement("other")
+
+
+def _rename_tables(r: _Reader) -> DdlStatement:
+    renames: list[tuple[TableName, TableName]] = []
+    while True:
+        old = r.table_name()
+        if old is None or not r.accept("TO"):
+            break
+        new = r.table_name()
+        if new is None:
+            break
+        renames.append((old, new))
+        if not r.accept(","):
+            break
+    tables = [t for pair in renames for t in pair]
+    return DdlStatement("rename_table", tables, renames)
+
+
+def _alter_rename_target(r: _Reader, table: TableName) -> TableName | None:
+    """The new name in ``ALTER TABLE t ... RENAME [TO|AS] t2`` (not RENAME COLUMN/INDEX/KEY)."""
+    depth = 0
+    while r.i < len(r.tokens):
+        tok = r.peek()
+        if tok == "(":
+            depth += 1
+        elif tok == ")":
+            depth -= 1
+        elif tok == "RENAME" and depth == 0:
+            r.i += 1
+            if r.peek() in ("COLUMN", "INDEX", "KEY"):
+                continue
+            r.accept("TO", "AS")
+            new = r.table_name()
+            if new is not None and new.database is None:
+                new = TableName(table.database, new.table)
+            return new
+        r.i += 1
+    return None

@@ -1,0 +1,85 @@
+"""Finding sink adapters: built-ins by name, ``module:Class``, or the ``changestream.sinks``
+entry-point group.
+
+A sink spec is ``NAME[:ARGUMENT]``: ``stdout``, ``jsonl:/path/out.jsonl``,
+``mypackage.sinks:MySink`` or ``mysink:ARG`` for an adapter registered under ``mysink`` in
+the entry-point group. The factory is called as ``factory(argument, **options)``
+(``argument`` is ``None`` when the spec has none).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any
+
+from changestream.errors import ConfigError
+from changestream.sink import SinkAdapter
+
+ENTRY_POINT_GROUP = "changestream.sinks"
+
+
+def _jsonl(argument: str | None, **options: Any) -> SinkAdapter:
+    from changestream.sinks.jsonl import JsonLinesSink
+
+    if not argument:
+        raise ConfigError("sink 'jsonl' needs a path: jsonl:PATH (or use 'stdout')")
+    return JsonLinesSink(argument, **options)
+
+
+def _stdout(argument: str | None, **options: Any) -> SinkAdapter:
+    from changestream.sinks.jsonl import JsonLinesSink
+
+    return JsonLinesSink(None, **options)
+
+
+BUILTIN: dict[str, Callable[..., SinkAdapter]] = {"jsonl": _jsonl, "stdout": _stdout}
+
+
+def _load_object(module_name: str, attr: str, spec: str) -> Any:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"sink {spec!r}: cannot import {module_name}: {exc}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"sink {spec!r}: {module_name} has no {attr}") from None
+
+
+def sink_factory(spec: str) -> tuple[Callable[..., SinkAdapter], str | None]:
+    """The factory a sink spec names and its argument."""
+    name, sep, argument = spec.partition(":")
+    arg = argument if sep else None
+    if name in BUILTIN:
+        return BUILTIN[name], arg
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            return ep.load(), arg
+    if (sep and "." in name) or (sep and argument and argument.isidentifier()):
+        # module:Class (the class gets no argument)
+        return _load_object(name, argument, spec), None
+    known = sorted({*BUILTIN, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
+    raise ConfigError(f"sink {spec!r}: unknown sink {name!r}; known: {', '.join(known)}, "
+                      "or module:Class")
+
+
+def make_sink(spec: str, **options: Any) -> SinkAdapter:
+    """A sink adapter from its spec; ``options`` are passed to its factory."""
+    factory, argument = sink_factory(spec)
+    try:
+        sink = factory(argument, **options) if argument is not None else _call(factory,
+                                                                                 options)
+    except TypeError as exc:
+        raise ConfigError(f"sink {spec!r}: {exc}") from None
+    for method in ("open", "write", "close"):
+        if not callable(getattr(sink, method, None)):
+            raise ConfigError(f"sink {spec!r}: {type(sink).__name__} has no {method}() method")
+    return sink
+
+
+def _call(factory: Callable[..., SinkAdapter], options: dict[str, Any]) -> SinkAdapter:
+    if factory in BUILTIN.values():
+        return factory(None, **options)
+    return factory(**options)

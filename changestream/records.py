@@ -1,0 +1,132 @@
+"""Change records: a change as one JSON object, in changestream's format or the original one.
+
+Values keep their meaning (see the README's "Change records" section for the full table):
+integers as JSON numbers (unsigned BIGINT exact), DECIMAL as a string with its scale,
+DATETIME as ``YYYY-MM-DDTHH:MM:SS.ffffff``, TIMESTAMP the same with ``+00:00``, DATE as
+``YYYY-MM-DD``, TIME as ``[-]HH:MM:SS.ffffff`` (hours can pass 24), bytes (BINARY, BLOB,
+GEOMETRY) as base64, JSON columns as JSON, ENUM as its label, SET as a list of labels, BIT
+as a number, VECTOR as a list of numbers.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from collections.abc import Callable, Iterable
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+from changestream.changes import Change
+from changestream.decoding.rows import PartialJson
+
+FORMATS = ("changestream", "original")
+
+
+def _time(value: dt.timedelta) -> str:
+    micros = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
+    sign = "-" if micros < 0 else ""
+    micros = abs(micros)
+    seconds, us = divmod(micros, 1_000_000)
+    minutes, s = divmod(seconds, 60)
+    h, m = divmod(minutes, 60)
+    return f"{sign}{h:02d}:{m:02d}:{s:02d}.{us:06d}"
+
+
+def json_default(value: Any) -> Any:
+    """How values orjson does not know are written."""
+    if isinstance(value, dt.datetime):
+        return value.isoformat(timespec="microseconds")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dt.timedelta):
+        return _time(value)
+    if isinstance(value, dt.time):
+        return value.isoformat(timespec="microseconds")
+    if isinstance(value, PartialJson):
+        return {"partial_json_diffs": [repr(d) for d in value.diffs]}
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_APPEND_NEWLINE | \
+    orjson.OPT_NON_STR_KEYS
+
+
+def _ts(value: dt.datetime | None) -> str | None:
+    return value.isoformat(timespec="microseconds") if value is not None else None
+
+
+def change_record(change: Change, ts: str) -> dict[str, Any]:
+    """A change in changestream's format (``ts``: when the router wrote it)."""
+    t = change.transaction
+    return {
+        "op": change.op,
+        "database": change.database,
+        "table": change.table,
+        "before": change.before,
+        "after": change.after,
+        "primary_key": change.primary_key,
+        "sql": change.sql,
+        "transaction": {
+            "id": t.id, "gtid": t.gtid, "xid": t.xid, "seq": change.seq, "size": t.size,
+            "last": change.last, "commit_ts": _ts(t.commit_ts),
+        } if t is not None else None,
+        "position": {"file": change.file, "pos": change.pos, "row": change.row},
+        "ts": ts,
+    }
+
+
+def original_record(change: Change, ts: str) -> dict[str, Any]:
+    """A change in the original changestream message format."""
+    t = change.transaction
+    data = change.after if change.op != "delete" else change.before
+    record: dict[str, Any] = {
+        "mutation": change.op.upper(),
+        "sequence": change.seq,
+        "database": change.database,
+        "table": change.table,
+        "query": {
+            "timestamp": int(t.commit_ts.timestamp() * 1000) if t and t.commit_ts else None,
+            "sql": change.sql or "",
+            "row_count": t.size if t else 1,
+            "current_row": change.seq + 1,
+        },
+        "primary_key": change.primary_key or {},
+        "transaction": {"id": t.id if t else None, "current_row": change.seq,
+                        **({"last_mutation": True} if change.last else {})},
+        "row_data": data,
+    }
+    if change.op == "update":
+        record["old_row_data"] = change.before
+    return record
+
+
+_BUILDERS: dict[str, Callable[[Change, str], dict[str, Any]]] = {
+    "changestream": change_record,
+    "original": original_record,
+}
+
+
+def record_builder(fmt: str) -> Callable[[Change, str], dict[str, Any]]:
+    try:
+        return _BUILDERS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown record format {fmt!r}: use one of {', '.join(FORMATS)}") \
+            from None
+
+
+def encode_lines(changes: Iterable[Change], fmt: str = "changestream",
+                 ts: str | None = None) -> bytes:
+    """The changes as JSON lines (each ending in a newline)."""
+    build = record_builder(fmt)
+    stamp = ts or dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+    dumps = orjson.dumps
+    return b"".join(dumps(build(c, stamp), default=json_default, option=_OPTIONS)
+                    for c in changes)

@@ -1,0 +1,398 @@
+"""The Router: wires a source, the actors and a sink adapter together, and runs them.
+
+This is the one place where the core meets ``actors/`` (see ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+import pymysql
+
+from changestream.actors.column_info import ColumnInfoActor
+from changestream.actors.listener import Listener, Source
+from changestream.actors.messages import ResolveSchema, Tick
+from changestream.actors.sink import BatchSettings, SinkActor
+from changestream.actors.transaction import TransactionActor
+from changestream.assembler import TransactionAssembler
+from changestream.changes import Position
+from changestream.column_info import ColumnInfo, information_schema_lookup
+from changestream.decoding.event_decoder import EventDecoder
+from changestream.decoding.events import Event
+from changestream.errors import ConfigError, SourceError
+from changestream.filters import ChangeFilter
+from changestream.flow import Credits
+from changestream.gtid import GtidProgress, is_mariadb_gtid, parse_gtid_progress
+from changestream.position_store import PositionStore
+from changestream.sink import SinkAdapter
+from changestream.source_url import SourceSpec, parse_source_url
+from changestream.sources.files import FileSource
+from changestream.sources.live import LiveSource, StartPosition
+from changestream.stats import RouterStats
+
+log = logging.getLogger("changestream")
+
+
+@dataclass(slots=True)
+class RouterSettings:
+    """Everything the router needs besides its sink adapter (see config/ for each key)."""
+
+    source: str
+    start: str = "earliest"
+    until: str | None = None
+    position_file: str | None = None
+    position_override: str | None = None
+    password: str | None = None
+    server_id: int = 0x3EADBEEF
+    heartbeat_seconds: float = 5.0
+    reconnect_seconds: float = 300.0
+    batch: BatchSettings = field(default_factory=BatchSettings)
+    filter: ChangeFilter = field(default_factory=ChangeFilter)
+    max_buffered_changes: int = 20_000
+    spill_dir: str | None = None
+    batch_events: int = 2_000
+    message_changes: int = 5_000
+    in_flight: int = 4
+    schema_from_server: bool = True
+    verify_checksums: bool = True
+
+    def __post_init__(self) -> None:
+        if self.until not in (None, "caught-up"):
+            raise ConfigError(f"until: {self.until!r} is not 'caught-up'")
+        try:
+            StartPosition.parse(self.start)
+        except ValueError as exc:
+            raise ConfigError(f"start: {exc}") from None
+
+
+def _later(a: Position | None, b: Position | None) -> Position | None:
+    """The later of two positions of the same binlog (by file sequence number, offset)."""
+    if a is None or b is None:
+        return a or b
+
+    def key(p: Position) -> tuple[int, str, int]:
+        m = re.search(r"(\d+)$", p.file)
+        return (int(m.group(1)) if m else -1, p.file, p.pos)
+
+    return a if key(a) >= key(b) else b
+
+
+class _Stream:
+    """A source as the listener reads it: events, then ``None`` whenever it is idle."""
+
+    def __init__(self, source: FileSource | LiveSource, decoder: EventDecoder):
+        self.source = source
+        self.decoder = decoder
+
+    def stream(self) -> Iterator[Event | None]:
+        stream = getattr(self.source, "stream", None)
+        if stream is not None:
+            yield from stream()
+        else:
+            yield from self.source
+
+    def stop(self) -> None:
+        self.source.stop()
+
+
+class Router:
+    """Runs the change stream from ``settings.source`` into ``sink``.
+
+    ``run()`` blocks until the source ends (``until="caught-up"``), ``stop()`` is called,
+    or something fails (then it raises the error). ``start()`` runs it in a thread.
+    """
+
+    def __init__(self, settings: RouterSettings, sink: SinkAdapter):
+        self.settings = settings
+        self.sink = sink
+        self.spec: SourceSpec = parse_source_url(settings.source, password=settings.password)
+        self.store = PositionStore(settings.position_file) if settings.position_file else None
+        self.stats = RouterStats()
+        self._stopping = threading.Event()
+        self._aborted = threading.Event()
+        self._finished = threading.Event()
+        self._error: BaseException | None = None
+        self._listener: Listener | None = None
+        self._thread: threading.Thread | None = None
+        self._actors: list[pykka.ActorRef[Any]] = []
+        self._credits: list[Credits] = []
+
+    # -- control ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run in a background thread; errors surface from :meth:`wait` or :meth:`stop`."""
+        self._thread = threading.Thread(target=self._run_captured, name="changestream-router",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run_captured(self) -> None:
+        try:
+            self.run()
+        except BaseException as exc:
+            self._error = self._error or exc
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a started router to end; raise its error, if any. True when it ended."""
+        assert self._thread is not None
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            return False
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def stop(self) -> None:
+        """Stop reading at the next transaction boundary, deliver what is in flight, save the
+        position, and end."""
+        self._stopping.set()
+        if self._listener is not None:
+            self._listener.stop()
+
+    def pause(self) -> None:
+        if self._listener is not None:
+            self._listener.pause()
+
+    def resume(self) -> None:
+        if self._listener is not None:
+            self._listener.resume()
+
+    @property
+    def paused(self) -> bool:
+        return self._listener is not None and self._listener.paused
+
+    def queue_depths(self) -> dict[str, int]:
+        names = ("listener_to_transaction", "transaction_to_sink")
+        return {n: c.in_flight for n, c in zip(names, self._credits)}
+
+    # -- running ---------------------------------------------------------------------------
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._error is None:
+            self._error = exc
+        self._aborted.set()
+        self._stopping.set()
+        if self._listener is not None:
+            self._listener.stop()
+
+    def run(self) -> None:
+        """Run until the end (see the class docstring); raise what made it fail."""
+        sink_position = self.sink.open()
+        try:
+            saved = self.store.load() if self.store else None
+            override = self._override()
+            resume = override or _later(saved, sink_position)
+            if resume is not None:
+                log.info("resuming at %s", resume)
+            self._run(resume)
+        finally:
+            self._shutdown()
+            try:
+                self.sink.close()
+            except Exception as exc:
+                log.warning("closing the sink failed: %s", exc)
+        if self._error is not None:
+            raise self._error
+
+    def _override(self) -> Position | None:
+        text = self.settings.position_override
+        if not text:
+            return None
+        if text.startswith("gtid:"):
+            gtids = text[5:]
+            return Position("", 4, gtids, "mariadb" if is_mariadb_gtid(gtids) else "mysql")
+        try:
+            start = StartPosition.parse(text)
+        except ValueError as exc:
+            raise ConfigError(f"position override: {exc}") from None
+        if start.kind != "file" or start.file is None:
+            raise ConfigError("position override: give FILE:POS or gtid:SET")
+        return Position(start.file, start.pos)
+
+    def _run(self, resume: Position | None) -> None:
+        s = self.settings
+        gtid_base, start = self._start_point(resume)
+        credits_in = Credits(s.in_flight, self._aborted)
+        credits_out = Credits(s.in_flight, self._aborted)
+        self._credits = [credits_in, credits_out]
+        column_info = ColumnInfo(self._catalog_lookup())
+        assembler = TransactionAssembler(
+            gtid_set=gtid_base, change_filter=s.filter,
+            max_buffered_changes=s.max_buffered_changes, spill_dir=s.spill_dir,
+            is_transactional=self._engine_lookup())
+        sink_ref = SinkActor.start(self.sink, self.store, s.batch, credits_out, self.stats,
+                                   self._fail, self._finished,
+                                   (self.store.last_batch_id + 1) if self.store else 1)
+        transaction_ref = TransactionActor.start(assembler, sink_ref, credits_in, credits_out,
+                                                 self._fail, s.message_changes)
+        column_ref = ColumnInfoActor.start(column_info)
+        self._actors = [column_ref, transaction_ref, sink_ref]
+        live = self.spec.kind == "server"
+
+        def open_source(at: tuple[str, int] | None, decoder: EventDecoder) -> Source:
+            begin = StartPosition("file", file=at[0], pos=at[1]) if at else start
+            return _Stream(self._source(begin, decoder), decoder)
+
+        self._listener = Listener(open_source, column_ref, transaction_ref, credits_in,
+                                  self.stats, self._stopping, self._fail,
+                                  batch_events=s.batch_events,
+                                  reconnect_seconds=s.reconnect_seconds, live=live)
+        if resume is not None and resume.pending_xa:
+            self._reload_prepared_xa(resume, assembler, column_ref)
+        self._listener.start()
+        ticker = threading.Thread(target=self._tick, args=(sink_ref,), daemon=True,
+                                  name="changestream-ticker")
+        ticker.start()
+        while not (self._finished.wait(0.2) or self._aborted.is_set()):
+            pass
+        if self._aborted.is_set():
+            self._listener.stop()
+        self._listener.join(10)
+
+    def _tick(self, sink_ref: pykka.ActorRef[Any]) -> None:
+        interval = max(0.02, min(self.settings.batch.max_seconds / 2, 0.25))
+        while not (self._finished.is_set() or self._aborted.is_set()):
+            try:
+                sink_ref.tell(Tick())
+            except pykka.ActorDeadError:
+                return
+            self._finished.wait(interval)
+
+    def _shutdown(self) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+        for ref in self._actors:
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                ref.stop(timeout=30)
+        self._actors = []
+
+    # -- sources ---------------------------------------------------------------------------
+
+    def _start_point(self, resume: Position | None) -> tuple[GtidProgress | None,
+                                                              StartPosition]:
+        """The GTID set/state before the first event and where the source starts."""
+        if resume is not None:
+            gtid = (parse_gtid_progress(resume.gtid_set, resume.flavor == "mariadb")
+                    if resume.gtid_set is not None else None)
+            if self.spec.kind == "server" and resume.gtid_set is not None and not resume.file:
+                return gtid, StartPosition("gtid", gtid=resume.gtid_set)
+            if self.spec.kind == "server" and resume.gtid_set and resume.flavor == "mysql":
+                return gtid, StartPosition("gtid", gtid=resume.gtid_set)
+            return gtid, StartPosition("file", file=resume.file, pos=resume.pos)
+        start = StartPosition.parse(self.settings.start)
+        if start.kind == "gtid":
+            assert start.gtid is not None
+            return parse_gtid_progress(start.gtid), start
+        if start.kind == "latest" and self.spec.kind == "server":
+            return self._latest()
+        if start.kind == "latest":
+            raise ConfigError("start: 'latest' needs a server source (for files give FILE:POS)")
+        return None, start
+
+    def _latest(self) -> tuple[GtidProgress | None, StartPosition]:
+        """The server's current binlog position and GTID set/state, read together."""
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT VERSION()")
+                mariadb = "mariadb" in str(cur.fetchone()[0]).lower()
+                try:
+                    cur.execute("SHOW BINARY LOG STATUS")
+                except pymysql.err.MySQLError:
+                    cur.execute("SHOW MASTER STATUS")
+                row = cur.fetchone()
+                if row is None:
+                    raise SourceError("the server reports no binlog position: is log_bin on?")
+                file, pos = str(row[0]), int(row[1])
+                if mariadb:
+                    cur.execute("SELECT @@global.gtid_binlog_pos")
+                    gtids = str(cur.fetchone()[0] or "")
+                else:
+                    gtids = str(row[4] if len(row) > 4 and row[4] else "")
+        finally:
+            conn.close()
+        return parse_gtid_progress(gtids, mariadb), StartPosition("file", file=file, pos=pos)
+
+    def _connect(self) -> pymysql.Connection[Any]:
+        c = self.spec.connection
+        try:
+            return pymysql.connect(connect_timeout=10, **c)
+        except pymysql.err.MySQLError as exc:
+            raise SourceError(f"cannot connect to {c.get('host')}:{c.get('port')}: "
+                              f"{exc.args[-1] if exc.args else exc}") from None
+
+    def _source(self, start: StartPosition, decoder: EventDecoder) -> FileSource | LiveSource:
+        s = self.settings
+        if self.spec.kind == "files":
+            if start.kind == "gtid":
+                raise ConfigError("a file source starts at 'earliest' or FILE:POS, not a GTID")
+            return FileSource(self.spec.paths,
+                              start_file=start.file if start.kind == "file" else None,
+                              start_pos=start.pos if start.kind == "file" else 4,
+                              follow=s.until is None, decoder=decoder)
+        return LiveSource(self.spec.connection, start, server_id=s.server_id,
+                          blocking=s.until is None, heartbeat_seconds=s.heartbeat_seconds,
+                          verify_checksums=s.verify_checksums, decoder=decoder)
+
+    def _catalog_lookup(self) -> Any:
+        if self.spec.kind != "server" or not self.settings.schema_from_server:
+            return None
+        return information_schema_lookup(self._connect)
+
+    def _engine_lookup(self) -> Any:
+        if self.spec.kind != "server":
+            return None
+        cache: dict[tuple[str, str], bool | None] = {}
+
+        def transactional(database: str, table: str) -> bool | None:
+            key = (database, table)
+            if key not in cache:
+                conn = self._connect()
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute("SELECT ENGINE FROM information_schema.TABLES WHERE "
+                                    "TABLE_SCHEMA = %s AND TABLE_NAME = %s", key)
+                        row = cur.fetchone()
+                finally:
+                    conn.close()
+                engine = str(row[0]).lower() if row and row[0] else None
+                cache[key] = None if engine is None else engine not in (
+                    "myisam", "memory", "heap", "csv", "archive", "merge", "mrg_myisam",
+                    "aria", "federated", "blackhole")
+            return cache[key]
+
+        return transactional
+
+    def _reload_prepared_xa(self, resume: Position, assembler: TransactionAssembler,
+                            column_ref: pykka.ActorRef[Any]) -> None:
+        """Read again the XA transactions that were prepared but not resolved at ``resume``."""
+        for xid, where in resume.pending_xa.items():
+            file, _, pos = where.rpartition(":")
+            decoder = EventDecoder(schema_resolver=lambda sc, h: column_ref.ask(
+                ResolveSchema(sc, h)))
+            reader = TransactionAssembler(max_buffered_changes=self.settings.
+                                          max_buffered_changes, spill_dir=self.settings.spill_dir)
+            settings_until = self.settings.until
+            self.settings.until = "caught-up"
+            try:
+                source = self._source(StartPosition("file", file=file, pos=int(pos)), decoder)
+            finally:
+                self.settings.until = settings_until
+            try:
+                for event in source:
+                    reader.feed(event)
+                    if reader.has_held(xid):
+                        break
+            finally:
+                source.stop()
+            if not reader.has_held(xid):
+                log.warning("prepared XA transaction %s at %s could not be read again; its "
+                            "XA COMMIT will deliver nothing", xid, where)
+                continue
+            assembler.adopt_held(xid, reader)

@@ -1,0 +1,35 @@
+"""Counters the router keeps for its status, metrics and tests."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from changestream.changes import Position
+
+
+@dataclass(slots=True)
+class RouterStats:
+    """What the router has read and delivered so far (updated by its stages)."""
+
+    started: float = field(default_factory=time.time)
+    connected: bool = False
+    events_read: int = 0
+    read_file: str | None = None
+    read_pos: int = 0
+    last_event_ts: int = 0
+    transactions_delivered: int = 0
+    changes_delivered: int = 0
+    batches_delivered: int = 0
+    batch_retries: int = 0
+    reconnects: int = 0
+    delivered: Position | None = None
+    last_commit_ts: float | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def seconds_behind(self) -> float | None:
+        """How far the reader is behind the server's clock (by the last event read)."""
+        if not self.last_event_ts:
+            return None
+        return max(0.0, time.time() - self.last_event_ts)

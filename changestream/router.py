@@ -24,12 +24,25 @@ from changestream.actors.transaction import TransactionActor
 from changestream.assembler import TransactionAssembler
 from changestream.changes import Position
 from changestream.column_info import ColumnInfo, information_schema_lookup
+from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import EventDecoder
-from changestream.decoding.events import Event
+from changestream.decoding.events import (
+    Event,
+    GtidEvent,
+    MariadbGtidEvent,
+    MariadbGtidListEvent,
+    PreviousGtidsEvent,
+)
 from changestream.errors import ConfigError, SourceError
 from changestream.filters import ChangeFilter
 from changestream.flow import Credits
-from changestream.gtid import GtidProgress, is_mariadb_gtid, parse_gtid_progress
+from changestream.gtid import (
+    GtidProgress,
+    MariadbGtidState,
+    MysqlGtidSet,
+    is_mariadb_gtid,
+    parse_gtid_progress,
+)
 from changestream.position_store import PositionStore
 from changestream.sink import SinkAdapter
 from changestream.source_url import SourceSpec, parse_source_url
@@ -286,6 +299,9 @@ class Router:
                 return gtid, StartPosition("gtid", gtid=resume.gtid_set)
             return gtid, StartPosition("file", file=resume.file, pos=resume.pos)
         start = StartPosition.parse(self.settings.start)
+        if start.kind == "file" and self.spec.kind == "server":
+            assert start.file is not None
+            return self._gtids_before(start.file, start.pos), start
         if start.kind == "gtid":
             assert start.gtid is not None
             return parse_gtid_progress(start.gtid), start
@@ -318,6 +334,34 @@ class Router:
         finally:
             conn.close()
         return parse_gtid_progress(gtids, mariadb), StartPosition("file", file=file, pos=pos)
+
+    def _gtids_before(self, file: str, pos: int) -> GtidProgress | None:
+        """The GTID set/state at ``file:pos``: the file's PREVIOUS_GTIDS (MySQL) or
+        GTID_LIST (MariaDB) plus every GTID between its start and ``pos``. Only the GTID
+        events are decoded. ``None`` when the server logs no GTIDs."""
+        wanted = {et.FORMAT_DESCRIPTION, et.PREVIOUS_GTIDS, et.MARIADB_GTID_LIST, et.GTID,
+                  et.GTID_TAGGED, et.MARIADB_GTID}
+        source = LiveSource(self.spec.connection, StartPosition("file", file=file, pos=4),
+                            server_id=self.settings.server_id, blocking=False)
+        progress: GtidProgress | None = None
+        try:
+            for raw in source.raw_events():
+                assert raw is not None and source.decoder is not None
+                if raw.offset >= pos and raw.data[4] != et.ROTATE:
+                    break
+                if raw.data[4] not in wanted:
+                    continue
+                event = source.decoder.decode(raw.data, raw.file, raw.offset)
+                if isinstance(event, PreviousGtidsEvent):
+                    progress = MysqlGtidSet(event.gtid_set)
+                elif isinstance(event, MariadbGtidListEvent):
+                    progress = MariadbGtidState(event.gtid_state)
+                elif isinstance(event, GtidEvent | MariadbGtidEvent) and progress is not None \
+                        and event.gtid is not None:
+                    progress.add(event.gtid)
+        finally:
+            source.stop()
+        return progress
 
     def _connect(self) -> pymysql.Connection[Any]:
         c = self.spec.connection

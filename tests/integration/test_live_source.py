@@ -3,7 +3,6 @@ exactly, and the same decoded events through the live source and the file source
 
 from __future__ import annotations
 
-import datetime as dt
 from decimal import Decimal
 from typing import Any
 
@@ -13,39 +12,9 @@ from changestream.decoding.events import Event, RowsEvent, TransactionPayloadEve
 from changestream.scan import scan_transactions
 from changestream.sources.files import FileSource
 from changestream.sources.live import LiveSource, StartPosition
+from tests.workloads import COMMON_COLUMNS, COMMON_VALUES, EXPECTED
 
 pytestmark = pytest.mark.integration
-
-COMMON_COLUMNS = """
-  id INT PRIMARY KEY,
-  ti TINYINT, tu TINYINT UNSIGNED, si SMALLINT, su SMALLINT UNSIGNED,
-  mi MEDIUMINT, mu MEDIUMINT UNSIGNED, i INT, iu INT UNSIGNED,
-  bi BIGINT, bu BIGINT UNSIGNED, de DECIMAL(30,10), f FLOAT, d DOUBLE,
-  dt DATETIME(6), ts TIMESTAMP(6) NULL, tm TIME(6), dte DATE, y YEAR,
-  c CHAR(5), vc VARCHAR(300), bn BINARY(8), vb VARBINARY(10), tx TEXT, bl BLOB,
-  en ENUM('a','b','c'), st SET('x','y','z'), st2 SET('x','y','z'), bt BIT(10), js JSON,
-  g POINT
-"""
-COMMON_VALUES = (
-    "1, -128, 255, -32768, 65535, -8388608, 16777215, -2147483648, 4294967295,"
-    " -9223372036854775808, 18446744073709551615, '-12345678901234567890.0123456789',"
-    " 1.5, -2.25, '2024-02-29 23:59:59.123456', '2024-01-01 00:00:01.000001',"
-    " '-838:59:59.000000', '1000-01-01', 2155, 'ab', 'héllo ✓ 𝄞', X'0102', X'00ff00',"
-    " 'text', X'000102', 'b', '', 'x,z', b'1010101010', '{\"a\": [1, 2, {\"b\": null}]}',"
-    " ST_GeomFromText('POINT(1 2)')"
-)
-EXPECTED = {
-    "id": 1, "ti": -128, "tu": 255, "si": -32768, "su": 65535, "mi": -8388608, "mu": 16777215,
-    "i": -2147483648, "iu": 4294967295, "bi": -9223372036854775808,
-    "bu": 18446744073709551615, "de": Decimal("-12345678901234567890.0123456789"),
-    "f": 1.5, "d": -2.25, "dt": dt.datetime(2024, 2, 29, 23, 59, 59, 123456),
-    "ts": dt.datetime(2024, 1, 1, 0, 0, 1, 1, tzinfo=dt.UTC),
-    "tm": -dt.timedelta(hours=838, minutes=59, seconds=59), "dte": dt.date(1000, 1, 1),
-    "y": 2155, "c": "ab", "vc": "héllo ✓ 𝄞", "bn": b"\x01\x02" + b"\0" * 6,
-    "vb": b"\x00\xff\x00", "tx": "text", "bl": b"\x00\x01\x02", "en": "b", "st": [],
-    "st2": ["x", "z"], "bt": 0b1010101010,
-}
-
 
 def _workload(server: Any, db: str) -> None:
     mariadb = "mariadb" in server.url

@@ -1,0 +1,155 @@
+"""Finding the Iceberg runtime jar, and completing it when its shaded Jackson is missing.
+
+The Iceberg Spark runtime jar is looked for in this order: the ``jar`` option, the
+``CHANGESTREAM_ICEBERG_JAR`` environment variable, then the ``snowpark-connect-deps-iceberg``
+package from PyPI (the only registry package that ships ``iceberg-spark-runtime-3.5_2.12``).
+
+That package's runtime jar leaves out the Jackson classes Iceberg relocates to
+``org.apache.iceberg.shaded.com.fasterxml.jackson`` (Iceberg cannot read or write table
+metadata without them: ``NoClassDefFoundError ... JsonFactoryBuilder``). When they are
+missing, :func:`shaded_jackson_jar` makes them once from the Jackson jars PySpark ships,
+relocated by rewriting the class files' constant pools (what Maven's shade plugin does), and
+caches the result under ``~/.cache/changestream/jars``. The REST catalog's relocated HTTP
+client is missing too; the Hadoop catalog this sink uses does not need it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import struct
+import zipfile
+from pathlib import Path
+
+from changestream.errors import SinkError
+
+RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-*.jar"
+ENV_JAR = "CHANGESTREAM_ICEBERG_JAR"
+_SHADED = "org/apache/iceberg/shaded/"
+_PROBE = _SHADED + "com/fasterxml/jackson/core/JsonFactoryBuilder.class"
+_JACKSON = re.compile(r"jackson-(core|databind|annotations)-\d[\w.]*\.jar")
+
+
+def find_iceberg_jar(jar: str | os.PathLike[str] | None = None) -> Path:
+    """The Iceberg Spark runtime jar from ``jar``, the environment, or the pip package."""
+    for candidate, origin in ((jar, "the 'jar' option"), (os.environ.get(ENV_JAR), ENV_JAR)):
+        if candidate:
+            path = Path(candidate).expanduser()
+            if not path.is_file():
+                raise SinkError(f"spark sink: Iceberg runtime jar {path} (from {origin}) "
+                                "does not exist")
+            return path
+    spec = importlib.util.find_spec("snowpark_connect_deps_iceberg")
+    if spec is not None and spec.origin:
+        found = sorted((Path(spec.origin).parent / "jars").glob(RUNTIME_JAR))
+        if found:
+            return found[-1]
+    raise SinkError("spark sink: no Iceberg runtime jar: pass jar=PATH, set "
+                    f"{ENV_JAR}, or pip install snowpark-connect-deps-iceberg")
+
+
+def iceberg_jars(jar: str | os.PathLike[str] | None = None,
+                 cache: Path | None = None) -> list[Path]:
+    """The runtime jar plus, when it lacks them, the relocated Jackson classes it needs."""
+    runtime = find_iceberg_jar(jar)
+    with zipfile.ZipFile(runtime) as z:
+        try:
+            z.getinfo(_PROBE)
+            return [runtime]
+        except KeyError:
+            pass
+    return [runtime, shaded_jackson_jar(cache)]
+
+
+def _pyspark_jackson() -> list[Path]:
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.origin:
+        raise SinkError("spark sink: pyspark is not installed")
+    jars = Path(spec.origin).parent / "jars"
+    found = [p for p in sorted(jars.glob("jackson-*.jar")) if _JACKSON.fullmatch(p.name)]
+    if len(found) != 3:
+        raise SinkError(f"spark sink: cannot find Jackson core/databind/annotations in {jars}")
+    return found
+
+
+def shaded_jackson_jar(cache: Path | None = None) -> Path:
+    """A jar of PySpark's Jackson relocated under ``org.apache.iceberg.shaded`` (cached)."""
+    sources = _pyspark_jackson()
+    digest = hashlib.sha256("|".join(p.name for p in sources).encode()).hexdigest()[:12]
+    cache = cache or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) \
+        / "changestream" / "jars"
+    target = cache / f"iceberg-shaded-jackson-{digest}.jar"
+    if target.is_file():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as out:
+        seen: set[str] = set()
+        for source in sources:
+            with zipfile.ZipFile(source) as z:
+                for name in z.namelist():
+                    new_name, data = _relocate_entry(name, z.read(name))
+                    if new_name is None or new_name in seen:
+                        continue
+                    seen.add(new_name)
+                    out.writestr(new_name, data)
+    os.replace(tmp, target)
+    return target
+
+
+_SLASH = (b"com/fasterxml/jackson/", (_SHADED + "com/fasterxml/jackson/").encode())
+_DOT = (b"com.fasterxml.jackson.", (_SHADED.replace("/", ".") + "com.fasterxml.jackson.").encode())
+
+
+def _relocate_bytes(text: bytes) -> bytes:
+    return text.replace(_SLASH[0], _SLASH[1]).replace(_DOT[0], _DOT[1])
+
+
+def _relocate_entry(name: str, data: bytes) -> tuple[str | None, bytes]:
+    if name.endswith("module-info.class") or name.startswith("META-INF/versions/"):
+        return None, b""
+    if name.endswith(".class") and name.startswith("com/fasterxml/jackson/"):
+        return _SHADED + name, relocate_class(data)
+    if name.startswith("META-INF/services/com.fasterxml.jackson."):
+        service = name.rsplit("/", 1)[1]
+        return ("META-INF/services/" + _relocate_bytes(service.encode()).decode(),
+                _relocate_bytes(data))
+    if name.startswith("META-INF/") and not name.endswith("/"):
+        return None, b""  # manifests, signatures, licences of the originals
+    if name.endswith("/"):
+        return None, b""
+    return _SHADED + name if name.startswith("com/") else None, data
+
+
+# Sizes of constant-pool entries after the tag, by tag (Utf8 is variable).
+_CP_SIZES = {3: 4, 4: 4, 5: 8, 6: 8, 7: 2, 8: 2, 9: 4, 10: 4, 11: 4, 12: 4, 15: 3, 16: 2,
+             17: 4, 18: 4, 19: 2, 20: 2}
+
+
+def relocate_class(data: bytes) -> bytes:
+    """A class file with every Jackson name in its constant pool moved under the shaded
+    prefix (slash form in descriptors and class names, dot form in strings)."""
+    if data[:4] != b"\xca\xfe\xba\xbe":
+        raise ValueError("not a class file")
+    count = struct.unpack_from(">H", data, 8)[0]
+    out = bytearray(data[:10])
+    pos = 10
+    index = 1
+    while index < count:
+        tag = data[pos]
+        if tag == 1:
+            length = struct.unpack_from(">H", data, pos + 1)[0]
+            text = _relocate_bytes(data[pos + 3:pos + 3 + length])
+            out += b"\x01" + struct.pack(">H", len(text)) + text
+            pos += 3 + length
+        else:
+            size = _CP_SIZES[tag]
+            out += data[pos:pos + 1 + size]
+            pos += 1 + size
+            if tag in (5, 6):
+                index += 1  # longs and doubles take two slots
+        index += 1
+    out += data[pos:]
+    return bytes(out)

@@ -111,10 +111,15 @@ class _Reader:
         self.default_db = default_db or None
 
     def peek(self, k: int = 0) -> str:
+        """The next token as a keyword or symbol to compare with (a quoted name never matches
+        one: ``CREATE TABLE `IF` `` names a table ``IF``)."""
         j = self.i + k
-        if j < len(self.tokens) and self.tokens[j][0] == "word":
-            return self.tokens[j][1].upper()
-        return self.tokens[j][1] if j < len(self.tokens) else ""
+        if j >= len(self.tokens):
+            return ""
+        kind, text = self.tokens[j]
+        if kind == "word":
+            return text.upper()
+        return "\0name" if kind == "name" else text
 
     def accept(self, *words: str) -> bool:
         if self.peek() in words:
@@ -156,6 +161,8 @@ class _Reader:
 
 
 _DDL_VERBS = {"CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE"}
+_DATABASE_OPTIONS = {"DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "ENCRYPTION", "READ",
+                     "COMMENT"}
 
 
 def parse_ddl(sql: str, default_db: str | None = None) -> DdlStatement | None:
@@ -171,7 +178,7 @@ def parse_ddl(sql: str, default_db: str | None = None) -> DdlStatement | None:
         return DdlStatement("truncate_table", r.table_list()[:1])
     if verb == "RENAME":
         if not r.accept("TABLE", "TABLES"):
-            return DdlStatement("other")  # RENAME USER
+            return None  # RENAME USER: account administration, like CREATE USER
         return _rename_tables(r)
     if verb == "CREATE":
         r.skip_words("OR", "REPLACE", "TEMPORARY", "ONLINE", "OFFLINE", "UNIQUE", "FULLTEXT",
@@ -196,7 +203,9 @@ def parse_ddl(sql: str, default_db: str | None = None) -> DdlStatement | None:
     if obj in ("DATABASE", "SCHEMA"):
         r.i += 1
         r.skip_words("IF", "NOT", "EXISTS")
-        return DdlStatement(f"{verb.lower()}_database", database=r.name() or default_db)
+        # ALTER DATABASE may leave the name out: CHARACTER SET ... is then the default one's.
+        name = None if verb == "ALTER" and r.peek() in _DATABASE_OPTIONS else r.name()
+        return DdlStatement(f"{verb.lower()}_database", database=name or default_db)
     if obj == "INDEX" and verb in ("CREATE", "DROP"):
         r.i += 1
         r.skip_words("IF", "NOT", "EXISTS")

@@ -89,8 +89,12 @@ class ChangeFilter:
         return self._database(database)
 
     def _database(self, database: str) -> bool:
-        if self._exclude is not None and self._exclude.fullmatch(f"{database}.*"):
-            return False
+        # Excluded only by a pattern for the whole database (``shop``, ``shop.*``), not by
+        # one for some of its tables (``shop.?`` would match the text ``shop.*``).
+        for p in self.exclude:
+            db, _, table = p.partition(".")
+            if table in ("", "*") and re.fullmatch(translate(db), database):
+                return False
         if self._include is None:
             return True
         return any(p.split(".")[0] in (database, "*") or re.fullmatch(translate(

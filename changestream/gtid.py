@@ -23,6 +23,8 @@ class GtidProgress(Protocol):
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
                    r"[0-9a-fA-F]{12}$")
 
+_TAG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")  # MySQL 8.4+ GTID tags
+
 
 def _normal_uuid(text: str) -> str:
     text = text.strip().lower()
@@ -53,10 +55,13 @@ class MysqlGtidSet:
         for field in fields[1:]:
             field = field.strip()
             if field and not field[0].isdigit():
+                if not _TAG.fullmatch(field):
+                    raise ValueError(f"bad GTID tag {field!r} in {part!r}")
                 tag = field.lower()
                 continue
-            start, _, end = field.partition("-")
-            if not start.isdigit() or (end and not end.isdigit()):
+            start, dash, end = field.partition("-")
+            if not start.isdigit() or (dash and not end.isdigit()) \
+                    or not 0 < int(start) <= int(end or start):
                 raise ValueError(f"bad GTID interval {field!r} in {part!r}")
             self._add_interval(sid, tag, int(start), int(end or start))
 

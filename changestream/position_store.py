@@ -21,11 +21,13 @@ class PositionStore:
     def load(self) -> Position | None:
         """The saved position, or ``None`` when nothing was saved yet."""
         try:
-            text = self.path.read_text()
+            text = self.path.read_bytes()
         except FileNotFoundError:
             return None
         try:
             data = json.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
             self.last_batch_id = int(data.get("batch_id") or 0)
             return Position.from_dict(data)
         except (ValueError, KeyError, TypeError) as exc:

@@ -43,7 +43,7 @@ def json_default(value: Any) -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
         return base64.b64encode(value).decode("ascii")
     if isinstance(value, Decimal):
-        return str(value)
+        return format(value, "f")  # str() would write DECIMAL(20,10) zero as 0E-10
     if isinstance(value, dt.timedelta):
         return _time(value)
     if isinstance(value, dt.time):

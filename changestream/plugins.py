@@ -34,7 +34,18 @@ def _stdout(argument: str | None, **options: Any) -> SinkAdapter:
     return JsonLinesSink(None, **options)
 
 
-BUILTIN: dict[str, Callable[..., SinkAdapter]] = {"jsonl": _jsonl, "stdout": _stdout}
+def _spark(argument: str | None, **options: Any) -> SinkAdapter:
+    """``spark:callback``, ``spark:parquet`` or ``spark:iceberg`` (see changestream.sinks.spark)."""
+    try:
+        from changestream.sinks.spark import spark_sink
+    except ImportError as exc:
+        raise ConfigError(f"sink 'spark' needs pyspark and pyarrow (pip install "
+                          f"'changestream[spark]'): {exc}") from None
+    return spark_sink(argument, **options)
+
+
+BUILTIN: dict[str, Callable[..., SinkAdapter]] = {"jsonl": _jsonl, "stdout": _stdout,
+                                                  "spark": _spark}
 
 
 def _load_object(module_name: str, attr: str, spec: str) -> Any:

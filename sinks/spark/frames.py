@@ -1,0 +1,191 @@
+"""A batch as Arrow tables and Spark DataFrames: one per table and table shape.
+
+Changes are grouped by table in batch order; when a table's schema changes within the batch
+(DDL between its changes) a new group starts, so every group has one shape: the one its
+changes were logged with. Rows carry the change metadata (:data:`~.types.METADATA`) and the
+row image: the after image of inserts and updates, the before image of deletes. DataFrames
+are made from Arrow record batches handed to the JVM in Arrow's stream format (what
+``createDataFrame`` does for pandas in Spark 3.5), never from Python rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.serializers import ArrowStreamSerializer
+
+from changestream.changes import Change, Position, TransactionPart
+from changestream.decoding.table_schema import TableSchema
+from changestream.errors import SinkError
+
+from .types import (
+    METADATA,
+    METADATA_NAMES,
+    FieldMapping,
+    arrow_schema,
+    signature,
+    spark_schema,
+    table_mappings,
+)
+
+
+@dataclass(slots=True)
+class TableRun:
+    """Consecutive changes of one table with one shape, in commit order.
+
+    ``positions[i]`` is the position after the transaction of ``changes[i]`` (``None`` for
+    changes of a transaction not complete in what was handed over).
+    """
+
+    database: str
+    table: str
+    schema: TableSchema
+    fields: tuple[FieldMapping, ...]
+    changes: list[Change] = field(default_factory=list)
+    positions: list[Position | None] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        pk = self.schema.primary_key or ()
+        return tuple(self.fields[i].name for i in pk)
+
+
+def transaction_positions(parts: Iterable[TransactionPart]) -> list[Position | None]:
+    """For each part, the position after its transaction (from its complete part)."""
+    parts = list(parts)
+    out: list[Position | None] = [None] * len(parts)
+    end: dict[str, Position | None] = {}
+    for i in range(len(parts) - 1, -1, -1):
+        part = parts[i]
+        if part.complete:
+            end[part.info.id] = part.position
+        out[i] = end.get(part.info.id)
+    return out
+
+
+def table_runs(parts: Iterable[TransactionPart]) -> list[TableRun]:
+    """The row changes of ``parts`` grouped by table, split where a table's shape changes."""
+    parts = list(parts)
+    runs: list[TableRun] = []
+    current: dict[str, tuple[tuple[Any, ...], TableRun]] = {}
+    shapes: dict[int, tuple[tuple[FieldMapping, ...], tuple[Any, ...]]] = {}
+    for part, position in zip(parts, transaction_positions(parts)):
+        for change in part.changes:
+            if change.op == "ddl" or change.schema is None:
+                continue
+            schema = change.schema
+            key = schema.qualified_name
+            known = current.get(key)
+            if known is None or known[1].schema is not schema:
+                mapped = shapes.get(id(schema))
+                if mapped is None:
+                    fields = table_mappings(schema)
+                    mapped = shapes[id(schema)] = (fields, signature(fields))
+                fields, sig = mapped
+                if known is None or known[0] != sig:
+                    clash = set(METADATA_NAMES) & {f.name for f in fields}
+                    if clash:
+                        raise SinkError(f"spark sink: table {key} has columns named like the "
+                                        f"change metadata: {', '.join(sorted(clash))}")
+                    run = TableRun(schema.database, schema.table, schema, fields)
+                    runs.append(run)
+                    known = (sig, run)
+                else:
+                    known = (sig, known[1])
+                current[key] = known
+            run = known[1]
+            run.changes.append(change)
+            run.positions.append(position)
+    return runs
+
+
+def _image(change: Change) -> dict[str, Any]:
+    return (change.before if change.op == "delete" else change.after) or {}
+
+
+def _columns(fields: tuple[FieldMapping, ...], images: list[dict[str, Any]]) -> list[pa.Array]:
+    arrays = []
+    for f in fields:
+        values = [image.get(f.name) for image in images]
+        if f.convert is not None:
+            convert = f.convert
+            values = [None if v is None else convert(v) for v in values]
+        try:
+            arrays.append(pa.array(values, type=f.arrow))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            raise SinkError(f"spark sink: column {f.name!r} ({f.spark.simpleString()}): "
+                            f"{exc}") from None
+    return arrays
+
+
+def changelog_table(run: TableRun, changes: list[Change] | None = None) -> pa.Table:
+    """The changelog rows of ``run``: change metadata, then the row image."""
+    changes = run.changes if changes is None else changes
+    meta: dict[str, list[Any]] = {name: [] for name in METADATA_NAMES}
+    for c in changes:
+        t = c.transaction
+        meta["_op"].append(c.op)
+        meta["_transaction_id"].append(t.id if t else None)
+        meta["_gtid"].append(t.gtid if t else None)
+        meta["_xid"].append(None if t is None or t.xid is None else str(t.xid))
+        meta["_commit_ts"].append(t.commit_ts if t else None)
+        meta["_seq"].append(c.seq)
+        meta["_binlog_file"].append(c.file)
+        meta["_binlog_pos"].append(c.pos)
+    arrays = [pa.array(meta[f.name], type=f.arrow) for f in METADATA]
+    arrays += _columns(run.fields, [_image(c) for c in changes])
+    return pa.Table.from_arrays(arrays, schema=arrow_schema(METADATA + run.fields))
+
+
+def rows_table(fields: tuple[FieldMapping, ...], images: list[dict[str, Any]],
+               extra: dict[str, tuple[pa.DataType, list[Any]]] | None = None) -> pa.Table:
+    """Plain rows of ``fields`` (plus ``extra`` columns) as an Arrow table."""
+    arrays = _columns(fields, images)
+    schema = arrow_schema(fields)
+    for name, (dtype, values) in (extra or {}).items():
+        arrays.append(pa.array(values, type=dtype))
+        schema = schema.append(pa.field(name, dtype))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _record_batches(table: pa.Table, parts: int) -> Iterator[pa.RecordBatch]:
+    rows = max(1, -(-table.num_rows // max(1, parts)))
+    batches = table.to_batches(max_chunksize=rows)
+    if not batches:  # an empty table still needs its schema on the stream
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([], type=f.type) for f in table.schema], schema=table.schema)
+    yield from batches
+
+
+def to_dataframe(spark: SparkSession, table: pa.Table, fields: tuple[FieldMapping, ...],
+                 extra: tuple[tuple[str, Any], ...] = ()) -> DataFrame:
+    """A DataFrame of the Arrow ``table`` whose columns are ``fields`` (+ ``extra`` Spark
+    fields), one partition per record batch."""
+    from pyspark.sql import types as T
+
+    schema = spark_schema(fields)
+    for name, dtype in extra:
+        schema = schema.add(T.StructField(name, dtype, True))
+    sc = spark.sparkContext
+    jvm = spark._jvm
+    parallelism = sc.defaultParallelism
+    jrdd = sc._serialize_to_jvm(  # type: ignore[attr-defined]
+        _record_batches(table, parallelism), ArrowStreamSerializer(),
+        lambda path: jvm.PythonSQLUtils.readArrowStreamFromFile(path),
+        lambda: jvm.ArrowIteratorServer())
+    jdf = jvm.PythonSQLUtils.toDataFrame(jrdd, schema.json(), spark._jsparkSession)
+    return DataFrame(jdf, spark)
+
+
+def changelog_dataframe(spark: SparkSession, run: TableRun,
+                        changes: list[Change] | None = None) -> DataFrame:
+    """The changelog DataFrame of ``run`` (or of some of its ``changes``)."""
+    return to_dataframe(spark, changelog_table(run, changes), METADATA + run.fields)

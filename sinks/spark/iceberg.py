@@ -1,0 +1,336 @@
+"""The ``iceberg`` landing: per source table a changelog table and a mirror table.
+
+In a Hadoop catalog (``spark.sql.catalog.<catalog>``, a warehouse folder), source table
+``db.t`` lands in ``<catalog>.db.t__changelog`` (every change, appended, partitioned by day
+of commit) and ``<catalog>.db.t`` (the mirror: the table as it is at the source, kept by
+``MERGE INTO``). Both are created on first sight and evolved when the source's shape changes
+(see :func:`IcebergLanding._evolve`).
+
+Exactly once: every commit carries, in its snapshot summary, ``changestream.position``: the
+position after the last transaction it holds. Iceberg 1.10's Spark ``MERGE`` takes no write
+options, so the property is set through ``CommitMetadata.withCommitProperties``, whose
+thread-local the MERGE (run from a Py4J callback on the same JVM thread) commits with. A
+batch ends with one row appended to ``<catalog>._changestream.batches`` carrying the batch's
+position; ``open()`` returns it. After a crash in the middle of a batch the router resumes
+from the previous batch, and each table skips the transactions its own last commit holds.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from changestream.changes import Change, Position
+from changestream.errors import SinkError
+
+from . import positions
+from .frames import TableRun, changelog_table, rows_table, to_dataframe
+from .types import METADATA, METADATA_NAMES, FieldMapping
+
+PROPERTY = "changestream.position"
+CHANGELOG_SUFFIX = "__changelog"
+_RENAME = re.compile(
+    r"\b(?:RENAME\s+COLUMN\s+`?(\w+)`?\s+TO\s+`?(\w+)`?"
+    r"|CHANGE\s+(?:COLUMN\s+)?`?(\w+)`?\s+`?(\w+)`?)", re.IGNORECASE)
+_INT_LIKE = {"tinyint": "int", "smallint": "int"}  # Iceberg keeps these as int
+_WIDENS = {("int", "bigint"), ("float", "double")}
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _type(simple: str) -> str:
+    return _INT_LIKE.get(simple, simple)
+
+
+def _widens(old: str, new: str) -> bool:
+    if (old, new) in _WIDENS:
+        return True
+    a = re.fullmatch(r"decimal\((\d+),(\d+)\)", old)
+    b = re.fullmatch(r"decimal\((\d+),(\d+)\)", new)
+    return bool(a and b and a.group(2) == b.group(2) and int(b.group(1)) >= int(a.group(1)))
+
+
+class _Callable:
+    """A ``java.util.concurrent.Callable`` implemented in Python (through Py4J)."""
+
+    def __init__(self, function: Any):
+        self.function = function
+
+    def call(self) -> None:
+        self.function()
+
+    class Java:
+        implements = ["java.util.concurrent.Callable"]
+
+
+class IcebergLanding:
+    def __init__(self, catalog: str = "changestream"):
+        self.catalog = catalog
+        self.control = f"{_q(catalog)}.`_changestream`.`batches`"
+        self.committed: dict[str, Position | None] = {}  # per Iceberg table
+        self.schemas: dict[str, dict[str, str]] = {}  # column -> type, per Iceberg table
+        self.renames: dict[str, dict[str, str]] = {}  # source table -> {new: old} from DDL
+        self.position: Position | None = None
+
+    # -- names and state -------------------------------------------------------------
+
+    def mirror_name(self, run: TableRun) -> str:
+        return f"{_q(self.catalog)}.{_q(run.database)}.{_q(run.table)}"
+
+    def changelog_name(self, run: TableRun) -> str:
+        return f"{_q(self.catalog)}.{_q(run.database)}.{_q(run.table + CHANGELOG_SUFFIX)}"
+
+    def _exists(self, spark: Any, name: str) -> bool:
+        return bool(spark.catalog.tableExists(name))
+
+    def _stored_position(self, spark: Any, name: str) -> Position | None:
+        """The position in the newest snapshot (of the current history) that has one."""
+        rows = spark.sql(
+            f"SELECT s.summary['{PROPERTY}'] AS p FROM {name}.snapshots s "
+            f"JOIN {name}.history h ON s.snapshot_id = h.snapshot_id "
+            f"WHERE h.is_current_ancestor AND s.summary['{PROPERTY}'] IS NOT NULL "
+            "ORDER BY h.made_current_at DESC, s.sequence_number DESC LIMIT 1").collect()
+        return positions.decode(rows[0]["p"]) if rows else None
+
+    def open(self, spark: Any) -> Position | None:
+        self.committed.clear()
+        self.schemas.clear()
+        if not self._exists(spark, self.control):
+            spark.sql(f"CREATE TABLE {self.control} (batch BIGINT, position STRING, "
+                      "committed_at TIMESTAMP) USING iceberg "
+                      "TBLPROPERTIES ('format-version'='2')")
+            self.position = None
+        else:
+            self.position = self._stored_position(spark, self.control)
+        return self.position
+
+    def _committed(self, spark: Any, name: str) -> Position | None:
+        if name not in self.committed:
+            self.committed[name] = self._stored_position(spark, name) \
+                if self._exists(spark, name) else None
+        return self.committed[name]
+
+    # -- schema ----------------------------------------------------------------------
+
+    def note_ddl(self, change: Change) -> None:
+        """Remember column renames a DDL statement names, to tell them from drop + add."""
+        if not change.sql or not change.database:
+            return
+        for m in _RENAME.finditer(change.sql):
+            old, new = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            if old != new:
+                table = change.table or ""
+                self.renames.setdefault(f"{change.database}.{table}", {})[new] = old
+
+    def _table_columns(self, spark: Any, name: str) -> dict[str, str]:
+        if name not in self.schemas:
+            fields = spark.table(name).schema.fields
+            self.schemas[name] = {f.name: f.dataType.simpleString() for f in fields}
+        return self.schemas[name]
+
+    def _create(self, spark: Any, name: str, fields: tuple[FieldMapping, ...],
+                changelog: bool) -> None:
+        cols = ", ".join(f"{_q(f.name)} {f.spark.simpleString()}" for f in fields)
+        partition = " PARTITIONED BY (days(_commit_ts))" if changelog else ""
+        spark.sql(f"CREATE TABLE {name} ({cols}) USING iceberg{partition} TBLPROPERTIES ("
+                  "'format-version'='2', 'write.delete.mode'='merge-on-read', "
+                  "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read')")
+        self.schemas.pop(name, None)
+
+    def _evolve(self, spark: Any, name: str, run: TableRun, changelog: bool) -> None:
+        """Make table ``name`` hold ``run``'s columns: renames (named by DDL in this run of
+        the sink, else a vanished column at the same place with the same type), added
+        columns, widened types; the mirror also drops columns the source dropped (the
+        changelog keeps them, NULL from then on)."""
+        fields = (METADATA if changelog else ()) + run.fields
+        if not self._exists(spark, name):
+            self._create(spark, name, fields, changelog)
+            return
+        have = self._table_columns(spark, name)
+        want = {f.name: _type(f.spark.simpleString()) for f in fields}
+        if {k: _type(v) for k, v in have.items()} == want:
+            return
+        hints = self.renames.get(run.name, {})
+        order = [c for c in have if c not in METADATA_NAMES]
+        wanted = [f.name for f in run.fields]
+        statements = []
+        for i, col in enumerate(wanted):
+            if col in have:
+                continue
+            old = hints.get(col)
+            if old is None and i < len(order) and order[i] not in want \
+                    and _type(have[order[i]]) == want[col]:
+                old = order[i]
+            if old is not None and old in have and old not in want:
+                statements.append(f"ALTER TABLE {name} RENAME COLUMN {_q(old)} TO {_q(col)}")
+                have = {(col if k == old else k): v for k, v in have.items()}
+            else:
+                spark_type = next(f for f in run.fields if f.name == col).spark
+                statements.append(f"ALTER TABLE {name} ADD COLUMN {_q(col)} "
+                                  f"{spark_type.simpleString()}")
+        for col, old_type in have.items():
+            if col in want and _type(old_type) != want[col]:
+                if not _widens(_type(old_type), want[col]):
+                    raise SinkError(f"spark sink (iceberg): {run.name}.{col} changed from "
+                                    f"{old_type} to {want[col]}, which Iceberg cannot "
+                                    f"evolve in place (table {name})")
+                statements.append(f"ALTER TABLE {name} ALTER COLUMN {_q(col)} "
+                                  f"TYPE {want[col]}")
+            elif col not in want and not changelog:
+                statements.append(f"ALTER TABLE {name} DROP COLUMN {_q(col)}")
+        for sql in statements:
+            spark.sql(sql)
+        self.schemas.pop(name, None)
+
+    # -- landing ---------------------------------------------------------------------
+
+    def _with_properties(self, spark: Any, position: Position, action: Any) -> None:
+        jvm = spark._jvm
+        props = jvm.java.util.HashMap()
+        props.put(PROPERTY, positions.encode(position))
+        jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
+            props, _Callable(action), jvm.java.lang.Class.forName("java.lang.Exception"))
+
+    def _pending(self, spark: Any, name: str, run: TableRun) -> tuple[list[Change],
+                                                                      Position | None]:
+        committed = self._committed(spark, name)
+        picked = [(c, p) for c, p in zip(run.changes, run.positions)
+                  if positions.is_after(p, committed)]
+        last = next((p for _, p in reversed(picked) if p is not None), None)
+        return [c for c, _ in picked], last
+
+    def _aligned(self, spark: Any, name: str, df: Any) -> Any:
+        """``df`` with the table's columns, in its order (NULL for kept dropped ones)."""
+        from pyspark.sql import functions as F
+
+        have = self._table_columns(spark, name)
+        present = set(df.columns)
+        return df.select([F.col(c) if c in present else F.lit(None).cast(t).alias(c)
+                          for c, t in have.items()])
+
+    def land_changelog(self, spark: Any, run: TableRun) -> int:
+        name = self.changelog_name(run)
+        self._evolve(spark, name, run, changelog=True)
+        changes, last = self._pending(spark, name, run)
+        if not changes or last is None:
+            return 0
+        df = to_dataframe(spark, changelog_table(run, changes), METADATA + run.fields)
+        self._aligned(spark, name, df).writeTo(name) \
+            .option(f"snapshot-property.{PROPERTY}", positions.encode(last)).append()
+        self.committed[name] = last
+        return len(changes)
+
+    def land_mirror(self, spark: Any, run: TableRun) -> int:
+        name = self.mirror_name(run)
+        self._evolve(spark, name, run, changelog=False)
+        changes, last = self._pending(spark, name, run)
+        if not changes or last is None:
+            return 0
+        keys = run.key_names
+        source = self._keyed_source(run, changes) if keys else self._row_source(run, changes)
+        from pyspark.sql import types as T
+
+        df = to_dataframe(spark, source, run.fields, (("_op", T.StringType()),))
+        view = f"changestream_src_{uuid.uuid4().hex}"
+        df.createOrReplaceTempView(view)
+        cols = [f.name for f in run.fields]
+        if keys:
+            on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in keys)
+            sets = ", ".join(f"t.{_q(c)} = s.{_q(c)}" for c in cols)
+            matched = (f"WHEN MATCHED AND s._op = 'delete' THEN DELETE "
+                       f"WHEN MATCHED THEN UPDATE SET {sets} ")
+        else:
+            on = "s._op = 'delete' AND " + " AND ".join(f"t.{_q(c)} <=> s.{_q(c)}"
+                                                        for c in cols)
+            matched = "WHEN MATCHED THEN DELETE "
+        sql = (f"MERGE INTO {name} t USING {view} s ON {on} {matched}"
+               f"WHEN NOT MATCHED AND s._op = 'upsert' THEN INSERT "
+               f"({', '.join(_q(c) for c in cols)}) "
+               f"VALUES ({', '.join('s.' + _q(c) for c in cols)})")
+        try:
+            self._with_properties(spark, last, lambda: spark.sql(sql))
+        finally:
+            spark.catalog.dropTempView(view)
+        self.committed[name] = last
+        return source.num_rows
+
+    def _keyed_source(self, run: TableRun, changes: list[Change]) -> Any:
+        """The last change per primary key: ``upsert`` with the row, or ``delete``. An
+        update that changes the key deletes the old key."""
+        keys = run.key_names
+        last: dict[tuple[Any, ...], tuple[str, dict[str, Any]]] = {}
+        for c in changes:
+            if c.op == "update" and c.before is not None and c.after is not None:
+                old = tuple(_hashable(c.before.get(k)) for k in keys)
+                new = tuple(_hashable(c.after.get(k)) for k in keys)
+                if old != new:
+                    last.pop(old, None)
+                    last[old] = ("delete", c.before)
+                last.pop(new, None)
+                last[new] = ("upsert", c.after)
+            elif c.op == "delete" and c.before is not None:
+                key = tuple(_hashable(c.before.get(k)) for k in keys)
+                last.pop(key, None)
+                last[key] = ("delete", c.before)
+            elif c.after is not None:
+                key = tuple(_hashable(c.after.get(k)) for k in keys)
+                last.pop(key, None)
+                last[key] = ("upsert", c.after)
+        ops = [op for op, _ in last.values()]
+        return rows_table(run.fields, [image for _, image in last.values()],
+                          {"_op": (_string(), ops)})
+
+    def _row_source(self, run: TableRun, changes: list[Change]) -> Any:
+        """Tables without a primary key: the net count of each full row; rows gone from the
+        source are deleted (every copy that matches), new rows inserted (as many copies)."""
+        names = [f.name for f in run.fields]
+        net: dict[tuple[Any, ...], list[Any]] = {}
+        for c in changes:
+            steps = []
+            if c.op in ("update", "delete") and c.before is not None:
+                steps.append((c.before, -1))
+            if c.op in ("update", "insert") and c.after is not None:
+                steps.append((c.after, 1))
+            for image, step in steps:
+                key = tuple(_hashable(image.get(n)) for n in names)
+                entry = net.setdefault(key, [0, image])
+                entry[0] += step
+        images, ops = [], []
+        for count, image in net.values():
+            if count < 0:
+                images.append(image)
+                ops.append("delete")
+            for _ in range(max(count, 0)):
+                images.append(image)
+                ops.append("upsert")
+        return rows_table(run.fields, images, {"_op": (_string(), ops)})
+
+    def commit_batch(self, spark: Any, batch_id: int, position: Position) -> None:
+        from pyspark.sql import types as T
+
+        encoded = positions.encode(position)
+        df = spark.createDataFrame([(batch_id, encoded)], T.StructType([
+            T.StructField("batch", T.LongType()), T.StructField("position", T.StringType())]))
+        from pyspark.sql import functions as F
+
+        df.withColumn("committed_at", F.current_timestamp()) \
+            .writeTo(self.control) \
+            .option(f"snapshot-property.{PROPERTY}", encoded).append()
+        self.position = position
+
+
+def _string() -> Any:
+    import pyarrow as pa
+
+    return pa.string()
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    return value

@@ -1,0 +1,219 @@
+"""The Spark sink adapter: a batch as DataFrames per table, landed one of three ways.
+
+``callback``: ``function(batch_id, dataframes_by_table, batch_info)`` is called for every
+batch, like Structured Streaming's ``foreachBatch``; ``dataframes_by_table`` maps
+``"db.table"`` to a list of DataFrames (more than one when the table's shape changed within
+the batch). ``parquet``: an append-only changelog per table (:mod:`.parquet`). ``iceberg``:
+changelog and mirror tables (:mod:`.iceberg`). The two durable modes store the position with
+the data and return it from ``open``, so the router resumes there (exactly once); they hold
+the parts of a transaction that is not complete yet (a batch without a position) in memory
+until the batch that completes it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from changestream.changes import Batch, Position, TransactionPart
+from changestream.errors import SinkError
+
+from . import positions
+from .frames import TableRun, changelog_dataframe, table_runs, transaction_positions
+
+logger = logging.getLogger("changestream.sinks.spark")
+
+MODES = ("callback", "parquet", "iceberg")
+
+
+@dataclass(slots=True)
+class BatchInfo:
+    """What a callback learns about a batch besides its DataFrames."""
+
+    id: int
+    position: Position | None
+    transactions: int
+    changes: int
+    rows: dict[str, int]
+    ddl: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class LandedBatch:
+    """What the sink did with the last batch (for metrics and tests)."""
+
+    id: int
+    rows: dict[str, int]
+    seconds: float
+    skipped: bool = False
+
+
+class SparkSink:
+    """Lands batches with Spark: ``mode`` is ``callback``, ``parquet`` or ``iceberg``.
+
+    ``function`` (callback), ``path`` (parquet base folder) or ``warehouse`` (Iceberg
+    warehouse folder) say where. ``spark`` is a session to use; otherwise the sink starts
+    one (``master``, default ``local[N]``; ``conf`` passed through; for iceberg the runtime
+    jar from ``jar``, ``CHANGESTREAM_ICEBERG_JAR`` or the pip package) and stops it on
+    ``close``. ``catalog`` names the Iceberg catalog.
+    """
+
+    def __init__(self, mode: str = "callback", *, function: Callable[..., Any] | None = None,
+                 path: str | os.PathLike[str] | None = None,
+                 warehouse: str | os.PathLike[str] | None = None, master: str | None = None,
+                 conf: Mapping[str, Any] | None = None, jar: str | None = None,
+                 catalog: str = "changestream", spark: Any = None,
+                 app_name: str = "changestream"):
+        if mode not in MODES:
+            raise SinkError(f"spark sink: unknown mode {mode!r} (use one of {', '.join(MODES)})")
+        if mode == "callback" and not callable(function):
+            raise SinkError("spark sink: mode 'callback' needs function=CALLABLE")
+        if mode == "parquet" and not path:
+            raise SinkError("spark sink: mode 'parquet' needs path=FOLDER")
+        if mode == "iceberg" and not warehouse:
+            raise SinkError("spark sink: mode 'iceberg' needs warehouse=FOLDER")
+        self.mode = mode
+        self.function = function
+        self.path = path
+        self.warehouse = warehouse
+        self.master = master
+        self.conf = dict(conf or {})
+        self.jar = jar
+        self.catalog = catalog
+        self.app_name = app_name
+        self.spark = spark
+        self._owns_session = spark is None
+        self._landing: Any = None
+        self._held: list[TransactionPart] = []
+        self.last: LandedBatch | None = None
+
+    # -- SinkAdapter ---------------------------------------------------------------------
+
+    def open(self) -> Position | None:
+        from .session import iceberg_conf, require_utc, start_session
+
+        if self.mode == "iceberg":
+            catalog_conf = iceberg_conf(self.catalog, self.warehouse)  # type: ignore[arg-type]
+        else:
+            catalog_conf = {}
+        if self.spark is None:
+            jars = None
+            if self.mode == "iceberg":
+                from .jars import iceberg_jars
+
+                jars = iceberg_jars(self.jar)
+            self.spark = start_session(self.master, {**catalog_conf, **self.conf}, jars,
+                                       self.app_name)
+            self._owns_session = True
+        else:
+            for key, value in catalog_conf.items():
+                self.spark.conf.set(key, value)
+        require_utc(self.spark)
+        self._held = []
+        if self.mode == "parquet":
+            from .parquet import ParquetLanding
+
+            self._landing = ParquetLanding(self.path)  # type: ignore[arg-type]
+            return self._landing.open()
+        if self.mode == "iceberg":
+            from .iceberg import IcebergLanding
+
+            self._landing = IcebergLanding(self.catalog)
+            try:
+                return self._landing.open(self.spark)
+            except Exception as exc:
+                raise SinkError(f"spark sink (iceberg): cannot open warehouse "
+                                f"{self.warehouse}: {_short(exc)}") from exc
+        return None
+
+    def write(self, batch: Batch) -> None:
+        if self.spark is None:
+            raise SinkError("spark sink: write before open")
+        started = time.perf_counter()
+        if self.mode == "callback":
+            rows = self._call(batch)
+            self.last = LandedBatch(batch.id, rows, time.perf_counter() - started)
+            return
+        parts = self._held + list(batch.parts)
+        if batch.position is None:
+            self._held = parts  # the router has no resume point yet: nothing to commit
+            self.last = LandedBatch(batch.id, {}, time.perf_counter() - started, True)
+            return
+        committed = self._landing.position
+        parts = positions.new_parts(parts, committed, transaction_positions(parts))
+        if not parts or not positions.is_after(batch.position, committed):
+            self._held = []
+            self.last = LandedBatch(batch.id, {}, time.perf_counter() - started, True)
+            return
+        runs = table_runs(parts)
+        try:
+            if self.mode == "parquet":
+                rows = self._landing.land(runs, batch.position, self.spark)
+            else:
+                rows = self._land_iceberg(parts, runs, batch)
+        except SinkError:
+            raise
+        except Exception as exc:
+            raise SinkError(f"spark sink ({self.mode}): batch {batch.id} at "
+                            f"{batch.position}: {_short(exc)}") from exc
+        self._held = []
+        self.last = LandedBatch(batch.id, rows, time.perf_counter() - started)
+        logger.debug("spark sink: batch %d landed in %.2fs: %s", batch.id,
+                     self.last.seconds, rows)
+
+    def close(self) -> None:
+        self._held = []
+        if self.spark is not None and self._owns_session:
+            self.spark.stop()
+            self.spark = None
+
+    # -- modes ---------------------------------------------------------------------------
+
+    def _call(self, batch: Batch) -> dict[str, int]:
+        runs = table_runs(batch.parts)
+        frames: dict[str, list[Any]] = {}
+        rows: dict[str, int] = {}
+        for run in runs:
+            frames.setdefault(run.name, []).append(changelog_dataframe(self.spark, run))
+            rows[run.name] = rows.get(run.name, 0) + len(run.changes)
+        ddl = [c.sql for c in batch.iter_changes() if c.op == "ddl" and c.sql]
+        info = BatchInfo(batch.id, batch.position, sum(1 for p in batch.parts if p.complete),
+                         batch.changes, rows, ddl)
+        assert self.function is not None
+        self.function(batch.id, frames, info)
+        return rows
+
+    def _land_iceberg(self, parts: list[TransactionPart], runs: list[TableRun],
+                      batch: Batch) -> dict[str, int]:
+        landing = self._landing
+        for part in parts:
+            for change in part.changes:
+                if change.op == "ddl":
+                    landing.note_ddl(change)
+        rows: dict[str, int] = {}
+        for run in runs:
+            landed = landing.land_changelog(self.spark, run)
+            landing.land_mirror(self.spark, run)
+            rows[run.name] = rows.get(run.name, 0) + landed
+        landing.commit_batch(self.spark, batch.id, batch.position)
+        return rows
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:500] if text else type(exc).__name__
+
+
+def spark_sink(argument: str | None = None, **options: Any) -> SparkSink:
+    """The factory for ``--sink spark:MODE`` (options: function, path, warehouse, master,
+    conf, jar, catalog)."""
+    mode = argument or options.pop("mode", None) or "callback"
+    for key in ("path", "warehouse"):
+        if isinstance(options.get(key), Path):
+            options[key] = str(options[key])
+    return SparkSink(mode, **options)

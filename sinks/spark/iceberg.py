@@ -89,10 +89,11 @@ class IcebergLanding:
     def _stored_position(self, spark: Any, name: str) -> Position | None:
         """The position in the newest snapshot (of the current history) that has one."""
         rows = spark.sql(
-            f"SELECT s.summary['{PROPERTY}'] AS p FROM {name}.snapshots s "
+            f"SELECT s.summary['{PROPERTY}'] AS p, h.made_current_at AS t FROM "
+            f"{name}.snapshots s "
             f"JOIN {name}.history h ON s.snapshot_id = h.snapshot_id "
             f"WHERE h.is_current_ancestor AND s.summary['{PROPERTY}'] IS NOT NULL "
-            "ORDER BY h.made_current_at DESC, s.sequence_number DESC LIMIT 1").collect()
+            "ORDER BY t DESC LIMIT 1").collect()
         return positions.decode(rows[0]["p"]) if rows else None
 
     def open(self, spark: Any) -> Position | None:

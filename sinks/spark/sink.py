@@ -112,6 +112,12 @@ class SparkSink:
             self._owns_session = True
         else:
             for key, value in catalog_conf.items():
+                current = self.spark.conf.get(key, None)
+                if current not in (None, value):
+                    # Spark builds a catalog once per session: a new warehouse needs a new name.
+                    raise SinkError(f"spark sink: catalog {self.catalog!r} of this Spark "
+                                    f"session is set to {key}={current}; pass another "
+                                    f"catalog= for {value}")
                 self.spark.conf.set(key, value)
         require_utc(self.spark)
         self._held = []

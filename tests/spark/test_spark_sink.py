@@ -1,0 +1,382 @@
+"""The Spark sink lands hand-built batches of every column type; read back with Spark SQL."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from changestream.sinks.spark import SparkSink
+
+from changestream.decoding import field_types as ft
+from changestream.decoding.table_schema import TableSchema
+from changestream.plugins import make_sink
+
+from .conftest import UTF8MB4, Binlog, all_types_row, all_types_schema, batch, col
+
+pytestmark = pytest.mark.spark
+
+os.environ["TZ"] = "UTC"
+time.tzset()
+
+EXPECTED_TYPES = {
+    "id": "int", "tiny": "tinyint", "tiny_u": "smallint", "small_u": "int", "medium": "int",
+    "int_u": "bigint", "big": "bigint", "big_u": "decimal(20,0)", "price": "decimal(10,2)",
+    "huge": "string", "f": "float", "d": "double", "born": "date", "at": "timestamp_ntz",
+    "ts": "timestamp", "t": "string", "y": "int", "name": "string", "code": "string",
+    "notes": "string", "raw": "binary", "bin": "binary", "doc": "string", "color": "string",
+    "tags": "array<string>", "flags": "bigint", "shape": "binary", "vec": "array<float>",
+}
+METADATA_TYPES = {"_op": "string", "_transaction_id": "string", "_gtid": "string",
+                  "_xid": "string", "_commit_ts": "timestamp", "_seq": "bigint",
+                  "_binlog_file": "string", "_binlog_pos": "bigint"}
+
+
+def landed(row: dict[str, Any]) -> dict[str, Any]:
+    """What Spark gives back for a row of ``all_types_row``."""
+    out = dict(row)
+    out.update({
+        "big_u": Decimal(row["big_u"]), "huge": format(row["huge"], "f"),
+        "ts": row["ts"].replace(tzinfo=None), "t": "-838:59:59.000000",
+        "doc": json.dumps(json.loads('{"k":[1,2.5,null,"x"],"n":{"d":"1.10"}}'),
+                          separators=(",", ":")),
+        "flags": -1,
+    })
+    return out
+
+
+def values(row: Any) -> dict[str, Any]:
+    d = row.asDict()
+    return {k: (bytes(v) if isinstance(v, bytearray) else v) for k, v in d.items()}
+
+
+def assert_rows_equal(actual: dict[str, Any], expected: dict[str, Any]) -> None:
+    for key, want in expected.items():
+        assert actual[key] == want, f"{key}: {actual[key]!r} != {want!r}"
+
+
+def simple_schema(table: str, names: tuple[str, ...] = ("id", "name", "qty"),
+                  pk: bool = True) -> TableSchema:
+    types = {"id": ft.LONG, "qty": ft.LONG, "amount": ft.NEWDECIMAL}
+    columns = tuple(col(i, n, types.get(n, ft.VARCHAR),
+                        **({"collation": UTF8MB4, "max_length": 100}
+                           if n not in types else {"precision": 8, "scale": 2}
+                           if n == "amount" else {}))
+                    for i, n in enumerate(names))
+    return TableSchema("shop", table, columns, primary_key=(0,) if pk else None,
+                       names_logged=True)
+
+
+# -- callback -----------------------------------------------------------------------------
+
+
+def test_callback_gets_dataframes_typed_from_the_table_schema(spark: Any) -> None:
+    log = Binlog()
+    schema = all_types_schema()
+    rows = [all_types_row(i) for i in range(3)]
+    parts = [log.transaction([("insert", schema, None, r) for r in rows]),
+             log.transaction([("update", schema, rows[0], {**rows[0], "name": "renamed"}),
+                              ("delete", schema, rows[1], None)])]
+    seen: dict[str, Any] = {}
+
+    def function(batch_id: int, frames: dict[str, list[Any]], info: Any) -> None:
+        seen["id"], seen["info"] = batch_id, info
+        seen["rows"] = {name: [df.collect() for df in dfs] for name, dfs in frames.items()}
+        seen["types"] = {f.name: f.dataType.simpleString()
+                         for f in frames["shop.items"][0].schema.fields}
+
+    sink = SparkSink("callback", function=function, spark=spark)
+    assert sink.open() is None
+    sink.write(batch(7, parts))
+    sink.close()
+
+    assert seen["id"] == 7
+    assert seen["info"].position == parts[-1].position
+    assert seen["info"].rows == {"shop.items": 5}
+    assert seen["types"] == {**METADATA_TYPES, **EXPECTED_TYPES}
+    [got] = seen["rows"]["shop.items"]
+    assert [r["_op"] for r in got] == ["insert"] * 3 + ["update", "delete"]
+    for r, want in zip(got[:3], rows):
+        assert_rows_equal(values(r), landed(want))
+    assert got[3]["name"] == "renamed" and got[4]["id"] == 1  # after image, before image
+    first = got[0]
+    assert first["_gtid"] == "3e11fa47-71ca-11e1-9e33-c80aa9429562:1"
+    assert first["_transaction_id"] == first["_gtid"] and first["_xid"] == "1001"
+    assert first["_commit_ts"] == dt.datetime(2024, 5, 1, 10, 0, 1)
+    assert (first["_seq"], first["_binlog_file"], first["_binlog_pos"]) == (0, "binlog.000001", 4)
+    assert [r["_seq"] for r in got[3:]] == [0, 1]
+
+
+def test_callback_splits_a_table_whose_schema_changes_within_the_batch(spark: Any) -> None:
+    log = Binlog()
+    v1 = simple_schema("orders")
+    v2 = simple_schema("orders", ("id", "name", "qty", "amount"))
+    parts = [log.transaction([("insert", v1, None, {"id": 1, "name": "a", "qty": 2})]),
+             log.ddl("ALTER TABLE orders ADD COLUMN amount DECIMAL(8,2)", "orders"),
+             log.transaction([("insert", v2, None, {"id": 2, "name": "b", "qty": 3,
+                                                    "amount": Decimal("9.99")})])]
+    got: dict[str, Any] = {}
+    sink = make_sink("spark:callback", spark=spark,
+                     function=lambda i, frames, info: got.update(frames=frames, info=info))
+    sink.open()
+    sink.write(batch(1, parts))
+    frames = got["frames"]["shop.orders"]
+    assert [len(df.columns) for df in frames] == [8 + 3, 8 + 4]
+    assert frames[1].collect()[0]["amount"] == Decimal("9.99")
+    assert got["info"].ddl == ["ALTER TABLE orders ADD COLUMN amount DECIMAL(8,2)"]
+
+
+# -- parquet ------------------------------------------------------------------------------
+
+
+def test_parquet_appends_a_changelog_per_table_and_replay_is_a_no_op(spark: Any,
+                                                                     tmp_path: Any) -> None:
+    log = Binlog()
+    schema = all_types_schema()
+    rows = [all_types_row(i) for i in range(4)]
+    day2 = dt.datetime(2024, 5, 2, 0, 0, 1, tzinfo=dt.UTC)
+    b1 = batch(1, [log.transaction([("insert", schema, None, r) for r in rows[:2]])])
+    b2 = batch(2, [log.transaction([("insert", schema, None, r) for r in rows[2:]],
+                                   commit_ts=day2),
+                   log.transaction([("delete", schema, rows[0], None)], commit_ts=day2)])
+    sink = make_sink("spark:parquet", path=str(tmp_path), spark=spark)
+    assert sink.open() is None
+    sink.write(b1)
+    sink.write(b2)
+    sink.write(b2)  # replayed: nothing new
+    sink.close()
+
+    table = tmp_path / "shop" / "items"
+    assert sorted(p.name for p in table.iterdir()) == ["_commit_date=2024-05-01",
+                                                       "_commit_date=2024-05-02"]
+    df = spark.read.parquet(str(table))
+    got = sorted(df.collect(), key=lambda r: (r["_binlog_pos"], r["_seq"]))
+    assert [(r["_op"], r["id"]) for r in got] == [("insert", 0), ("insert", 1), ("insert", 2),
+                                                   ("insert", 3), ("delete", 0)]
+    for r, want in zip(got, rows):
+        assert_rows_equal(values(r), landed(want))
+    assert str(got[-1]["_commit_date"]) == "2024-05-02"
+
+    reopened = SparkSink("parquet", path=tmp_path, spark=spark)
+    assert reopened.open() == b2.position
+    reopened.write(b1)  # a batch from before the stored position: skipped
+    assert spark.read.parquet(str(table)).count() == 5
+    manifest = (tmp_path / "_changestream" / "manifest.jsonl").read_text().splitlines()
+    assert [json.loads(line)["batch"] for line in manifest] == [1, 2]
+
+
+def test_parquet_open_removes_files_of_a_batch_that_never_committed(spark: Any,
+                                                                    tmp_path: Any) -> None:
+    log = Binlog()
+    schema = simple_schema("orders")
+    b1 = batch(1, [log.transaction([("insert", schema, None, {"id": 1, "name": "a",
+                                                              "qty": 1})])])
+    b2 = batch(2, [log.transaction([("insert", schema, None, {"id": 2, "name": "b",
+                                                              "qty": 2})])])
+    sink = SparkSink("parquet", path=tmp_path, spark=spark)
+    sink.open()
+    sink.write(b1)
+    sink.write(b2)
+    # As if the process died after moving batch 2's files, before its manifest line.
+    manifest = tmp_path / "_changestream" / "manifest.jsonl"
+    lines = manifest.read_text().splitlines(keepends=True)
+    manifest.write_text(lines[0] + lines[1][:10])
+    again = SparkSink("parquet", path=tmp_path, spark=spark)
+    assert again.open() == b1.position
+    assert [r["id"] for r in spark.read.parquet(str(tmp_path / "shop" / "orders")).collect()] \
+        == [1]
+    again.write(b2)
+    assert sorted(r["id"] for r in spark.read.parquet(str(tmp_path / "shop" / "orders"))
+                  .collect()) == [1, 2]
+
+
+# -- iceberg ------------------------------------------------------------------------------
+
+
+_catalogs = iter(range(1, 1000))
+
+
+@pytest.fixture
+def catalog() -> str:
+    """A catalog name of its own per test (Spark keeps a catalog's warehouse for good)."""
+    return f"cs{next(_catalogs)}"
+
+
+def mirror(spark: Any, catalog: str, table: str, order: str = "id") -> list[dict[str, Any]]:
+    return [values(r) for r in spark.sql(f"SELECT * FROM {catalog}.shop.{table} "
+                                         f"ORDER BY {order}").collect()]
+
+
+def test_iceberg_keeps_a_mirror_and_a_changelog_with_the_position(
+        spark: Any, tmp_path: Any, catalog: str) -> None:
+    log = Binlog()
+    schema = all_types_schema()
+    rows = [all_types_row(i) for i in range(4)]
+    b1 = batch(1, [log.transaction([("insert", schema, None, r) for r in rows])])
+    changed = {**rows[1], "name": "changed", "price": Decimal("1.00")}
+    moved = {**rows[3], "id": 30}
+    b2 = batch(2, [log.transaction([("update", schema, rows[1], changed),
+                                    ("delete", schema, rows[2], None)]),
+                   log.transaction([("update", schema, rows[3], moved),  # key changes
+                                    ("insert", schema, None, rows[2]),   # 2 comes back
+                                    ("update", schema, rows[2], {**rows[2], "y": 1901})])])
+    sink = make_sink("spark:iceberg", warehouse=str(tmp_path), spark=spark,
+                     catalog=catalog)
+    assert sink.open() is None
+    sink.write(b1)
+    sink.write(b2)
+
+    got = mirror(spark, catalog, "items")
+    assert [r["id"] for r in got] == [0, 1, 2, 30]
+    expected = [landed(rows[0]), landed(changed), landed({**rows[2], "y": 1901}),
+                landed(moved)]
+    for r, want in zip(got, expected):
+        assert_rows_equal(r, want)
+    types = {f.name: f.dataType.simpleString()
+             for f in spark.table(f"{catalog}.shop.items").schema.fields}
+    assert types == {**EXPECTED_TYPES, "tiny": "int", "tiny_u": "int"}  # Iceberg's ints
+
+    log_rows = spark.sql(f"SELECT _op, id FROM {catalog}.shop.items__changelog "
+                         "ORDER BY _binlog_pos, _seq").collect()
+    assert [(r["_op"], r["id"]) for r in log_rows] == [
+        ("insert", 0), ("insert", 1), ("insert", 2), ("insert", 3), ("update", 1),
+        ("delete", 2), ("update", 30), ("insert", 2), ("update", 2)]
+
+    stored = spark.sql("SELECT summary['changestream.position'] p FROM "
+                       f"{catalog}.shop.items.snapshots ORDER BY committed_at").collect()
+    assert json.loads(stored[-1]["p"])["pos"] == b2.position.pos
+
+    sink.write(b2)  # replayed batch: no new snapshot anywhere
+    snapshots = spark.sql(f"SELECT count(*) c FROM {catalog}.shop.items.snapshots") \
+        .collect()[0]["c"]
+    sink.close()
+    again = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    assert again.open() == b2.position
+    again.write(b1)
+    assert spark.sql(f"SELECT count(*) c FROM {catalog}.shop.items.snapshots") \
+        .collect()[0]["c"] == snapshots
+    assert len(mirror(spark, catalog, "items")) == 4
+
+
+def test_iceberg_resumes_a_batch_cut_short_without_doubling_rows(
+        spark: Any, tmp_path: Any, catalog: str, monkeypatch: Any) -> None:
+    log = Binlog()
+    a, b = simple_schema("a"), simple_schema("b")
+    b1 = batch(1, [log.transaction([("insert", a, None, {"id": 1, "name": "x", "qty": 1})])])
+    b2 = batch(2, [log.transaction([("insert", a, None, {"id": 2, "name": "y", "qty": 1})]),
+                   log.transaction([("insert", b, None, {"id": 1, "name": "z", "qty": 1})])])
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    sink.open()
+    sink.write(b1)
+    from changestream.sinks.spark import iceberg
+
+    real = iceberg.IcebergLanding.land_mirror
+
+    def flaky(self: Any, s: Any, run: Any) -> int:
+        if run.table == "b":
+            raise RuntimeError("killed")
+        return real(self, s, run)
+
+    monkeypatch.setattr(iceberg.IcebergLanding, "land_mirror", flaky)
+    with pytest.raises(Exception, match="killed"):
+        sink.write(b2)
+    monkeypatch.undo()
+
+    restarted = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    assert restarted.open() == b1.position  # batch 2 never finished
+    restarted.write(b2)
+    assert [r["id"] for r in mirror(spark, catalog, "a")] == [1, 2]
+    assert [r["id"] for r in mirror(spark, catalog, "b")] == [1]
+    assert spark.table(f"{catalog}.shop.a__changelog").count() == 2
+    assert spark.table(f"{catalog}.shop.b__changelog").count() == 1
+
+
+def test_iceberg_evolves_tables_on_add_drop_and_rename_column(
+        spark: Any, tmp_path: Any, catalog: str) -> None:
+    log = Binlog()
+    v1 = simple_schema("orders", ("id", "name", "qty"))
+    v2 = simple_schema("orders", ("id", "name", "qty", "amount"))
+    v3 = simple_schema("orders", ("id", "title", "qty", "amount"))
+    v4 = simple_schema("orders", ("id", "title", "amount"))
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    sink.open()
+    sink.write(batch(1, [log.transaction([("insert", v1, None,
+                                           {"id": 1, "name": "a", "qty": 5})])]))
+    sink.write(batch(2, [
+        log.ddl("ALTER TABLE orders ADD COLUMN amount DECIMAL(8,2)", "orders"),
+        log.transaction([("insert", v2, None, {"id": 2, "name": "b", "qty": 6,
+                                               "amount": Decimal("2.50")})]),
+        log.ddl("ALTER TABLE orders RENAME COLUMN name TO title", "orders"),
+        log.transaction([("update", v3, {"id": 1, "title": "a", "qty": 5, "amount": None},
+                          {"id": 1, "title": "A", "qty": 5, "amount": Decimal("1.25")})])]))
+    sink.write(batch(3, [
+        log.ddl("ALTER TABLE orders DROP COLUMN qty", "orders"),
+        log.transaction([("insert", v4, None, {"id": 3, "title": "c",
+                                               "amount": Decimal("3.75")})])]))
+    assert mirror(spark, catalog, "orders") == [
+        {"id": 1, "title": "A", "amount": Decimal("1.25")},
+        {"id": 2, "title": "b", "amount": Decimal("2.50")},
+        {"id": 3, "title": "c", "amount": Decimal("3.75")}]
+    changelog = spark.sql("SELECT id, title, qty, amount FROM "
+                          f"{catalog}.shop.orders__changelog ORDER BY _binlog_pos").collect()
+    # The changelog keeps the dropped column (NULL from then on); the rename is carried
+    # back to rows landed before it.
+    assert [tuple(r) for r in changelog] == [(1, "a", 5, None), (2, "b", 6, Decimal("2.50")),
+                                             (1, "A", 5, Decimal("1.25")),
+                                             (3, "c", None, Decimal("3.75"))]
+
+
+def test_iceberg_mirrors_a_table_without_primary_key_by_whole_rows(
+        spark: Any, tmp_path: Any, catalog: str) -> None:
+    log = Binlog()
+    t = simple_schema("events", ("id", "name", "qty"), pk=False)
+    r = [{"id": 1, "name": "a", "qty": 1}, {"id": 1, "name": "a", "qty": 1},
+         {"id": 2, "name": "b", "qty": 2}, {"id": 3, "name": "c", "qty": 3}]
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    sink.open()
+    sink.write(batch(1, [log.transaction([("insert", t, None, x) for x in r])]))
+    assert len(mirror(spark, catalog, "events")) == 4  # duplicates kept
+    sink.write(batch(2, [log.transaction([
+        ("update", t, r[2], {"id": 2, "name": "b", "qty": 20}),
+        ("delete", t, r[3], None),
+        ("insert", t, None, {"id": 4, "name": None, "qty": 4}),
+        ("delete", t, {"id": 4, "name": None, "qty": 4}, None),
+        ("insert", t, None, {"id": 5, "name": None, "qty": 5})])]))
+    got = mirror(spark, catalog, "events", "id, qty")
+    assert [(x["id"], x["name"], x["qty"]) for x in got] == [
+        (1, "a", 1), (1, "a", 1), (2, "b", 20), (5, None, 5)]
+    sink.write(batch(3, [log.transaction([("delete", t, {"id": 5, "name": None, "qty": 5},
+                                           None)])]))  # NULLs match NULLs
+    assert [x["id"] for x in mirror(spark, catalog, "events", "id")] == [1, 1, 2]
+
+
+# -- throughput ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["parquet", "iceberg"])
+def test_throughput_of_a_batch_of_every_type(spark: Any, tmp_path: Any, mode: str,
+                                             catalog: str, capsys: Any) -> None:
+    log = Binlog()
+    schema = all_types_schema()
+    n = 20_000
+    parts = [log.transaction([("insert", schema, None, all_types_row(i))
+                              for i in range(j, j + 100)]) for j in range(0, n, 100)]
+    options = {"path": tmp_path} if mode == "parquet" else {"warehouse": tmp_path,
+                                                            "catalog": catalog}
+    sink = SparkSink(mode, spark=spark, **options)
+    sink.open()
+    seconds = []
+    for k in range(3):
+        started = time.perf_counter()
+        sink.write(batch(k + 1, parts[k * len(parts) // 3:(k + 1) * len(parts) // 3]))
+        seconds.append(time.perf_counter() - started)
+    rows = spark.read.parquet(str(tmp_path / "shop" / "items")).count() if mode == "parquet" \
+        else spark.table(f"{catalog}.shop.items").count()
+    assert rows == n
+    with capsys.disabled():
+        print(f"\n{mode}: {n} rows of 28 columns in 3 batches: "
+              f"{', '.join(f'{s:.2f}s' for s in seconds)}; {n / sum(seconds):,.0f} rows/s")

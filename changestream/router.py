@@ -242,8 +242,10 @@ class Router:
         sink_ref = SinkActor.start(self.sink, self.store, s.batch, credits_out, self.stats,
                                    self._fail, self._finished,
                                    (self.store.last_batch_id + 1) if self.store else 1)
+        # Messages no bigger than a batch, so batches are cut close to their size limit.
+        message_changes = max(1, min(s.message_changes, s.batch.max_changes))
         transaction_ref = TransactionActor.start(assembler, sink_ref, credits_in, credits_out,
-                                                 self._fail, s.message_changes)
+                                                 self._fail, message_changes)
         column_ref = ColumnInfoActor.start(column_info)
         self._actors = [column_ref, transaction_ref, sink_ref]
         live = self.spec.kind == "server"

@@ -81,6 +81,7 @@ class Listener:
         self.reconnect_seconds = reconnect_seconds
         self.live = live
         self.boundary: tuple[str, int] | None = None
+        self._ever_connected = False
         self._source: Source | None = None
         self._thread = threading.Thread(target=self._run, name="changestream-listener",
                                         daemon=True)
@@ -139,7 +140,9 @@ class Listener:
             except (BinlogError, PurgedPositionError):
                 raise
             except SourceError as exc:
-                if self.stopping.is_set() or not self.live:
+                # Only a connection that worked is worth waiting for: a server that cannot
+                # be reached at the start is a configuration problem to report at once.
+                if self.stopping.is_set() or not self.live or not self._ever_connected:
                     raise
                 now = time.monotonic()
                 lost_since = lost_since or now
@@ -163,11 +166,12 @@ class Listener:
         at_boundary = 0  # how much of ``batch`` ends at a transaction boundary
         decoder = source.decoder
         stats = self.stats
-        stats.connected = True
         wanted = TRANSACTION_EVENTS
         inside = False
         try:
             for event in source.stream():
+                if not stats.connected:
+                    stats.connected = self._ever_connected = True
                 if event is None:
                     if batch:
                         self._send(batch)

@@ -52,11 +52,17 @@ def _load_object(module_name: str, attr: str, spec: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigError(f"sink {spec!r}: cannot import {module_name}: {exc}") from None
+        raise ConfigError(f"sink {spec!r}: unknown sink {module_name!r} ({_known()}), and "
+                          f"no module to load a class from ({exc})") from None
     try:
         return getattr(module, attr)
     except AttributeError:
         raise ConfigError(f"sink {spec!r}: {module_name} has no {attr}") from None
+
+
+def _known() -> str:
+    names = sorted({*BUILTIN, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
+    return "known: " + ", ".join(names)
 
 
 def sink_factory(spec: str) -> tuple[Callable[..., SinkAdapter], str | None]:
@@ -71,9 +77,7 @@ def sink_factory(spec: str) -> tuple[Callable[..., SinkAdapter], str | None]:
     if (sep and "." in name) or (sep and argument and argument.isidentifier()):
         # module:Class (the class gets no argument)
         return _load_object(name, argument, spec), None
-    known = sorted({*BUILTIN, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
-    raise ConfigError(f"sink {spec!r}: unknown sink {name!r}; known: {', '.join(known)}, "
-                      "or module:Class")
+    raise ConfigError(f"sink {spec!r}: unknown sink {name!r} ({_known()}, or module:Class)")
 
 
 def make_sink(spec: str, **options: Any) -> SinkAdapter:

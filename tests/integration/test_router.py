@@ -10,10 +10,10 @@ from typing import Any
 
 import orjson
 import pytest
-from changestream.sinks.jsonl import JsonLinesSink
 
 from changestream.filters import ChangeFilter
 from changestream.router import Router, RouterSettings
+from changestream.sinks.jsonl import JsonLinesSink
 from tests.workloads import types_table
 
 pytestmark = pytest.mark.integration

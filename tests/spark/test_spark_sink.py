@@ -10,11 +10,11 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from changestream.sinks.spark import SparkSink
 
 from changestream.decoding import field_types as ft
 from changestream.decoding.table_schema import TableSchema
 from changestream.plugins import make_sink
+from changestream.sinks.spark import SparkSink
 
 from .conftest import UTF8MB4, Binlog, all_types_row, all_types_schema, batch, col
 

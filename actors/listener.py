@@ -7,8 +7,9 @@ XID, XA_PREPARE and TRANSACTION_PAYLOAD events go to the Transaction actor, whic
 committed transactions on to the Sink actor.
 
 The listener runs in a thread of its own because reading a source blocks. It sends a batch
-when it holds ``batch_events`` events at a transaction boundary, or whenever the source has
-nothing more to read right now, and waits for a credit before each send (backpressure).
+when it holds ``batch_events`` events or ``batch_bytes`` bytes of them at a transaction
+boundary (inside a big transaction at ``batch_bytes``), or whenever the source has nothing
+more to read right now, and waits for a credit before each send (backpressure).
 When a live server goes away it reconnects at the last transaction boundary it read, and
 the Transaction actor drops the half-read transaction, so nothing is delivered twice.
 """
@@ -68,7 +69,8 @@ class Listener:
     def __init__(self, open_source: SourceFactory, column_info: pykka.ActorRef[Any],
                  transaction: pykka.ActorRef[Any], credits: Credits, stats: RouterStats,
                  stopping: threading.Event, on_error: Callable[[BaseException], None], *,
-                 batch_events: int = 2_000, reconnect_seconds: float = 300.0,
+                 batch_events: int = 2_000, batch_bytes: int = 1 << 20,
+                 reconnect_seconds: float = 300.0,
                  live: bool = True):
         self.open_source = open_source
         self.column_info = column_info
@@ -78,6 +80,7 @@ class Listener:
         self.stopping = stopping
         self.on_error = on_error
         self.batch_events = batch_events
+        self.batch_bytes = batch_bytes
         self.reconnect_seconds = reconnect_seconds
         self.live = live
         self.boundary: tuple[str, int] | None = None
@@ -164,6 +167,7 @@ class Listener:
         parser = TransactionBoundaryParser()
         batch: list[Event] = []
         at_boundary = 0  # how much of ``batch`` ends at a transaction boundary
+        batch_bytes = 0
         decoder = source.decoder
         stats = self.stats
         wanted = TRANSACTION_EVENTS
@@ -175,7 +179,7 @@ class Listener:
                 if event is None:
                     if batch:
                         self._send(batch)
-                        batch, at_boundary = [], 0
+                        batch, at_boundary, batch_bytes = [], 0, 0
                     self._wait_if_paused()
                     continue
                 h = event.header
@@ -185,15 +189,21 @@ class Listener:
                     self._schema_change(event, decoder)  # type: ignore[arg-type]
                 if code in wanted:
                     batch.append(event)
+                    batch_bytes += h.size
                 inside = parser.inside_transaction
                 if not inside and boundary is not BoundaryType.IGNORE and \
                         boundary is not BoundaryType.GTID:
                     self.boundary = (h.file or "", h.end)
                     at_boundary = len(batch)
-                    if len(batch) >= self.batch_events:
+                    if len(batch) >= self.batch_events or batch_bytes >= self.batch_bytes:
                         self._send(batch)
-                        batch, at_boundary = [], 0
+                        batch, at_boundary, batch_bytes = [], 0, 0
                         self._wait_if_paused()
+                elif batch_bytes >= self.batch_bytes:
+                    # Inside a big transaction: pass it on in pieces (the Transaction actor
+                    # spills it) rather than hold all its decoded rows here.
+                    self._send(batch)
+                    batch, at_boundary, batch_bytes = [], 0, 0
                 if code != et.HEARTBEAT and h.timestamp:
                     stats.last_event_ts = h.timestamp
                 stats.read_file, stats.read_pos = h.file, h.end

@@ -31,7 +31,7 @@ from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import Event, EventHeader, QueryEvent
 from changestream.decoding.table_schema import TableSchema
-from changestream.errors import BinlogError, PurgedPositionError, SourceError
+from changestream.errors import ConnectionLostError, SourceError
 from changestream.flow import Credits, StoppedError
 from changestream.stats import RouterStats
 
@@ -140,9 +140,7 @@ class Listener:
                 self._source = self.open_source(resume, decoder)
                 self._read(self._source)
                 return
-            except (BinlogError, PurgedPositionError):
-                raise
-            except SourceError as exc:
+            except ConnectionLostError as exc:
                 # Only a connection that worked is worth waiting for: a server that cannot
                 # be reached at the start is a configuration problem to report at once.
                 if self.stopping.is_set() or not self.live or not self._ever_connected:

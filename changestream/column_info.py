@@ -193,7 +193,7 @@ def information_schema_lookup(connect: Callable[[], Any]) -> CatalogLookup:
     def lookup(database: str, table: str) -> list[CatalogColumn]:
         if "collations" not in state:
             state["collations"] = {name: int(i) for name, i in query(
-                "SELECT COLLATION_NAME, ID FROM information_schema.COLLATIONS")}
+                "SELECT COLLATION_NAME, ID FROM information_schema.COLLATIONS") if i}
         ids: dict[str, int] = state["collations"]
         rows = query("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COLUMN_KEY, COLLATION_NAME "
                      "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND "

@@ -15,6 +15,11 @@ class SourceError(ChangestreamError):
     """The binlog source (a server or files) cannot be read."""
 
 
+class ConnectionLostError(SourceError):
+    """The server cannot be reached or went away (the router reconnects when it had been
+    connected before)."""
+
+
 class BinlogError(SourceError):
     """A binlog cannot be decoded at a given place.
 

@@ -23,7 +23,7 @@ from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_CRC32, CHECKSUM_OFF, EventDecoder
 from changestream.decoding.events import Event
 from changestream.decoding.gtid_tagged import encode_gtid_set
-from changestream.errors import PurgedPositionError, SourceError
+from changestream.errors import ConnectionLostError, PurgedPositionError, SourceError
 from changestream.sources.raw import RawEvent
 
 log = logging.getLogger("changestream")
@@ -36,6 +36,9 @@ BINLOG_DUMP_NON_BLOCK = 0x01
 BINLOG_SEND_ANNOTATE_ROWS_EVENT = 0x02
 BINLOG_THROUGH_GTID = 0x04
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
+# Errors that end the connection rather than say something about the position: shutdown,
+# killed, interrupted (the router reconnects after them).
+_CONNECTION_ENDED = frozenset({1053, 1317, 1927, 2013})
 
 
 @dataclass(slots=True, frozen=True)
@@ -100,7 +103,7 @@ class LiveSource:
             return pymysql.connect(**settings)
         except pymysql.err.MySQLError as exc:
             host = settings.get("host", "localhost")
-            raise SourceError(f"cannot connect to {host}:{settings.get('port', 3306)}: "
+            raise ConnectionLostError(f"cannot connect to {host}:{settings.get('port', 3306)}: "
                               f"{exc.args[-1] if exc.args else exc}") from None
 
     def stop(self) -> None:
@@ -238,17 +241,18 @@ class LiveSource:
                 yield None
             try:
                 if not _readable(sock, silence):
-                    raise SourceError(f"lost the server at {self._where()}: nothing received "
-                                      f"for {silence:.0f}s (not even a heartbeat)")
+                    raise ConnectionLostError(
+                        f"lost the server at {self._where()}: nothing received for "
+                        f"{silence:.0f}s (not even a heartbeat)")
                 chunk = sock.recv(1 << 20)
             except (OSError, ValueError) as exc:
                 if self._stop.is_set():
                     return
-                raise SourceError(f"lost the server at {self._where()}: {exc}") from None
+                raise ConnectionLostError(f"lost the server at {self._where()}: {exc}") from None
             if not chunk:
                 if self._stop.is_set():
                     return
-                raise SourceError(f"lost the server at {self._where()}: connection closed")
+                raise ConnectionLostError(f"lost the server at {self._where()}: connection closed")
             buf += chunk
 
     def _packet(self, data: bytes) -> RawEvent | object | None:
@@ -265,7 +269,8 @@ class LiveSource:
                     f"the server cannot send the binlog from {self._where()}: {message}. "
                     "The position was probably purged; restart from 'earliest' or a newer "
                     "GTID set/position (and re-snapshot what was missed)")
-            raise SourceError(f"the server stopped the binlog stream at {self._where()}: "
+            error = ConnectionLostError if code in _CONNECTION_ENDED else SourceError
+            raise error(f"the server stopped the binlog stream at {self._where()}: "
                               f"error {code}: {message}")
         if head != b"\x00":
             return None

@@ -127,6 +127,7 @@ class TransactionAssembler:
         self.is_transactional = is_transactional
         self.flavor: str | None = None
         self.file = ""
+        self._file_path: str | None = None
         self._group: _Group | None = None
         self._held_xa: dict[str, tuple[_Group, str]] = {}
         self._pending_positions: dict[str, str] = {}
@@ -157,8 +158,12 @@ class TransactionAssembler:
     def feed(self, event: Event) -> None:
         """Take the next event of the stream."""
         handler = self._handlers.get(type(event))
-        if event.header.file:
-            self.file = event.header.file
+        file = event.header.file
+        if file and file is not self._file_path:
+            # Positions and records name binlog files as the server does (no folder), so
+            # a live source and a file source give the same ones.
+            self._file_path = file
+            self.file = file.rsplit("/", 1)[-1]
         if handler is not None:
             handler(event)
 
@@ -383,7 +388,7 @@ class TransactionAssembler:
             database = (table.database if table else ddl.database) or event.database or None
             group.changes.append(Change(
                 "ddl", database, table.table if table else None, None, None, None, event.query,
-                event.header.file or self.file, event.header.offset, 0))
+                self.file, event.header.offset, 0))
             self._commit(event)
         else:
             self._finish_empty(event, group.gtid)
@@ -413,7 +418,7 @@ class TransactionAssembler:
         full = len(event.present) == len(names) and (
             event.present_after is None or len(event.present_after) == len(names))
         sql = group.sql
-        file, pos = event.header.file or self.file, event.header.offset
+        file, pos = self.file, event.header.offset
         out = group.changes
         kind = event.kind
 

@@ -260,3 +260,30 @@ def test_restart_resumes_after_the_last_delivered_transaction(
     assert rest == [("insert", {"id": 3}), ("delete", {"id": 1})]
     saved = orjson.loads(position.read_bytes())
     assert saved["file"] and saved["pos"] > start[1] and saved["gtid_set"]
+
+
+def test_binlog_files_give_the_same_change_records_as_the_live_server(
+        server: Any, fresh_database: str, tmp_path: Path) -> None:
+    db = fresh_database
+    start = server.binlog_position()
+    server.execute([
+        f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(10))",
+        f"INSERT INTO `{db}`.t VALUES (1, 'a'), (2, 'b')",
+        "FLUSH BINARY LOGS",
+        f"UPDATE `{db}`.t SET v = 'c' WHERE id = 2",
+    ])
+    types_table(server, db)
+    live, files = tmp_path / "live.jsonl", tmp_path / "files.jsonl"
+    _run(server, db, start, live)
+    Router(RouterSettings(source=f"file://{server.binlog_dir}",
+                          start=f"{start[0]}:{start[1]}", until="caught-up",
+                          filter=ChangeFilter(include=[db])), JsonLinesSink(files)).run()
+
+    def comparable(path: Path) -> list[dict[str, Any]]:
+        records = _records(path)
+        for r in records:
+            del r["ts"]
+        return records
+
+    assert comparable(files) == comparable(live)
+    assert len(comparable(files)) == 6  # 2 DDL, 2 inserts, 1 update, 1 row of every type

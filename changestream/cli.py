@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", required=True,
                    help="mysql://user[:password]@host:port, mariadb://..., file:///path")
     p.add_argument("--sink", default="stdout", help="stdout, jsonl:PATH, or module:Class")
+    p.add_argument("--sink-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a keyword argument for the sink adapter, e.g. warehouse=/data/wh "
+                        "(KEY.SUB=VALUE collects a mapping, e.g. conf.spark.driver.memory=2g; "
+                        "repeatable)")
     p.add_argument("--start", default="earliest",
                    help="earliest|latest|gtid:SET|FILE:POS, used when no position is saved")
     p.add_argument("--until", choices=("caught-up",),

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 from types import FrameType
+from typing import Any
 
 from changestream.actors.sink import BatchSettings
 from changestream.errors import ChangestreamError, ConfigError, SinkError
@@ -49,6 +50,27 @@ def settings_from_args(args: argparse.Namespace) -> RouterSettings:
     )
 
 
+def sink_options(pairs: list[str]) -> dict[str, Any]:
+    """``--sink-option`` values as keyword arguments: ``KEY=VALUE`` (a string), and
+    ``KEY.SUB=VALUE`` collected into a mapping under ``KEY`` (e.g. the Spark sink's conf)."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"sink option {pair!r}: give KEY=VALUE")
+        name, dot, sub = key.partition(".")
+        if dot:
+            mapping = options.setdefault(name, {})
+            if not isinstance(mapping, dict):
+                raise ConfigError(f"sink option {pair!r}: {name} is already a value")
+            mapping[sub] = value
+        elif isinstance(options.get(name), dict):
+            raise ConfigError(f"sink option {pair!r}: {name} is already a mapping")
+        else:
+            options[name] = value
+    return options
+
+
 def run_router(args: argparse.Namespace) -> int:
     """Run until caught up, stopped by SIGTERM/SIGINT (exit 0), or failed (exit 2/3/4)."""
     level = logging.INFO if args.verbose == 1 else logging.DEBUG if args.verbose > 1 \
@@ -58,6 +80,7 @@ def run_router(args: argparse.Namespace) -> int:
         settings = settings_from_args(args)
         options = {"format": args.format} if args.sink.split(":")[0] in ("jsonl", "stdout") \
             else {}
+        options.update(sink_options(getattr(args, "sink_option", None) or []))
         router = Router(settings, make_sink(args.sink, **options))
     except ChangestreamError as exc:
         print(f"changestream run: {exc}", file=sys.stderr)

@@ -175,6 +175,7 @@ class Listener:
                 if not stats.connected:
                     stats.connected = self._ever_connected = True
                 if event is None:
+                    stats.caught_up = True
                     if batch:
                         self._send(batch)
                         batch, at_boundary, batch_bytes = [], 0, 0
@@ -182,6 +183,7 @@ class Listener:
                     continue
                 h = event.header
                 code = h.type_code
+                stats.caught_up = False
                 boundary = parser.feed(event)
                 if code == et.QUERY and boundary is BoundaryType.STATEMENT:
                     self._schema_change(event, decoder)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from typing import Any
 import pykka
 
 from changestream.changes import Batch, Position, TransactionPart
-from changestream.errors import SinkError
+from changestream.errors import SinkError, SinkStoppedError
 from changestream.flow import Credits
 from changestream.position_store import PositionStore
 from changestream.sink import SinkAdapter
@@ -124,6 +124,8 @@ class SinkActor(pykka.ThreadingActor):
             try:
                 self.adapter.write(batch)
                 return
+            except SinkStoppedError:
+                raise
             except Exception as exc:
                 if attempt == s.retries:
                     where = f" (position {batch.position})" if batch.position else ""

@@ -90,6 +90,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_router(args)
 
 
+def cmd_config_check(args: argparse.Namespace) -> int:
+    from changestream.run import config_check
+
+    return config_check(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="changestream",
                                      description="MySQL/MariaDB change-data-capture router")
@@ -105,40 +111,53 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="FILE|DIR")
     p.add_argument("-o", "--output", required=True)
     p.set_defaults(func=cmd_extract)
-    p = sub.add_parser("run", help="run the router: binlog changes into a sink")
-    p.add_argument("--source", required=True,
+    p = sub.add_parser("run", help="run the router: binlog changes into a sink",
+                       description="Options given here override the configuration file, "
+                       "which overrides the defaults (see config/changestream.toml).")
+    p.add_argument("--config", metavar="FILE", help="TOML configuration file")
+    p.add_argument("--source",
                    help="mysql://user[:password]@host:port, mariadb://..., file:///path")
-    p.add_argument("--sink", default="stdout", help="stdout, jsonl:PATH, or module:Class")
+    p.add_argument("--sink", help="stdout (default), jsonl:PATH, spark:MODE, module:Class")
     p.add_argument("--sink-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a keyword argument for the sink adapter, e.g. warehouse=/data/wh "
                         "(KEY.SUB=VALUE collects a mapping, e.g. conf.spark.driver.memory=2g; "
                         "repeatable)")
-    p.add_argument("--start", default="earliest",
+    p.add_argument("--start",
                    help="earliest|latest|gtid:SET|FILE:POS, used when no position is saved")
     p.add_argument("--until", choices=("caught-up",),
                    help="stop once everything the source had at the start is delivered")
     p.add_argument("--position-file", help="where the resume position is kept")
     p.add_argument("--position-override",
                    help="FILE:POS or gtid:SET to resume from instead of the saved position")
-    p.add_argument("--format", default="changestream", choices=("changestream", "original"),
+    p.add_argument("--format", choices=("changestream", "original"),
                    help="change record format of the JSON-lines sinks")
-    p.add_argument("--include", action="append", default=[], metavar="DB[.TABLE]",
+    p.add_argument("--include", action="append", metavar="DB[.TABLE]",
                    help="only these tables (shell patterns; repeatable)")
-    p.add_argument("--exclude", action="append", default=[], metavar="DB[.TABLE]",
+    p.add_argument("--exclude", action="append", metavar="DB[.TABLE]",
                    help="not these tables (shell patterns; repeatable)")
-    p.add_argument("--exclude-column", action="append", default=[], metavar="DB.TABLE.COLUMN",
+    p.add_argument("--exclude-column", action="append", metavar="DB.TABLE.COLUMN",
                    help="leave these columns out (shell patterns; repeatable)")
-    p.add_argument("--batch-changes", type=int, default=10_000,
-                   help="cut a micro-batch at this many changes")
-    p.add_argument("--batch-seconds", type=float, default=1.0,
+    p.add_argument("--batch-changes", type=int, help="cut a micro-batch at this many changes")
+    p.add_argument("--batch-seconds", type=float,
                    help="cut a micro-batch after this many seconds")
-    p.add_argument("--max-buffered-changes", type=int, default=20_000,
+    p.add_argument("--max-buffered-changes", type=int,
                    help="spill a transaction to disk above this many changes")
     p.add_argument("--spill-dir", help="folder for spilled transactions (default: temp)")
-    p.add_argument("--server-id", type=int, default=0x3EADBEEF,
+    p.add_argument("--server-id", type=int,
                    help="replica server id to connect with (unique among replicas)")
+    p.add_argument("--control-port", type=int,
+                   help="serve /status, /metrics, /pause, /resume on 127.0.0.1:PORT")
+    p.add_argument("--no-preflight", action="store_true",
+                   help="skip the checks of the server's settings at start")
+    p.add_argument("--log-json", action="store_true", help="log one JSON object per line")
     p.add_argument("-v", "--verbose", action="count", default=0)
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("config", help="configuration tools")
+    config_sub = p.add_subparsers(dest="config_command", required=True)
+    c = config_sub.add_parser("check", help="validate a configuration file and print it "
+                              "resolved (environment applied, secrets masked)")
+    c.add_argument("file", nargs="?", help="TOML configuration file (default: none)")
+    c.set_defaults(func=cmd_config_check)
     return parser
 
 

@@ -54,3 +54,7 @@ class PurgedPositionError(SourceError):
 
 class SinkError(ChangestreamError):
     """A sink failed to make a batch durable."""
+
+
+class SinkStoppedError(SinkError):
+    """The sink is being closed by its owner: the batch is not written and not retried."""

@@ -8,7 +8,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import ssl
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +26,7 @@ from changestream.actors.transaction import TransactionActor
 from changestream.assembler import TransactionAssembler
 from changestream.changes import Position
 from changestream.column_info import ColumnInfo, information_schema_lookup
+from changestream.config import Config
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import (
@@ -43,12 +46,15 @@ from changestream.gtid import (
     is_mariadb_gtid,
     parse_gtid_progress,
 )
+from changestream.plugins import make_sink
 from changestream.position_store import PositionStore
+from changestream.preflight import Finding, run_preflight
 from changestream.sink import SinkAdapter
 from changestream.source_url import SourceSpec, parse_source_url
 from changestream.sources.files import FileSource
 from changestream.sources.live import LiveSource, StartPosition
 from changestream.stats import RouterStats
+from changestream.tls import tls_context
 
 log = logging.getLogger("changestream")
 
@@ -75,6 +81,27 @@ class RouterSettings:
     in_flight: int = 4
     schema_from_server: bool = True
     verify_checksums: bool = True
+    tls: ssl.SSLContext | None = None
+
+    @classmethod
+    def from_config(cls, config: Config) -> RouterSettings:
+        """The router's settings from a loaded :class:`~changestream.config.Config`."""
+        s, b = config.source, config.batch
+        return cls(
+            source=s.url, start=config.start.at, until=config.start.until or None,
+            position_file=config.start.position_file or None,
+            position_override=config.start.position_override or None,
+            password=config.password(), server_id=s.server_id,
+            heartbeat_seconds=s.heartbeat_seconds, reconnect_seconds=s.reconnect_seconds,
+            batch=BatchSettings(max_changes=b.max_changes, max_bytes=b.max_bytes,
+                                max_seconds=b.max_seconds, retries=b.retries,
+                                retry_backoff=b.retry_backoff_seconds),
+            filter=ChangeFilter(config.filter.include, config.filter.exclude,
+                                config.filter.exclude_columns),
+            max_buffered_changes=config.transactions.max_buffered_changes,
+            spill_dir=config.transactions.spill_dir or None,
+            schema_from_server=s.schema_from_server, verify_checksums=s.verify_checksums,
+            tls=tls_context(s.tls))
 
     def __post_init__(self) -> None:
         if self.until not in (None, "caught-up"):
@@ -83,6 +110,14 @@ class RouterSettings:
             StartPosition.parse(self.start)
         except ValueError as exc:
             raise ConfigError(f"start: {exc}") from None
+
+
+def _sink_options(config: Config) -> dict[str, Any]:
+    """Keyword arguments for the configured sink's factory."""
+    options = dict(config.sink.options)
+    if config.sink.spec.split(":")[0] in ("jsonl", "stdout"):
+        options.setdefault("format", config.sink.format)
+    return options
 
 
 def _later(a: Position | None, b: Position | None) -> Position | None:
@@ -116,16 +151,28 @@ class _Stream:
 
 
 class Router:
-    """Runs the change stream from ``settings.source`` into ``sink``.
+    """Runs the change stream from the configured source into ``sink``.
 
+    ``config`` is a :class:`~changestream.config.Config` (from ``load_config``) or
+    :class:`RouterSettings`; ``sink`` defaults to the one the configuration names.
     ``run()`` blocks until the source ends (``until="caught-up"``), ``stop()`` is called,
     or something fails (then it raises the error). ``start()`` runs it in a thread.
     """
 
-    def __init__(self, settings: RouterSettings, sink: SinkAdapter):
+    def __init__(self, config: Config | RouterSettings, sink: SinkAdapter | None = None):
+        if isinstance(config, Config):
+            settings = RouterSettings.from_config(config)
+            if sink is None:
+                sink = make_sink(config.sink.spec, **_sink_options(config))
+        else:
+            settings = config
+        if sink is None:
+            raise ConfigError("no sink: pass sink=... or a Config that names one")
         self.settings = settings
         self.sink = sink
         self.spec: SourceSpec = parse_source_url(settings.source, password=settings.password)
+        if settings.tls is not None and self.spec.kind == "server":
+            self.spec.connection["ssl"] = settings.tls
         self.store = PositionStore(settings.position_file) if settings.position_file else None
         self.stats = RouterStats()
         self._stopping = threading.Event()
@@ -179,6 +226,40 @@ class Router:
     @property
     def paused(self) -> bool:
         return self._listener is not None and self._listener.paused
+
+    def preflight(self) -> list[Finding]:
+        """Check the server's settings for change data capture (nothing to check for files);
+        raise :class:`~changestream.preflight.PreflightError` saying what to change."""
+        if self.spec.kind != "server":
+            return []
+        conn = self._connect()
+        try:
+            return run_preflight(conn, schema_from_server=self.settings.schema_from_server)
+        finally:
+            conn.close()
+
+    def status(self) -> dict[str, Any]:
+        """Where the router is: connection, positions, lag, counts and queue depths."""
+        st = self.stats
+        with st.lock:
+            delivered = st.delivered
+            return {
+                "source": self.spec.describe(),
+                "connected": st.connected,
+                "paused": self.paused,
+                "source_position": {"file": st.read_file, "pos": st.read_pos}
+                if st.read_file else None,
+                "delivered_position": delivered.as_dict() if delivered else None,
+                "seconds_behind": st.seconds_behind(),
+                "transactions_delivered": st.transactions_delivered,
+                "changes_delivered": st.changes_delivered,
+                "batches_delivered": st.batches_delivered,
+                "batch_retries": st.batch_retries,
+                "reconnects": st.reconnects,
+                "events_read": st.events_read,
+                "queue_depths": self.queue_depths(),
+                "uptime_seconds": round(time.time() - st.started, 3),
+            }
 
     def queue_depths(self) -> dict[str, int]:
         names = ("listener_to_transaction", "transaction_to_sink")

@@ -1,21 +1,21 @@
-"""``changestream run``: the standalone router process."""
+"""``changestream run`` and ``changestream config check``: the standalone router process."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
 from types import FrameType
 from typing import Any
 
-from changestream.actors.sink import BatchSettings
+import orjson
+
+from changestream.config import Config, load_config
 from changestream.errors import ChangestreamError, ConfigError, SinkError
-from changestream.filters import ChangeFilter
-from changestream.plugins import make_sink
-from changestream.router import Router, RouterSettings
+from changestream.logs import configure_logging
+from changestream.router import Router
 
 log = logging.getLogger("changestream")
 
@@ -23,6 +23,18 @@ EXIT_OK = 0
 EXIT_CONFIG_ERROR = 2
 EXIT_SOURCE_ERROR = 3
 EXIT_SINK_ERROR = 4
+
+# command-line option -> configuration key
+_OPTION_KEYS = {
+    "source": "source.url", "sink": "sink.spec", "start": "start.at", "until": "start.until",
+    "position_file": "start.position_file", "position_override": "start.position_override",
+    "format": "sink.format", "include": "filter.include", "exclude": "filter.exclude",
+    "exclude_column": "filter.exclude_columns", "batch_changes": "batch.max_changes",
+    "batch_seconds": "batch.max_seconds",
+    "max_buffered_changes": "transactions.max_buffered_changes",
+    "spill_dir": "transactions.spill_dir", "server_id": "source.server_id",
+    "control_port": "control.port",
+}
 
 
 def exit_code(exc: BaseException) -> int:
@@ -32,22 +44,6 @@ def exit_code(exc: BaseException) -> int:
     if isinstance(exc, SinkError):
         return EXIT_SINK_ERROR
     return EXIT_SOURCE_ERROR
-
-
-def settings_from_args(args: argparse.Namespace) -> RouterSettings:
-    return RouterSettings(
-        source=args.source,
-        start=args.start,
-        until=args.until,
-        position_file=args.position_file,
-        position_override=args.position_override,
-        password=os.environ.get("CHANGESTREAM_PASSWORD"),
-        server_id=args.server_id,
-        batch=BatchSettings(max_changes=args.batch_changes, max_seconds=args.batch_seconds),
-        filter=ChangeFilter(args.include, args.exclude, args.exclude_column),
-        max_buffered_changes=args.max_buffered_changes,
-        spill_dir=args.spill_dir,
-    )
 
 
 def sink_options(pairs: list[str]) -> dict[str, Any]:
@@ -71,17 +67,32 @@ def sink_options(pairs: list[str]) -> dict[str, Any]:
     return options
 
 
+def config_from_args(args: argparse.Namespace) -> Config:
+    """The configuration file, the environment, then the command line's options."""
+    overrides: dict[str, Any] = {}
+    for option, key in _OPTION_KEYS.items():
+        value = getattr(args, option, None)
+        if value is not None:
+            overrides[key] = value
+    if getattr(args, "control_port", None) is not None:
+        overrides["control.enabled"] = True
+    if getattr(args, "log_json", False):
+        overrides["log.json"] = True
+    if args.verbose:
+        overrides["log.level"] = "info" if args.verbose == 1 else "debug"
+    config = load_config(args.config, overrides=overrides)
+    config.sink.options.update(sink_options(args.sink_option or []))
+    return config
+
+
 def run_router(args: argparse.Namespace) -> int:
     """Run until caught up, stopped by SIGTERM/SIGINT (exit 0), or failed (exit 2/3/4)."""
-    level = logging.INFO if args.verbose == 1 else logging.DEBUG if args.verbose > 1 \
-        else logging.WARNING
-    logging.getLogger("changestream").setLevel(level)
     try:
-        settings = settings_from_args(args)
-        options = {"format": args.format} if args.sink.split(":")[0] in ("jsonl", "stdout") \
-            else {}
-        options.update(sink_options(getattr(args, "sink_option", None) or []))
-        router = Router(settings, make_sink(args.sink, **options))
+        config = config_from_args(args)
+        configure_logging(config.log.level, json_lines=config.log.json)
+        router = Router(config)
+        if not args.no_preflight:
+            router.preflight()
     except ChangestreamError as exc:
         print(f"changestream run: {exc}", file=sys.stderr)
         return exit_code(exc)
@@ -94,9 +105,30 @@ def run_router(args: argparse.Namespace) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, graceful)
         signal.signal(signal.SIGINT, graceful)
+    control = None
     try:
+        if config.control.enabled:
+            from changestream.control import ControlServer
+
+            control = ControlServer(router, config.control.port, config.control_token())
+            control.start()
         router.run()
     except ChangestreamError as exc:
         print(f"changestream run: {exc}", file=sys.stderr)
         return exit_code(exc)
+    finally:
+        if control is not None:
+            control.stop()
+    return EXIT_OK
+
+
+def config_check(args: argparse.Namespace) -> int:
+    """Validate a configuration file; print it resolved, secrets masked (exit 0 or 2)."""
+    try:
+        config = load_config(args.file)
+    except ConfigError as exc:
+        print(f"changestream config check: {exc}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    sys.stdout.buffer.write(orjson.dumps(config.as_dict(masked=True),
+                                         option=orjson.OPT_INDENT_2) + b"\n")
     return EXIT_OK

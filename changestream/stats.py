@@ -19,6 +19,7 @@ class RouterStats:
     read_file: str | None = None
     read_pos: int = 0
     last_event_ts: int = 0
+    caught_up: bool = False
     transactions_delivered: int = 0
     changes_delivered: int = 0
     batches_delivered: int = 0
@@ -29,7 +30,10 @@ class RouterStats:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def seconds_behind(self) -> float | None:
-        """How far the reader is behind the server's clock (by the last event read)."""
+        """How far the reader is behind the server: 0 once it has read everything the
+        server has sent, else the age of the last event read (``None`` before any)."""
+        if self.caught_up:
+            return 0.0
         if not self.last_event_ts:
             return None
         return max(0.0, time.time() - self.last_event_ts)

@@ -172,11 +172,11 @@ def _type_name(tp: Any) -> str:
         tp, str(tp))
 
 
-def _coerce(value: Any, tp: Any, key: str) -> Any:
+def _coerce(value: Any, tp: Any, key: str, from_text: bool = False) -> Any:
     """``value`` checked (or converted, from environment text) to the field type ``tp``."""
     origin = typing.get_origin(tp)
     if origin is list:
-        if isinstance(value, str):
+        if from_text and isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{key}: expected a list of strings, got {value!r}")
@@ -248,7 +248,8 @@ def _apply_environment(target: Any, env: typing.Mapping[str, str], prefix: str,
         if dataclasses.is_dataclass(current):
             _apply_environment(current, env, var, f"{key}.")
         elif var in env and typing.get_origin(hints[f.name]) is not dict:
-            setattr(target, f.name, _coerce(env[var], hints[f.name], f"{key} (from {var})"))
+            setattr(target, f.name, _coerce(env[var], hints[f.name], f"{key} (from {var})",
+                                            from_text=True))
 
 
 def _validate(config: Config) -> None:

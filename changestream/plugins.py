@@ -86,8 +86,10 @@ def make_sink(spec: str, **options: Any) -> SinkAdapter:
     try:
         sink = factory(argument, **options) if argument is not None else _call(factory,
                                                                                  options)
-    except TypeError as exc:
-        raise ConfigError(f"sink {spec!r}: {exc}") from None
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"sink {spec!r}: cannot create it: {exc}") from None
     for method in ("open", "write", "close"):
         if not callable(getattr(sink, method, None)):
             raise ConfigError(f"sink {spec!r}: {type(sink).__name__} has no {method}() method")

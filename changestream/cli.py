@@ -90,6 +90,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_router(args)
 
 
+def cmd_quickstart(args: argparse.Namespace) -> int:
+    from changestream.quickstart import main as quickstart
+
+    return quickstart(args)
+
+
 def cmd_config_check(args: argparse.Namespace) -> int:
     from changestream.run import config_check
 
@@ -158,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
                               "resolved (environment applied, secrets masked)")
     c.add_argument("file", nargs="?", help="TOML configuration file (default: none)")
     c.set_defaults(func=cmd_config_check)
+    p = sub.add_parser("quickstart", help="a private MariaDB, a sample workload, the router "
+                       "landing it into local Spark (Iceberg) tables, and the result shown")
+    p.add_argument("--dir", default="changestream-quickstart",
+                   help="folder for the server, the warehouse and the position (emptied first)")
+    p.add_argument("--rows", type=int, default=200, help="orders in the sample workload")
+    p.set_defaults(func=cmd_quickstart)
     return parser
 
 

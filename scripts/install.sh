@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what changestream needs on a fresh Debian (bookworm) machine with Python 3.11:
+# MariaDB (the embedded default server), Java 17 (Spark), and the Python packages in .venv
+# (with PySpark built once into a wheel cache). With --test also what the tests need: the
+# MySQL 9 root (debootstrap) and the test tools. Needs root for apt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive
+test_deps=false
+[ "${1:-}" = "--test" ] && test_deps=true
+need=()
+command -v mariadbd >/dev/null || need+=(mariadb-server mariadb-client)
+command -v java >/dev/null || need+=(openjdk-17-jre-headless)
+$test_deps && { command -v debootstrap >/dev/null || need+=(debootstrap); }
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+$test_deps && bash scripts/setup-mysql-root.sh
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install -q --upgrade pip >/dev/null
+# PyPI has only an sdist of pyspark 3.5 (456 MB, built on install): build its wheel once and
+# keep it (and the Iceberg runtime jar package) in a wheel cache, so later runs install fast.
+wheels="${XDG_CACHE_HOME:-$HOME/.cache}/changestream/wheels"
+mkdir -p "$wheels"
+ls "$wheels"/pyspark-3.5.*.whl >/dev/null 2>&1 \
+  || .venv/bin/pip wheel -q --no-deps -w "$wheels" 'pyspark>=3.5,<3.6'
+ls "$wheels"/snowpark_connect_deps_iceberg-*.whl >/dev/null 2>&1 \
+  || .venv/bin/pip wheel -q --no-deps -w "$wheels" 'snowpark-connect-deps-iceberg>=1.0.3,<2'
+extras=spark
+$test_deps && extras=test,spark
+.venv/bin/pip install -q --find-links "$wheels" -e ".[$extras]"

@@ -59,14 +59,19 @@ class TableRun:
 
 
 def transaction_positions(parts: Iterable[TransactionPart]) -> list[Position | None]:
-    """For each part, the position after its transaction (from its complete part)."""
+    """For each part, the position after its transaction (from its complete part).
+
+    A complete part that carries no position (the router's assembler hands the position
+    with each message, not on the parts) ends at its transaction's end offset in its file:
+    the same coordinates the batch positions are compared by.
+    """
     parts = list(parts)
     out: list[Position | None] = [None] * len(parts)
     end: dict[str, Position | None] = {}
     for i in range(len(parts) - 1, -1, -1):
         part = parts[i]
         if part.complete:
-            end[part.info.id] = part.position
+            end[part.info.id] = part.position or Position(part.info.file, part.info.end)
         out[i] = end.get(part.info.id)
     return out
 

@@ -54,3 +54,17 @@ def require_utc(spark: Any) -> None:
     zone = spark.conf.get("spark.sql.session.timeZone")
     if zone not in ("UTC", "Etc/UTC", "GMT", "+00:00", "Z"):
         spark.conf.set("spark.sql.session.timeZone", "UTC")
+
+
+PARQUET_REBASE = ("spark.sql.parquet.datetimeRebaseModeInWrite",
+                  "spark.sql.parquet.int96RebaseModeInWrite")
+
+
+def proleptic_parquet(spark: Any) -> None:
+    """Write dates and timestamps to Parquet as they are (proleptic Gregorian, like MySQL)
+    rather than refuse them: Spark's default (``EXCEPTION``) fails a write of any date
+    before 1582-10-15, and MySQL's DATE goes back to 1000-01-01. A mode the session set
+    on purpose (``LEGACY``, ``CORRECTED``) is kept."""
+    for key in PARQUET_REBASE:
+        if str(spark.conf.get(key, "EXCEPTION")).upper() == "EXCEPTION":
+            spark.conf.set(key, "CORRECTED")

@@ -312,6 +312,10 @@ class Router:
     def _run(self, resume: Position | None) -> None:
         s = self.settings
         gtid_base, start = self._start_point(resume)
+        where = f"{start.file}:{start.pos}" if start.kind == "file" else (
+            f"gtid {start.gtid}" if start.kind == "gtid" else start.kind)
+        log.info("reading %s from %s into %s", self.spec.describe(), where,
+                 type(self.sink).__name__)
         credits_in = Credits(s.in_flight, self._aborted)
         credits_out = Credits(s.in_flight, self._aborted)
         self._credits = [credits_in, credits_out]
@@ -350,6 +354,10 @@ class Router:
         if self._aborted.is_set():
             self._listener.stop()
         self._listener.join(10)
+        st = self.stats
+        log.info("stopped: %d transactions, %d changes delivered in %d batches; position %s",
+                 st.transactions_delivered, st.changes_delivered, st.batches_delivered,
+                 st.delivered or "unchanged")
 
     def _tick(self, sink_ref: pykka.ActorRef[Any]) -> None:
         interval = max(0.02, min(self.settings.batch.max_seconds / 2, 0.25))

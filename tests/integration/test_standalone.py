@@ -244,3 +244,24 @@ def test_tls_to_the_server_verifies_its_certificate(tmp_path: Path) -> None:
         with pytest.raises(SourceError, match=r"cannot connect .*certificate verify failed"):
             Router(load_config(None, env={}, overrides=overrides),
                    CallbackSink(got.append))._connect()
+
+
+# -- logs ------------------------------------------------------------------------------------
+
+
+def test_json_logs_go_to_stderr_and_stdout_keeps_only_records(mariadb: Any) -> None:
+    db = "json_logs"
+    mariadb.execute([f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}"])
+    start = mariadb.binlog_position()
+    mariadb.execute([f"CREATE TABLE {db}.t (id INT PRIMARY KEY)",
+                     f"INSERT INTO {db}.t VALUES (1)"])
+    result = subprocess.run([sys.executable, "-m", "changestream.cli", "run", "--source",
+                             mariadb.url, "--start", f"{start[0]}:{start[1]}", "--until",
+                             "caught-up", "--include", db, "--log-json", "-v"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    records = [orjson.loads(line) for line in result.stdout.splitlines()]
+    assert [r["op"] for r in records] == ["ddl", "insert"]
+    logs = [orjson.loads(line) for line in result.stderr.splitlines()]
+    assert logs and all(set(entry) >= {"ts", "level", "logger", "message"} for entry in logs)
+    assert any(entry["level"] == "info" for entry in logs)

@@ -160,3 +160,32 @@ def test_bad_settings_exit_with_a_clear_one_line_error(args: list[str], code: in
     assert result.returncode == code, result.stderr
     assert words in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_slow_sink_slows_the_reader_down(server: Any, fresh_database: str) -> None:
+    from changestream.actors.sink import BatchSettings
+    from changestream.sinks.callback import CallbackSink
+
+    db = fresh_database
+    start = server.binlog_position()
+    server.execute([f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)"] +
+                    [f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(1, 3001)])
+    delivered: list[int] = []
+
+    def slow(batch: Any) -> None:
+        time.sleep(0.05)
+        delivered.extend(c.after["id"] for c in batch.iter_changes() if c.op == "insert")
+
+    router = Router(RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}",
+                                   until="caught-up", filter=ChangeFilter(include=[db]),
+                                   batch=BatchSettings(max_changes=20), batch_events=50),
+                    CallbackSink(slow))
+    router.start()
+    ahead = []
+    while not router.wait(0.05):
+        depths = router.queue_depths()
+        assert all(depth <= 4 for depth in depths.values()), depths
+        # events read but not yet delivered: bounded by what the queues can hold
+        ahead.append(router.stats.events_read - 4 * len(delivered))
+    assert delivered == list(range(1, 3001))
+    assert max(ahead) < 4 * 50 * 4 * 2, max(ahead)

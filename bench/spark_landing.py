@@ -1,0 +1,221 @@
+"""Benchmark: how fast the router lands into Spark, and how soon a commit is visible.
+
+Starts a private MariaDB (``changestream.embedded.EmbeddedMariaDB``) and one local Spark
+session, then for each landing mode (``parquet``, ``iceberg``):
+
+1. **Throughput.** Writes a deterministic workload (``--rows`` rows in transactions of
+   ``--tx-rows``; every column value a function of the row number), then runs the Router
+   from before the workload until caught up. Rows per second = rows landed / the router's
+   run time (the session is already up, so Spark's start is not in it; it is reported
+   apart). The landed table is counted afterwards to make sure every row is there.
+2. **Delay from commit to visible.** Starts the router live on the same target (it resumes
+   from the position the sink stored), then commits ``--probes`` single-row transactions one
+   at a time; after each COMMIT returns it polls the table with Spark SQL until the row is
+   there. Delay = first poll that sees the row - the moment COMMIT returned. The figures
+   include the micro-batch wait (``--batch-seconds``), the landing, and half a poll on
+   average (the poll time is reported too).
+
+Prints the figures and writes them as JSON (``--json``)::
+
+    python bench/spark_landing.py                        # 100,000 rows, both modes
+    python bench/spark_landing.py --rows 20000 --modes parquet --json /tmp/out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from changestream.actors.sink import BatchSettings
+from changestream.embedded import EmbeddedMariaDB
+from changestream.filters import ChangeFilter
+from changestream.plugins import make_sink
+from changestream.router import Router, RouterSettings
+
+TABLE = ("CREATE TABLE `{db}`.t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(64), "
+         "amount DECIMAL(12,2), at DATETIME(6), d DATE, ts TIMESTAMP(6) NULL, flag BOOLEAN)")
+
+
+def _row(i: int) -> str:
+    return (f"({i}, {i % 97}, 'row {i} {'x' * (i % 23)}', {i * 0.37:.2f}, "
+            f"'2024-{1 + i % 12:02d}-{1 + i % 28:02d} {i % 24:02d}:{i % 60:02d}:00."
+            f"{i % 1000000:06d}', "
+            f"'{1990 + i % 30}-01-{1 + i % 28:02d}', FROM_UNIXTIME({1_700_000_000 + i}), {i % 2})")
+
+
+def write_workload(server: EmbeddedMariaDB, db: str, rows: int, tx_rows: int) -> float:
+    """``rows`` rows in transactions of ``tx_rows``; returns the seconds it took."""
+    began = time.perf_counter()
+    with server.connect(autocommit=False) as conn, conn.cursor() as cur:
+        cur.execute("SET time_zone = '+00:00'")
+        for first in range(1, rows + 1, tx_rows):
+            last = min(rows, first + tx_rows - 1)
+            cur.execute(f"INSERT INTO `{db}`.t VALUES " + ",".join(
+                _row(i) for i in range(first, last + 1)))
+            conn.commit()
+    return time.perf_counter() - began
+
+
+class Target:
+    """Where a mode lands, and how to ask Spark whether rows are there."""
+
+    def __init__(self, mode: str, base: Path, db: str):
+        self.mode, self.db = mode, db
+        self.where = base / mode
+        self.catalog = f"bench_{mode}"
+
+    def sink(self, spark: Any) -> Any:
+        option = {"warehouse": self.where} if self.mode == "iceberg" else {"path": self.where}
+        return make_sink(f"spark:{self.mode}", spark=spark, catalog=self.catalog, **option)
+
+    def frame(self, spark: Any) -> Any:
+        if self.mode == "iceberg":
+            name = f"{self.catalog}.{self.db}.t"
+            spark.sql(f"REFRESH TABLE {name}")
+            return spark.table(name)
+        return spark.read.parquet(str(self.where / self.db / "t"))
+
+    def count(self, spark: Any) -> int:
+        return int(self.frame(spark).count())
+
+    def visible(self, spark: Any, row_id: int) -> bool:
+        try:
+            return bool(self.frame(spark).where(f"id = {row_id}").limit(1).count())
+        except Exception as exc:  # the folder or table may not exist before the first batch
+            if "PATH_NOT_FOUND" in str(exc) or "TABLE_OR_VIEW_NOT_FOUND" in str(exc):
+                return False
+            raise
+
+
+def _settings(server: EmbeddedMariaDB, db: str, start: tuple[str, int], batch_seconds: float,
+              until: str | None) -> RouterSettings:
+    return RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}", until=until,
+                          filter=ChangeFilter([db]),
+                          batch=BatchSettings(max_seconds=batch_seconds))
+
+
+def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, tx_rows: int,
+               batch_seconds: float) -> dict[str, Any]:
+    db = target.db
+    server.execute([f"DROP DATABASE IF EXISTS `{db}`", f"CREATE DATABASE `{db}`"])
+    start = server.binlog_position()
+    server.execute(TABLE.format(db=db))
+    write_seconds = write_workload(server, db, rows, tx_rows)
+    router = Router(_settings(server, db, start, batch_seconds, "caught-up"), target.sink(spark))
+    began = time.perf_counter()
+    router.run()
+    seconds = time.perf_counter() - began
+    landed = target.count(spark)
+    if landed != rows:
+        raise SystemExit(f"{target.mode}: {landed} rows landed, {rows} written")
+    return {"rows": rows, "transactions": -(-rows // tx_rows), "write_seconds": write_seconds,
+            "router_seconds": seconds, "rows_per_second": rows / seconds,
+            "batches": router.stats.batches_delivered}
+
+
+def delay(server: EmbeddedMariaDB, spark: Any, target: Target, first_id: int, probes: int,
+          batch_seconds: float) -> dict[str, Any]:
+    db = target.db
+    router = Router(_settings(server, db, server.binlog_position(), batch_seconds, None),
+                    target.sink(spark))
+    router.start()
+    deadline = time.monotonic() + 60
+    while not router.stats.caught_up:  # resumed from the sink's position and read it all
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{target.mode}: the live router did not catch up")
+        time.sleep(0.05)
+    delays, polls = [], []
+    try:
+        with server.connect() as conn, conn.cursor() as cur:
+            for n in range(probes):
+                row_id = first_id + n
+                cur.execute("SET time_zone = '+00:00'")
+                cur.execute(f"INSERT INTO `{db}`.t VALUES {_row(row_id)}")  # autocommit
+                committed = time.perf_counter()
+                while True:
+                    asked = time.perf_counter()
+                    seen = target.visible(spark, row_id)
+                    polls.append(time.perf_counter() - asked)
+                    if seen:
+                        delays.append(time.perf_counter() - committed)
+                        break
+                    if time.perf_counter() - committed > 120:
+                        raise SystemExit(f"{target.mode}: row {row_id} not visible in 120 s")
+                time.sleep(0.25 + (n % 4) * 0.1)  # probes at varying moments of the batch
+    finally:
+        router.stop()
+        router.wait(120)
+    delays.sort()
+    return {"probes": probes, "batch_seconds": batch_seconds,
+            "median_seconds": statistics.median(delays),
+            "p95_seconds": delays[min(len(delays) - 1, round(0.95 * (len(delays) - 1)))],
+            "min_seconds": delays[0], "max_seconds": delays[-1],
+            "median_poll_seconds": statistics.median(polls)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--tx-rows", type=int, default=100)
+    parser.add_argument("--modes", default="parquet,iceberg")
+    parser.add_argument("--probes", type=int, default=20)
+    parser.add_argument("--batch-seconds", type=float, default=1.0,
+                        help="the router's micro-batch time limit (its default: 1.0)")
+    parser.add_argument("--master", default=None, help="Spark master (default local[CPUs])")
+    parser.add_argument("--json", default="spark_landing.json", help="where the figures go")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TZ", "UTC")
+    time.tzset()
+
+    from changestream.sinks.spark.jars import iceberg_jars
+    from changestream.sinks.spark.session import start_session
+
+    results: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "platform": platform.platform()},
+        "workload": {"rows": args.rows, "tx_rows": args.tx_rows}, "modes": {}}
+    with tempfile.TemporaryDirectory(prefix="changestream-bench-") as tmp, \
+            EmbeddedMariaDB() as server:
+        server.start()
+        began = time.perf_counter()
+        spark = start_session(args.master, {}, iceberg_jars(), "changestream-bench")
+        results["spark_start_seconds"] = time.perf_counter() - began
+        results["machine"]["spark"] = f"{spark.version} {spark.sparkContext.master}"
+        spark.sparkContext.setLogLevel("ERROR")
+        try:
+            for mode in args.modes.split(","):
+                target = Target(mode, Path(tmp), f"bench_{mode}")
+                print(f"{mode}: landing {args.rows:,} rows ...", file=sys.stderr)
+                bulk = throughput(server, spark, target, args.rows, args.tx_rows,
+                                  args.batch_seconds)
+                print(f"{mode}: {bulk['rows_per_second']:,.0f} rows/s; measuring delay ...",
+                      file=sys.stderr)
+                live = delay(server, spark, target, args.rows + 1, args.probes,
+                             args.batch_seconds)
+                results["modes"][mode] = {"throughput": bulk, "delay": live}
+        finally:
+            spark.stop()
+    Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"Spark start {results['spark_start_seconds']:.1f} s; "
+          f"{args.rows:,} rows in transactions of {args.tx_rows}")
+    print(f"{'mode':8} {'rows/s':>9} {'router s':>9} {'batches':>7} {'delay median':>13} "
+          f"{'p95':>7} {'max':>7} {'poll':>6}")
+    for mode, r in results["modes"].items():
+        b, d = r["throughput"], r["delay"]
+        print(f"{mode:8} {b['rows_per_second']:9,.0f} {b['router_seconds']:9.1f} "
+              f"{b['batches']:7d} {d['median_seconds']:12.2f}s {d['p95_seconds']:6.2f}s "
+              f"{d['max_seconds']:6.2f}s {d['median_poll_seconds']:5.2f}s")
+    print(f"figures written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,6 +9,7 @@ from typing import Any
 from changestream.decoding import field_types as ft
 from changestream.decoding.json_binary import JsonDiff, apply_json_diffs, decode_json_diffs
 from changestream.decoding.packed import read_packed_int
+from changestream.decoding.row_compiler import ImageReader, RowsReader, compile_readers
 from changestream.decoding.row_values import ValueReader, value_reader
 from changestream.decoding.table_schema import TableSchema
 
@@ -56,16 +57,35 @@ def _present_columns(bitmap: bytes, ncols: int) -> tuple[int, ...]:
     return tuple(i for i in range(ncols) if bits >> i & 1)
 
 
-class RowImageDecoder:
-    """Decodes row images of one table schema; built once per TABLE_MAP and reused."""
+_UNCOMPILED: Any = object()
 
-    __slots__ = ("_readers", "json_columns", "ncols", "schema")
+
+class RowImageDecoder:
+    """Decodes row images of one table schema; built once per TABLE_MAP and reused.
+
+    Images that log every column go through readers generated for the schema
+    (:mod:`~changestream.decoding.row_compiler`); the rest, and any event the generated
+    readers do not read to its end, through the generic per-value readers.
+    """
+
+    __slots__ = ("_all_present", "_compiled", "_full_bitmap", "_mask", "_readers",
+                 "json_columns", "ncols", "schema")
 
     def __init__(self, schema: TableSchema):
         self.schema = schema
         self.ncols = len(schema.columns)
         self._readers: list[ValueReader] = [value_reader(c) for c in schema.columns]
         self.json_columns = tuple(c.index for c in schema.columns if c.type_code == ft.JSON)
+        self._compiled: tuple[RowsReader, ImageReader] | None = _UNCOMPILED
+        self._mask = (1 << self.ncols) - 1
+        self._full_bitmap = self._mask.to_bytes((self.ncols + 7) >> 3, "little")
+        self._all_present = tuple(range(self.ncols))
+
+    def _fast_readers(self) -> tuple[RowsReader, ImageReader] | None:
+        compiled = self._compiled
+        if compiled is _UNCOMPILED:
+            compiled = self._compiled = compile_readers(self.schema)
+        return compiled
 
     def read_image(self, buf: bytes, pos: int, present: tuple[int, ...],
                    partial: frozenset[int] = frozenset()) -> tuple[list[Any], int]:
@@ -99,12 +119,51 @@ class RowImageDecoder:
                 f"rows event has {ncols} columns but the table map of "
                 f"{self.schema.qualified_name} has {self.ncols}")
         nbytes = (ncols + 7) >> 3
-        present = _present_columns(buf[pos:pos + nbytes], ncols)
+        # Bits past the last column are not always zero: compare only the columns' bits.
+        full = self._full_bitmap
+        bitmap = buf[pos:pos + nbytes]
+        present = self._all_present if bitmap == full or \
+            int.from_bytes(bitmap, "little") & self._mask == self._mask \
+            else _present_columns(bitmap, ncols)
         pos += nbytes
         present_after = None
         if kind == "update":
-            present_after = _present_columns(buf[pos:pos + nbytes], ncols)
+            bitmap = buf[pos:pos + nbytes]
+            present_after = self._all_present if bitmap == full or \
+                int.from_bytes(bitmap, "little") & self._mask == self._mask \
+                else _present_columns(bitmap, ncols)
             pos += nbytes
+        if present is self._all_present and not partial_update and (
+                present_after is None or present_after is self._all_present):
+            fast = self._fast_readers()
+            if fast is not None:
+                rows = self._fast_rows(fast, buf, pos, end, kind)
+                if rows is not None:
+                    return RowsBody(ncols, present, present_after, rows)
+        return self._generic_rows(buf, pos, end, kind, partial_update, present, present_after)
+
+    def _fast_rows(self, fast: tuple[RowsReader, ImageReader], buf: bytes, pos: int,
+                   end: int, kind: str) -> list[Any] | None:
+        """The rows read by the generated readers, or ``None`` when they do not fit (the
+        generic path then reads them again and says what is wrong)."""
+        try:
+            if kind != "update":
+                rows, pos = fast[0](buf, pos, end)
+            else:
+                read_image = fast[1]
+                rows = []
+                while pos < end:
+                    before, pos = read_image(buf, pos)
+                    after, pos = read_image(buf, pos)
+                    rows.append((before, after))
+        except (IndexError, struct.error, ValueError, UnicodeDecodeError):
+            return None
+        return rows if pos == end else None
+
+    def _generic_rows(self, buf: bytes, pos: int, end: int, kind: str, partial_update: bool,
+                      present: tuple[int, ...], present_after: tuple[int, ...] | None
+                      ) -> RowsBody:
+        ncols = self.ncols
         rows: list[Any] = []
         read_image = self.read_image
         try:

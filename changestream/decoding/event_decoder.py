@@ -53,6 +53,8 @@ from changestream.errors import (
 )
 
 HEADER = struct.Struct("<IBIIIH")
+_HEADER = HEADER.unpack_from
+_crc32 = zlib.crc32
 HEADER_SIZE = 19
 CHECKSUM_OFF = 0
 CHECKSUM_CRC32 = 1
@@ -149,13 +151,13 @@ class EventDecoder:
     def decode(self, data: bytes, file: str | None, offset: int,
                payload_index: int | None = None) -> Event:
         """Decode the complete event in ``data`` (header, body and any checksum)."""
-        if len(data) < HEADER_SIZE:
+        n = len(data)
+        if n < HEADER_SIZE:
             raise TruncatedBinlogError(
-                f"event header needs {HEADER_SIZE} bytes, {len(data)} left", file, offset)
-        timestamp, type_code, server_id, size, log_pos, flags = HEADER.unpack_from(data, 0)
-        if size != len(data):
-            raise BinlogError(f"event size field says {size} bytes, got {len(data)}",
-                              file, offset)
+                f"event header needs {HEADER_SIZE} bytes, {n} left", file, offset)
+        timestamp, type_code, server_id, size, log_pos, flags = _HEADER(data, 0)
+        if size != n:
+            raise BinlogError(f"event size field says {size} bytes, got {n}", file, offset)
         header = EventHeader(timestamp, type_code, server_id, size, log_pos, flags, file,
                              offset, payload_index)
         body_end = size
@@ -165,7 +167,8 @@ class EventDecoder:
             body_end = size - 4
             if self.verify_checksums:
                 expected = _U32(data, body_end)[0]
-                actual = zlib.crc32(memoryview(data)[:body_end])
+                # Small events are quicker to copy than to view.
+                actual = _crc32(data[:body_end] if size < 4096 else memoryview(data)[:body_end])
                 if expected != actual:
                     raise ChecksumMismatchError(
                         f"checksum mismatch in {header.type_name} event: stored "

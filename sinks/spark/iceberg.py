@@ -23,6 +23,7 @@ from typing import Any
 
 from changestream.changes import Change, Position
 from changestream.errors import SinkError
+from changestream.sinks.spark.defaults import added_column_defaults
 
 from . import positions
 from .frames import TableRun, changelog_table, rows_table, to_dataframe
@@ -73,6 +74,8 @@ class IcebergLanding:
         self.committed: dict[str, Position | None] = {}  # per Iceberg table
         self.schemas: dict[str, dict[str, str]] = {}  # column -> type, per Iceberg table
         self.renames: dict[str, dict[str, str]] = {}  # source table -> {new: old} from DDL
+        # source table -> {added column: Spark SQL literal its existing rows get}, from DDL
+        self.defaults: dict[str, dict[str, str | None]] = {}
         self.position: Position | None = None
 
     # -- names and state -------------------------------------------------------------
@@ -117,14 +120,19 @@ class IcebergLanding:
     # -- schema ----------------------------------------------------------------------
 
     def note_ddl(self, change: Change) -> None:
-        """Remember column renames a DDL statement names, to tell them from drop + add."""
+        """Remember column renames a DDL statement names, to tell them from drop + add, and
+        the values it gives existing rows in the columns it adds."""
         if not change.sql or not change.database:
             return
+        table = f"{change.database}.{change.table or ''}"
         for m in _RENAME.finditer(change.sql):
             old, new = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
             if old != new:
-                table = change.table or ""
-                self.renames.setdefault(f"{change.database}.{table}", {})[new] = old
+                self.renames.setdefault(table, {})[new] = old
+        commit_ts = change.transaction.commit_ts if change.transaction else None
+        added = added_column_defaults(change.sql, commit_ts)
+        if added:
+            self.defaults.setdefault(table, {}).update(added)
 
     def _table_columns(self, spark: Any, name: str) -> dict[str, str]:
         if name not in self.schemas:
@@ -172,6 +180,10 @@ class IcebergLanding:
                 spark_type = next(f for f in run.fields if f.name == col).spark
                 statements.append(f"ALTER TABLE {name} ADD COLUMN {_q(col)} "
                                   f"{spark_type.simpleString()}")
+                default = self.defaults.get(run.name, {}).get(col)
+                if default is not None and not changelog:
+                    # The server filled the rows it had with the column's default.
+                    statements.append(f"UPDATE {name} SET {_q(col)} = {default}")
         for col, old_type in have.items():
             if col in want and _type(old_type) != want[col]:
                 if not _widens(_type(old_type), want[col]):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import sys
@@ -10,7 +11,7 @@ from typing import BinaryIO
 
 from changestream.changes import Batch, Position
 from changestream.errors import SinkError
-from changestream.records import FORMATS, encode_lines
+from changestream.records import FORMATS, iter_lines
 
 
 class JsonLinesSink:
@@ -71,15 +72,30 @@ class JsonLinesSink:
         if out is None:
             raise SinkError("jsonl sink: write before open")
         stamp = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
-        data = encode_lines(batch.iter_changes(), self.format, stamp)
+        start = out.tell() if self.path is not None else None
         try:
-            out.write(data)
+            # In chunks of about a megabyte: a batch's records can run to hundreds of MB
+            # (each change of a multi-row INSERT carries the whole statement).
+            for chunk in iter_lines(batch.iter_changes(), self.format, stamp):
+                out.write(chunk)
             out.flush()
             if self.fsync and self.path is not None:
                 os.fsync(out.fileno())
-        except OSError as exc:
-            raise SinkError(f"jsonl sink: cannot write {self.path or 'stdout'}: "
-                            f"{exc.strerror}") from None
+        except BaseException as exc:
+            if start is not None:
+                self._take_back(out, start)
+            if isinstance(exc, OSError):
+                raise SinkError(f"jsonl sink: cannot write {self.path or 'stdout'}: "
+                                f"{exc.strerror}") from None
+            raise
+
+    def _take_back(self, out: BinaryIO, start: int) -> None:
+        """Cut the file back to where a failed batch began, so that its retry does not
+        leave the lines written before the failure twice."""
+        with contextlib.suppress(OSError):
+            out.flush()
+        with contextlib.suppress(OSError):
+            out.truncate(start)
 
     def close(self) -> None:
         if self._out is not None and self.path is not None:

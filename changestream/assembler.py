@@ -21,6 +21,7 @@ from typing import Any
 from changestream.changes import Change, Position, TransactionInfo, TransactionPart
 from changestream.ddl import parse_ddl
 from changestream.decoding.events import (
+    FL_STANDALONE,
     Event,
     FormatDescriptionEvent,
     GtidEvent,
@@ -101,9 +102,14 @@ class _Finished:
 
 @dataclass(slots=True)
 class _SchemaShape:
+    schema: TableSchema
     names: tuple[str, ...]
     pk_names: tuple[str, ...] | None
     excluded: frozenset[str]
+    # ``(name, index)`` of the key columns when images can be built straight from the
+    # values (no column left out, names unique), else ``None``.
+    direct_key: tuple[tuple[str, int], ...] | None
+    direct: bool
 
 
 class TransactionAssembler:
@@ -215,11 +221,14 @@ class TransactionAssembler:
         group = self._group
         assert group is not None
         self._group = None
-        end = self._end_of(event)
-        commit_ts = group.commit_ts or _utc(event.header.timestamp)
-        info = self._info(group, end, xid, commit_ts) if group.size else None
-        self._finished.append(_Finished(info, group if info else None, group.gtid, self.file,
-                                        end))
+        h = event.header
+        end = h.offset + h.size if h.payload_index is None else self._payload_end
+        if group.changes or (group.spill is not None and group.spill.count):
+            commit_ts = group.commit_ts or _utc(h.timestamp)
+            info = self._info(group, end, xid, commit_ts)
+            self._finished.append(_Finished(info, group, group.gtid, self.file, end))
+        else:
+            self._finished.append(_Finished(None, None, group.gtid, self.file, end))
 
     def _finish_empty(self, event: Event, gtid: str | None) -> None:
         self._group = None
@@ -268,9 +277,15 @@ class TransactionAssembler:
                    commit_ts=_utc(ts / 1e6) if ts else None)
 
     def _mariadb_gtid(self, event: MariadbGtidEvent) -> None:
-        self._open(event, gtid=event.gtid, began=not event.standalone,
-                   standalone=event.standalone,
-                   xa_id=str(event.xid) if event.xid is not None else None)
+        h = event.header
+        standalone = bool(event.flags2 & FL_STANDALONE)
+        gtid = f"{event.domain_id}-{h.server_id}-{event.seq_no}"
+        if self._group is not None or event.xid is not None:
+            self._open(event, gtid=gtid, began=not standalone, standalone=standalone,
+                       xa_id=str(event.xid) if event.xid is not None else None)
+            return
+        self._group = _Group(self.file, h.offset, h.server_id, gtid, None, not standalone,
+                             standalone)
 
     def _rows_query(self, event: RowsQueryEvent) -> None:
         if self._group is not None:
@@ -395,13 +410,15 @@ class TransactionAssembler:
 
     def _shape(self, schema: TableSchema) -> _SchemaShape:
         shape = self._shapes.get(id(schema))
-        if shape is None:
+        if shape is None or shape.schema is not schema:
             names = schema.column_names
             pk = schema.primary_key
             excluded = (self.filter.excluded_columns(schema.database, schema.table, names)
                         if self.filter else frozenset())
             pk_names = tuple(names[i] for i in pk if names[i] not in excluded) if pk else None
-            shape = _SchemaShape(names, pk_names or None, excluded)
+            direct = not excluded and len(set(names)) == len(names)
+            direct_key = tuple((names[i], i) for i in pk) if direct and pk else None
+            shape = _SchemaShape(schema, names, pk_names or None, excluded, direct_key, direct)
             if len(self._shapes) > 10_000:
                 self._shapes.clear()
             self._shapes[id(schema)] = shape
@@ -414,12 +431,71 @@ class TransactionAssembler:
             return
         group = self._group_for(event)
         shape = self._shape(schema)
-        names, pk_names, excluded = shape.names, shape.pk_names, shape.excluded
-        full = len(event.present) == len(names) and (
-            event.present_after is None or len(event.present_after) == len(names))
+        ncols = len(shape.names)
+        full = len(event.present) == ncols and (
+            event.present_after is None or len(event.present_after) == ncols)
         sql = group.sql
-        file, pos = self.file, event.header.offset
         out = group.changes
+        if full and shape.direct:
+            self._direct_rows(event, shape, sql, out)
+        else:
+            self._image_rows(event, shape, full, sql, out)
+        if len(out) >= self.max_buffered_changes:
+            if group.spill is None:
+                group.spill = SpillFile(self.spill_dir)
+                log.info("transaction at %s offset %d passed %d changes: spilling to disk",
+                         group.file, group.start, self.max_buffered_changes)
+            group.spill.write(out)
+            group.changes = []
+
+    def _direct_rows(self, event: RowsEvent, shape: _SchemaShape, sql: str | None,
+                     out: list[Change]) -> None:
+        """The changes of a rows event whose images log every column, none left out: the
+        images and keys come straight from the values."""
+        schema = event.schema
+        database, table = schema.database, schema.table
+        names = shape.names
+        file, pos = self.file, event.header.offset
+        kind = event.kind
+        append = out.append
+        key = shape.direct_key
+        if kind == "insert" or kind == "delete":
+            insert = kind == "insert"
+            if key is not None and len(key) == 1:
+                (name, index), = key
+                for i, values in enumerate(event.rows):
+                    image = dict(zip(names, values))
+                    pk = {name: values[index]}
+                    if insert:
+                        append(Change(kind, database, table, None, image, pk, sql, file, pos,
+                                      i, 0, False, schema))
+                    else:
+                        append(Change(kind, database, table, image, None, pk, sql, file, pos,
+                                      i, 0, False, schema))
+                return
+            for i, values in enumerate(event.rows):
+                image = dict(zip(names, values))
+                pk = {n: values[j] for n, j in key} if key is not None else None
+                if insert:
+                    append(Change(kind, database, table, None, image, pk, sql, file, pos, i,
+                                  0, False, schema))
+                else:
+                    append(Change(kind, database, table, image, None, pk, sql, file, pos, i,
+                                  0, False, schema))
+            return
+        for i, (old, new) in enumerate(event.rows):
+            pk = {n: new[j] for n, j in key} if key is not None else None
+            append(Change("update", database, table, dict(zip(names, old)),
+                          dict(zip(names, new)), pk, sql, file, pos, i, 0, False, schema))
+
+    def _image_rows(self, event: RowsEvent, shape: _SchemaShape, full: bool,
+                    sql: str | None, out: list[Change]) -> None:
+        """The changes of a rows event in general: columns not logged (``ABSENT``) or left
+        out by the filter."""
+        schema = event.schema
+        database, table = schema.database, schema.table
+        names, pk_names, excluded = shape.names, shape.pk_names, shape.excluded
+        file, pos = self.file, event.header.offset
         kind = event.kind
 
         def image(values: list[Any]) -> dict[str, Any]:
@@ -454,13 +530,6 @@ class TransactionAssembler:
                     pk = key(before)
                 out.append(Change("update", database, table, before, after, pk, sql, file,
                                   pos, i, schema=schema))
-        if len(out) >= self.max_buffered_changes:
-            if group.spill is None:
-                group.spill = SpillFile(self.spill_dir)
-                log.info("transaction at %s offset %d passed %d changes: spilling to disk",
-                         group.file, group.start, self.max_buffered_changes)
-            group.spill.write(out)
-            group.changes = []
 
     # -- output --------------------------------------------------------------------------
 
@@ -472,10 +541,30 @@ class TransactionAssembler:
         parts: list[TransactionPart] = []
         count = 0
         boundary_moved = False
-        while self._finished:
-            done = self._finished.popleft()
-            if done.info is not None and done.group is not None:
-                for part in self._parts(done.info, done.group, max_changes):
+        finished = self._finished
+        while finished:
+            done = finished.popleft()
+            group = done.group
+            if done.info is not None and group is not None:
+                changes = group.changes
+                if group.spill is None and len(changes) <= max_changes:
+                    # The whole transaction in one part (most are).
+                    if parts and count + len(changes) > max_changes:
+                        yield parts, self._position() if boundary_moved else None
+                        parts, count, boundary_moved = [], 0, False
+                    info = done.info
+                    for seq, change in enumerate(changes):
+                        change.seq = seq
+                        change.transaction = info
+                    if changes:
+                        changes[-1].last = True
+                    group.changes = []
+                    parts.append(TransactionPart(info, changes, True))
+                    count += len(changes)
+                    self._advance(done)
+                    boundary_moved = True
+                    continue
+                for part in self._parts(done.info, group, max_changes):
                     if parts and count + len(part.changes) > max_changes:
                         yield parts, self._position() if boundary_moved else None
                         parts, count, boundary_moved = [], 0, False

@@ -7,8 +7,12 @@ binlog holds only its own events: read from ``server.binlog_position()`` taken f
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -52,3 +56,27 @@ def fresh_database(request: pytest.FixtureRequest, server: EmbeddedMariaDB | Pri
     name = re.sub(r"\W", "_", request.node.name)[:64]
     server.execute([f"DROP DATABASE IF EXISTS `{name}`", f"CREATE DATABASE `{name}`"])
     return name
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark session (with the Iceberg runtime) for every Spark test of the run.
+
+    Spark hands TIMESTAMP values to Python as naive local times: local time is made UTC.
+    """
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pyarrow")
+    if shutil.which("java") is None:
+        skip_or_fail("no java: the Spark sink tests need a JRE")
+    from changestream.sinks.spark.jars import iceberg_jars
+    from changestream.sinks.spark.session import start_session
+
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    session = start_session("local[2]", {"spark.sql.shuffle.partitions": "2",
+                                         "spark.default.parallelism": "2",
+                                         "spark.ui.showConsoleProgress": "false"},
+                            iceberg_jars(), "changestream-tests")
+    yield session
+    session.stop()
+    os.environ.pop("SPARK_LOCAL_IP", None)

@@ -7,9 +7,6 @@ transaction assembler builds them (TransactionInfo, seq, last, position on compl
 from __future__ import annotations
 
 import datetime as dt
-import os
-import shutil
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -26,19 +23,6 @@ UTF8MB4 = 255
 BINARY = 63
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    if shutil.which("java") is None:
-        pytest.skip("no java: the Spark sink tests need a JRE")
-    from changestream.sinks.spark.jars import iceberg_jars
-    from changestream.sinks.spark.session import start_session
-
-    session = start_session("local[2]", {"spark.sql.shuffle.partitions": "2",
-                                         "spark.default.parallelism": "2"},
-                            iceberg_jars(), "changestream-tests")
-    yield session
-    session.stop()
-    os.environ.pop("SPARK_LOCAL_IP", None)
 
 
 def col(index: int, name: str, type_code: int, **kw: Any) -> Column:

@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -136,7 +137,7 @@ def main() -> int:
     parser.add_argument("--wide", action="store_true", help="40 columns instead of 8")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="changestream-bench-"))
+    work = Path(tempfile.mkdtemp(prefix="changestream-bench-"))  # removed at the end
     figures: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},
@@ -191,6 +192,7 @@ def main() -> int:
               f"{r['peak_rss_mb']:8.1f}  {ratios}")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
+    shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

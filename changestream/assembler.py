@@ -559,12 +559,15 @@ class TransactionAssembler:
                     if changes:
                         changes[-1].last = True
                     group.changes = []
-                    parts.append(TransactionPart(info, changes, True))
+                    parts.append(TransactionPart(info, changes, True,
+                                                 Position(done.file, done.end)))
                     count += len(changes)
                     self._advance(done)
                     boundary_moved = True
                     continue
                 for part in self._parts(done.info, group, max_changes):
+                    if part.complete:
+                        part.position = Position(done.file, done.end)
                     if parts and count + len(part.changes) > max_changes:
                         yield parts, self._position() if boundary_moved else None
                         parts, count, boundary_moved = [], 0, False

@@ -97,7 +97,8 @@ class TransactionPart:
     """Some or all changes of one committed transaction, in order.
 
     ``complete`` is true on the last part of a transaction; ``position`` (set on complete
-    parts) is the boundary just after it.
+    parts) is where the transaction ends in the binlog: file and offset, for ordering and
+    per-table bookkeeping (the GTID set to resume from is on :attr:`Batch.position`).
     """
 
     info: TransactionInfo

@@ -4,8 +4,12 @@ of its values must decode to."""
 from __future__ import annotations
 
 import datetime as dt
+import time
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
+
+from changestream.decoding.events import Event, RowsEvent, TransactionPayloadEvent
 
 COMMON_COLUMNS = """
   id INT PRIMARY KEY,
@@ -49,3 +53,23 @@ def types_table(server: Any, db: str) -> None:
         f"CREATE TABLE `{db}`.types ({COMMON_COLUMNS}{extra})",
         f"INSERT INTO `{db}`.types VALUES ({COMMON_VALUES}{extra_values})",
     ])
+
+
+def inserted_ids(events: list[Event], db: str) -> list[int]:
+    """The first column of every row inserted into ``db`` (inside compressed events too)."""
+    ids = []
+    for event in events:
+        inner = event.events if isinstance(event, TransactionPayloadEvent) else [event]
+        for e in inner:
+            if isinstance(e, RowsEvent) and e.kind == "insert" and e.schema.database == db:
+                ids.extend(row[0] for row in e.rows)
+    return ids
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0) -> None:
+    """Poll ``predicate`` until it is true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.02)

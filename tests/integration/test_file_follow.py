@@ -12,20 +12,11 @@ from typing import Any
 
 import pytest
 
-from changestream.decoding.events import Event, RowsEvent, TransactionPayloadEvent
+from changestream.decoding.events import Event
 from changestream.sources.files import FileSource
+from tests.workloads import inserted_ids
 
 pytestmark = pytest.mark.integration
-
-
-def _inserted_ids(events: list[Event], db: str) -> list[int]:
-    ids = []
-    for event in events:
-        inner = event.events if isinstance(event, TransactionPayloadEvent) else [event]
-        for e in inner:
-            if isinstance(e, RowsEvent) and e.kind == "insert" and e.schema.database == db:
-                ids.extend(row[0] for row in e.rows)
-    return ids
 
 
 @contextmanager
@@ -78,9 +69,9 @@ def test_following_a_file_sees_new_transactions_and_stops(server: Any, table: st
     with _following(source) as seen:
         for i in (1, 2, 3):
             server.execute(f"INSERT INTO `{table}`.t VALUES ({i})")
-            assert _wait_for(lambda i=i: _inserted_ids(list(seen), table)[-1:] == [i]), (
+            assert _wait_for(lambda i=i: inserted_ids(list(seen), table)[-1:] == [i]), (
                 f"row {i} did not arrive")
-    assert _inserted_ids(seen, table) == [1, 2, 3]
+    assert inserted_ids(seen, table) == [1, 2, 3]
     assert {e.header.file for e in seen} == {str(path)}
 
 
@@ -93,8 +84,8 @@ def test_following_crosses_rotate_into_the_next_file(server: Any, table: str) ->
         server.execute(f"INSERT INTO `{table}`.t VALUES (2)")
         server.execute("FLUSH BINARY LOGS")
         server.execute(f"INSERT INTO `{table}`.t VALUES (3)")
-        assert _wait_for(lambda: _inserted_ids(list(seen), table) == [1, 2, 3]), (
-            _inserted_ids(list(seen), table))
+        assert _wait_for(lambda: inserted_ids(list(seen), table) == [1, 2, 3]), (
+            inserted_ids(list(seen), table))
     files = server.binlog_files()
     expected = [str(p) for p in files[files.index(path):]]
     assert list(dict.fromkeys(e.header.file for e in seen)) == expected
@@ -108,8 +99,8 @@ def test_following_a_directory_goes_on_after_the_start_file(server: Any, table: 
         server.execute(f"INSERT INTO `{table}`.t VALUES (1)")
         server.execute("FLUSH BINARY LOGS")
         server.execute(f"INSERT INTO `{table}`.t VALUES (2)")
-        assert _wait_for(lambda: _inserted_ids(list(seen), table) == [1, 2]), (
-            _inserted_ids(list(seen), table))
+        assert _wait_for(lambda: inserted_ids(list(seen), table) == [1, 2]), (
+            inserted_ids(list(seen), table))
     names = [Path(e.header.file or "").name for e in seen]
     files = [p.name for p in server.binlog_files()]
     assert list(dict.fromkeys(names)) == files[files.index(path.name):]

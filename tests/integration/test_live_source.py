@@ -12,19 +12,14 @@ from changestream.decoding.events import Event, RowsEvent, TransactionPayloadEve
 from changestream.scan import scan_transactions
 from changestream.sources.files import FileSource
 from changestream.sources.live import LiveSource, StartPosition
-from tests.workloads import COMMON_COLUMNS, COMMON_VALUES, EXPECTED
+from tests.workloads import EXPECTED, types_table
 
 pytestmark = pytest.mark.integration
 
 def _workload(server: Any, db: str) -> None:
     mariadb = "mariadb" in server.url
-    extra = ", u UUID, ip INET6" if mariadb else ", vec VECTOR(3)"
-    extra_values = (", '6ccd780c-baba-1026-9564-5b8c656024db', '2001:db8::'"
-                    if mariadb else ", TO_VECTOR('[1.5, 2, -3]')")
+    types_table(server, db)
     server.execute([
-        "SET time_zone = '+00:00'",
-        f"CREATE TABLE `{db}`.types ({COMMON_COLUMNS}{extra})",
-        f"INSERT INTO `{db}`.types VALUES ({COMMON_VALUES}{extra_values})",
         f"CREATE TABLE `{db}`.acct (id INT PRIMARY KEY, n INT) ENGINE=InnoDB",
         f"CREATE TABLE `{db}`.log (id INT PRIMARY KEY, msg VARCHAR(20)) ENGINE=MyISAM",
         "BEGIN",

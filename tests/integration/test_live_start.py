@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from changestream.decoding import event_types as et
-from changestream.decoding.events import Event, RowsEvent, TransactionPayloadEvent
+from changestream.decoding.events import Event
 from changestream.scan import scan_transactions
 from changestream.sources.files import FileSource
 from changestream.sources.live import LiveSource, StartPosition
+from tests.workloads import inserted_ids
 
 pytestmark = pytest.mark.integration
 
@@ -32,16 +33,6 @@ def _write(server: Any, db: str, ids: tuple[int, ...]) -> None:
         server.execute(f"INSERT INTO `{db}`.t VALUES ({i})")
     server.execute(["BEGIN", f"INSERT INTO `{db}`.t VALUES ({ids[-1]})",
                     f"UPDATE `{db}`.t SET id = id WHERE id = {ids[-1]}", "COMMIT"])
-
-
-def _inserted_ids(events: list[Event], db: str) -> list[int]:
-    ids = []
-    for event in events:
-        inner = event.events if isinstance(event, TransactionPayloadEvent) else [event]
-        for e in inner:
-            if isinstance(e, RowsEvent) and e.kind == "insert" and e.schema.database == db:
-                ids.extend(row[0] for row in e.rows)
-    return ids
 
 
 def _gtids(events: list[Event]) -> list[str]:
@@ -70,7 +61,7 @@ def test_from_mysql_gtid_set_only_later_transactions_arrive(server: Any, table: 
     after = server.binlog_position()
     _write(server, table, AFTER)
     events = _read_to_end(server, f"gtid:{executed}")
-    assert _inserted_ids(events, table) == list(AFTER)
+    assert inserted_ids(events, table) == list(AFTER)
     assert _gtids(events) == _gtids_in_files_after(server, after)
     assert len(_gtids(events)) == len(AFTER)
 
@@ -82,7 +73,7 @@ def test_from_mariadb_gtid_state_only_later_transactions_arrive(server: Any, tab
     after = server.binlog_position()
     _write(server, table, AFTER)
     events = _read_to_end(server, f"gtid:{state}")
-    assert _inserted_ids(events, table) == list(AFTER)
+    assert inserted_ids(events, table) == list(AFTER)
     assert _gtids(events) == _gtids_in_files_after(server, after)
     assert len(_gtids(events)) == len(AFTER)
 
@@ -92,7 +83,7 @@ def test_from_file_and_position_only_later_transactions_arrive(server: Any, tabl
     file, pos = server.binlog_position()
     _write(server, table, AFTER)
     events = _read_to_end(server, f"{file}:{pos}")
-    assert _inserted_ids(events, table) == list(AFTER)
+    assert inserted_ids(events, table) == list(AFTER)
     assert _gtids(events) == _gtids_in_files_after(server, (file, pos))
     first = next(e for e in events if not e.header.artificial
                  and e.header.type_code != et.FORMAT_DESCRIPTION)  # the server sends it first
@@ -121,7 +112,7 @@ def test_from_latest_nothing_older_arrives_and_new_writes_do(server: Any, table:
         time.sleep(0.01)  # until the start position is resolved and the dump requested
     assert source.file is not None, failure
     _write(server, table, AFTER)
-    while _inserted_ids(list(seen), table) != list(AFTER) and time.monotonic() < deadline:
+    while inserted_ids(list(seen), table) != list(AFTER) and time.monotonic() < deadline:
         time.sleep(0.05)
     stopped = time.monotonic()
     source.stop()
@@ -129,5 +120,5 @@ def test_from_latest_nothing_older_arrives_and_new_writes_do(server: Any, table:
     assert not reader.is_alive(), "stop() did not end a blocked live source"
     assert time.monotonic() - stopped < 2.0
     assert not failure, failure
-    assert _inserted_ids(seen, table) == list(AFTER)
+    assert inserted_ids(seen, table) == list(AFTER)
     assert len(_gtids(seen)) == len(AFTER)

@@ -18,6 +18,7 @@ from changestream.errors import PurgedPositionError
 from changestream.filters import ChangeFilter
 from changestream.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
+from tests.workloads import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -26,14 +27,6 @@ def _records(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [orjson.loads(line) for line in path.read_bytes().splitlines()]
-
-
-def _wait_for(predicate: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.02)
 
 
 def _cli(*args: str) -> list[str]:
@@ -53,13 +46,13 @@ def test_reconnects_after_the_server_drops_the_connection(
     router.start()
     try:
         server.execute([f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(1, 51)])
-        _wait_for(lambda: len(_records(out)) >= 51)
+        wait_for(lambda: len(_records(out)) >= 51)
         dumps = [row[0] for row in server.execute("SHOW PROCESSLIST")
                  if row[4] and "Binlog Dump" in str(row[4])]
         assert dumps, "no binlog dump thread to kill"
         server.execute([f"KILL CONNECTION {thread}" for thread in dumps])
         server.execute([f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(51, 101)])
-        _wait_for(lambda: len(_records(out)) >= 101)
+        wait_for(lambda: len(_records(out)) >= 101)
         time.sleep(0.3)  # anything delivered twice would show up by now
     finally:
         router.stop()
@@ -129,7 +122,7 @@ def test_sigterm_delivers_what_is_read_saves_the_position_and_exits_0(
                                stderr=subprocess.PIPE)
     try:
         server.execute([f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(1, 21)])
-        _wait_for(lambda: len(_records(out)) >= 21)
+        wait_for(lambda: len(_records(out)) >= 21)
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=30)
     finally:

@@ -23,18 +23,11 @@ from changestream.filters import ChangeFilter
 from changestream.preflight import PreflightError
 from changestream.router import Router, RouterSettings
 from changestream.sinks.callback import CallbackSink
+from tests.workloads import wait_for
 
 pytestmark = pytest.mark.integration
 
 PLUGIN_SITE = Path(__file__).parents[1] / "plugins" / "site"
-
-
-def _wait_for(predicate: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.02)
 
 
 # -- pre-flight ------------------------------------------------------------------------------
@@ -111,7 +104,7 @@ def test_control_endpoint_reports_status_metrics_and_pauses(
     router.start()
     try:
         mariadb.execute([f"INSERT INTO {db}.t VALUES ({i})" for i in range(1, 6)])
-        _wait_for(lambda: len(delivered) == 5)
+        wait_for(lambda: len(delivered) == 5)
         assert _http(control.port, "GET", "/status")[0] == 401
         assert _http(control.port, "GET", "/status", "wrong")[0] == 401
         code, body = _http(control.port, "GET", "/status", "s3cret")
@@ -133,7 +126,7 @@ def test_control_endpoint_reports_status_metrics_and_pauses(
         assert len(delivered) == 5, "delivered while paused"
         assert orjson.loads(_http(control.port, "GET", "/status", "s3cret")[1])["paused"]
         assert _http(control.port, "POST", "/resume", "s3cret")[0] == 200
-        _wait_for(lambda: len(delivered) == 8)
+        wait_for(lambda: len(delivered) == 8)
         assert delivered == list(range(1, 9))
     finally:
         router.stop()
@@ -152,8 +145,8 @@ def test_run_serves_the_control_endpoint(mariadb: Any, tmp_path: Path) -> None:
                                 f"jsonl:{tmp_path / 'out.jsonl'}", "--control-port", str(port)],
                                stderr=subprocess.PIPE)
     try:
-        _wait_for(lambda: _probe(port), timeout=30)
-        _wait_for(lambda: orjson.loads(_http(port, "GET", "/status")[1])["connected"])
+        wait_for(lambda: _probe(port), timeout=30)
+        wait_for(lambda: orjson.loads(_http(port, "GET", "/status")[1])["connected"])
         status = orjson.loads(_http(port, "GET", "/status")[1])
         assert status["source"] == mariadb.url and status["seconds_behind"] == 0.0
     finally:

@@ -462,17 +462,22 @@ class Router:
             raise SourceError(f"cannot connect to {c.get('host')}:{c.get('port')}: "
                               f"{exc.args[-1] if exc.args else exc}") from None
 
-    def _source(self, start: StartPosition, decoder: EventDecoder) -> FileSource | LiveSource:
+    def _source(self, start: StartPosition, decoder: EventDecoder, *,
+                follow: bool | None = None) -> FileSource | LiveSource:
+        """A source from ``start``; ``follow`` (default: unless ``until`` is set) waits for
+        new events at the end instead of ending there."""
         s = self.settings
+        if follow is None:
+            follow = s.until is None
         if self.spec.kind == "files":
             if start.kind == "gtid":
                 raise ConfigError("a file source starts at 'earliest' or FILE:POS, not a GTID")
             return FileSource(self.spec.paths,
                               start_file=start.file if start.kind == "file" else None,
                               start_pos=start.pos if start.kind == "file" else 4,
-                              follow=s.until is None, decoder=decoder)
+                              follow=follow, decoder=decoder)
         return LiveSource(self.spec.connection, start, server_id=s.server_id,
-                          blocking=s.until is None, heartbeat_seconds=s.heartbeat_seconds,
+                          blocking=follow, heartbeat_seconds=s.heartbeat_seconds,
                           verify_checksums=s.verify_checksums, decoder=decoder)
 
     def _catalog_lookup(self) -> Any:
@@ -511,14 +516,12 @@ class Router:
             file, _, pos = where.rpartition(":")
             decoder = EventDecoder(schema_resolver=lambda sc, h: column_ref.ask(
                 ResolveSchema(sc, h)))
-            reader = TransactionAssembler(max_buffered_changes=self.settings.
-                                          max_buffered_changes, spill_dir=self.settings.spill_dir)
-            settings_until = self.settings.until
-            self.settings.until = "caught-up"
-            try:
-                source = self._source(StartPosition("file", file=file, pos=int(pos)), decoder)
-            finally:
-                self.settings.until = settings_until
+            reader = TransactionAssembler(
+                change_filter=self.settings.filter,
+                max_buffered_changes=self.settings.max_buffered_changes,
+                spill_dir=self.settings.spill_dir)
+            source = self._source(StartPosition("file", file=file, pos=int(pos)), decoder,
+                                  follow=False)
             try:
                 for event in source:
                     reader.feed(event)

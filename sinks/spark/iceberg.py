@@ -17,17 +17,23 @@ from the previous batch, and each table skips the transactions its own last comm
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from typing import Any
 
 from changestream.changes import Change, Position
+from changestream.ddl import parse_ddl
 from changestream.errors import SinkError
 from changestream.sinks.spark.defaults import added_column_defaults
 
 from . import positions
 from .frames import TableRun, changelog_table, rows_table, to_dataframe
 from .types import METADATA, METADATA_NAMES, FieldMapping
+
+logger = logging.getLogger("changestream.sinks.spark")
+# DDL that changes which rows a table holds or what it is called: mirrors do not follow it.
+_NOT_MIRRORED = frozenset({"truncate_table", "rename_table", "drop_table"})
 
 PROPERTY = "changestream.position"
 CHANGELOG_SUFFIX = "__changelog"
@@ -129,6 +135,12 @@ class IcebergLanding:
             old, new = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
             if old != new:
                 self.renames.setdefault(table, {})[new] = old
+        ddl = parse_ddl(change.sql, change.database)
+        if ddl is not None and ddl.kind in _NOT_MIRRORED:
+            logger.warning("spark sink (iceberg): %s is not applied to the mirror tables "
+                           "(%s): they no longer equal the source; re-create them from a "
+                           "snapshot", ddl.kind.replace("_", " ").upper(),
+                           ", ".join(str(t) for t in ddl.tables) or change.database)
         commit_ts = change.transaction.commit_ts if change.transaction else None
         added = added_column_defaults(change.sql, commit_ts)
         if added:

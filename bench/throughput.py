@@ -41,7 +41,7 @@ NARROW = ("id BIGINT PRIMARY KEY, qty INT, name VARCHAR(40), price DECIMAL(12,2)
 
 def _wide_columns() -> str:
     kinds = ["INT", "VARCHAR(40)", "DECIMAL(12,2)", "DATETIME(6)", "DOUBLE", "TINYINT",
-             "BIGINT", "VARCHAR(20) CHARACTER SET utf8mb4"]
+             "BIGINT", "VARCHAR(40) CHARACTER SET utf8mb4"]
     cols = ["id BIGINT PRIMARY KEY"]
     cols += [f"c{i} {kinds[i % len(kinds)]}" for i in range(1, 40)]
     return ", ".join(cols)

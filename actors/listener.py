@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import pykka
 
-from changestream.boundary import BoundaryType, TransactionBoundaryParser
+from changestream.boundary import BoundaryType, ParserState, TransactionBoundaryParser
 from changestream.ddl import parse_ddl
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import EventDecoder
@@ -47,6 +47,12 @@ TRANSACTION_EVENTS = frozenset({
     et.XA_PREPARE, et.TRANSACTION_PAYLOAD, et.FORMAT_DESCRIPTION, et.PREVIOUS_GTIDS,
     et.MARIADB_GTID_LIST, et.INCIDENT, *et.ROWS_KINDS,
 })
+
+
+# Inside a DML transaction these never change the boundary parser's state (STATEMENT in
+# DML stays DML), so the listener skips the parser for them: most events are these.
+_ROW_STATEMENTS = frozenset({et.TABLE_MAP, et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS,
+                             *et.ROWS_KINDS})
 
 
 class Source(Protocol):
@@ -184,7 +190,10 @@ class Listener:
                 h = event.header
                 code = h.type_code
                 stats.caught_up = False
-                boundary = parser.feed(event)
+                if code in _ROW_STATEMENTS and parser.state is ParserState.DML:
+                    boundary = BoundaryType.STATEMENT  # what feed() would say, cheaper
+                else:
+                    boundary = parser.feed(event)
                 if code == et.QUERY and boundary is BoundaryType.STATEMENT:
                     self._schema_change(event, decoder)  # type: ignore[arg-type]
                 if code in wanted:

@@ -176,20 +176,22 @@ class Listener:
         stats = self.stats
         wanted = TRANSACTION_EVENTS
         inside = False
+        h: EventHeader | None = None  # the last event read
         try:
             for event in source.stream():
                 if not stats.connected:
                     stats.connected = self._ever_connected = True
                 if event is None:
-                    stats.caught_up = True
                     if batch:
-                        self._send(batch)
+                        self._send(batch, h)
                         batch, at_boundary, batch_bytes = [], 0, 0
+                    elif h is not None:
+                        self._note_read(h)
+                    stats.caught_up = True
                     self._wait_if_paused()
                     continue
                 h = event.header
                 code = h.type_code
-                stats.caught_up = False
                 if code in _ROW_STATEMENTS and parser.state is ParserState.DML:
                     boundary = BoundaryType.STATEMENT  # what feed() would say, cheaper
                 else:
@@ -205,25 +207,22 @@ class Listener:
                     self.boundary = (h.file or "", h.end)
                     at_boundary = len(batch)
                     if len(batch) >= self.batch_events or batch_bytes >= self.batch_bytes:
-                        self._send(batch)
+                        self._send(batch, h)
                         batch, at_boundary, batch_bytes = [], 0, 0
                         self._wait_if_paused()
                 elif batch_bytes >= self.batch_bytes:
                     # Inside a big transaction: pass it on in pieces (the Transaction actor
                     # spills it) rather than hold all its decoded rows here.
-                    self._send(batch)
+                    self._send(batch, h)
                     batch, at_boundary, batch_bytes = [], 0, 0
-                if code != et.HEARTBEAT and h.timestamp:
-                    stats.last_event_ts = h.timestamp
-                stats.read_file, stats.read_pos = h.file, h.end
         except SourceError:
             if batch[:at_boundary]:
-                self._send(batch[:at_boundary])
+                self._send(batch[:at_boundary], None)
             if inside or at_boundary < len(batch):
                 self.transaction.tell(ResetOpenTransaction())
             raise
         if batch:
-            self._send(batch)
+            self._send(batch, h)
 
     def _schema_change(self, event: QueryEvent, decoder: EventDecoder | None) -> None:
         ddl = parse_ddl(event.query, event.database)
@@ -233,7 +232,17 @@ class Listener:
         if decoder is not None:
             decoder.forget_table_maps()
 
-    def _send(self, batch: list[Event]) -> None:
+    def _note_read(self, h: EventHeader) -> None:
+        """Where reading has got to (for status): updated per batch, not per event."""
+        stats = self.stats
+        stats.caught_up = False
+        if h.timestamp and h.type_code != et.HEARTBEAT:
+            stats.last_event_ts = h.timestamp
+        stats.read_file, stats.read_pos = h.file, h.end
+
+    def _send(self, batch: list[Event], last: EventHeader | None) -> None:
+        if last is not None:
+            self._note_read(last)
         self.credits.take()
         self.stats.events_read += len(batch)
         self.transaction.tell(EventBatch(batch))

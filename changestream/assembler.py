@@ -134,6 +134,7 @@ class TransactionAssembler:
         self.flavor: str | None = None
         self.file = ""
         self._file_path: str | None = None
+        self._payload_end = 0  # end of the TRANSACTION_PAYLOAD whose inner events are fed
         self._group: _Group | None = None
         self._held_xa: dict[str, tuple[_Group, str]] = {}
         self._pending_positions: dict[str, str] = {}
@@ -212,17 +213,17 @@ class TransactionAssembler:
                                group.server_id, group.file, group.start, end)
 
     def _end_of(self, event: Event) -> int:
+        """Where a transaction ending with ``event`` ends: after it, or after the compressed
+        TRANSACTION_PAYLOAD it came in."""
         h = event.header
         return h.end if h.payload_index is None else self._payload_end
-
-    _payload_end = 0
 
     def _commit(self, event: Event, xid: int | str | None = None) -> None:
         group = self._group
         assert group is not None
         self._group = None
         h = event.header
-        end = h.offset + h.size if h.payload_index is None else self._payload_end
+        end = self._end_of(event)
         if group.changes or (group.spill is not None and group.spill.count):
             commit_ts = group.commit_ts or _utc(h.timestamp)
             info = self._info(group, end, xid, commit_ts)
@@ -544,30 +545,8 @@ class TransactionAssembler:
         finished = self._finished
         while finished:
             done = finished.popleft()
-            group = done.group
-            if done.info is not None and group is not None:
-                changes = group.changes
-                if group.spill is None and len(changes) <= max_changes:
-                    # The whole transaction in one part (most are).
-                    if parts and count + len(changes) > max_changes:
-                        yield parts, self._position() if boundary_moved else None
-                        parts, count, boundary_moved = [], 0, False
-                    info = done.info
-                    for seq, change in enumerate(changes):
-                        change.seq = seq
-                        change.transaction = info
-                    if changes:
-                        changes[-1].last = True
-                    group.changes = []
-                    parts.append(TransactionPart(info, changes, True,
-                                                 Position(done.file, done.end)))
-                    count += len(changes)
-                    self._advance(done)
-                    boundary_moved = True
-                    continue
-                for part in self._parts(done.info, group, max_changes):
-                    if part.complete:
-                        part.position = Position(done.file, done.end)
+            if done.info is not None and done.group is not None:
+                for part in self._parts(done, max_changes):
                     if parts and count + len(part.changes) > max_changes:
                         yield parts, self._position() if boundary_moved else None
                         parts, count, boundary_moved = [], 0, False
@@ -578,18 +557,33 @@ class TransactionAssembler:
         if parts or boundary_moved:
             yield parts, self._position() if boundary_moved else None
 
-    def _parts(self, info: TransactionInfo, group: _Group,
-               max_changes: int) -> Iterator[TransactionPart]:
+    def _parts(self, done: _Finished, max_changes: int) -> Iterator[TransactionPart]:
+        """A finished transaction's changes, numbered and stamped, in parts of at most
+        ``max_changes``; the last part is ``complete`` and says where the transaction ends."""
+        info, group = done.info, done.group
+        assert info is not None and group is not None
+        end = Position(done.file, done.end)
+        changes = group.changes
+        if group.spill is None and len(changes) <= max_changes:
+            # The whole transaction in one part (most are): no chunking, no spill file.
+            for seq, change in enumerate(changes):
+                change.seq = seq
+                change.transaction = info
+            if changes:
+                changes[-1].last = True
+            group.changes = []
+            yield TransactionPart(info, changes, True, end)
+            return
         total = group.size
         seq = 0
         chunks: Iterator[list[Change]]
         if group.spill is not None:
-            if group.changes:
-                group.spill.write(group.changes)
+            if changes:
+                group.spill.write(changes)
                 group.changes = []
             chunks = group.spill.read()
         else:
-            chunks = iter([group.changes])
+            chunks = iter([changes])
         try:
             for chunk in chunks:
                 for start in range(0, len(chunk), max_changes):
@@ -599,9 +593,10 @@ class TransactionAssembler:
                         change.seq = seq
                         change.transaction = info
                         seq += 1
-                    if seq == total:
+                    complete = seq == total
+                    if complete:
                         piece[-1].last = True
-                    yield TransactionPart(info, piece, complete=seq == total)
+                    yield TransactionPart(info, piece, complete, end if complete else None)
         finally:
             group.discard()
 

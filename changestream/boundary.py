@@ -180,7 +180,6 @@ class TransactionBoundaryParser:
 
     def __init__(self, on_warning: Callable[[str], None] | None = None):
         self.state = ParserState.NONE
-        self.last_boundary: BoundaryType | None = None
         self.expected_end: int | None = None
         self._gtid_offset: int | None = None
         self.on_warning = on_warning or log.warning
@@ -196,7 +195,6 @@ class TransactionBoundaryParser:
     def feed(self, event: Event) -> BoundaryType:
         """Classify ``event``, move the state and return the event's boundary type."""
         boundary = classify(event)
-        self.last_boundary = boundary
         if boundary is BoundaryType.IGNORE:
             return boundary
         if boundary is BoundaryType.ERROR:

@@ -121,16 +121,12 @@ class ColumnInfo:
         self.lookup = lookup
         self._catalog: dict[tuple[str, str], list[CatalogColumn]] = {}
         self._warned: set[tuple[str, str]] = set()
-        self.schemas: dict[tuple[str, str], TableSchema] = {}
-        self.ddl_applied = 0
 
     def resolve(self, schema: TableSchema, header: EventHeader) -> TableSchema:
         """The full schema for a TABLE_MAP's ``schema`` read at ``header``."""
-        key = (schema.database, schema.table)
-        if not schema.names_logged:
-            schema = self._from_catalog(schema, header)
-        self.schemas[key] = schema
-        return schema
+        if schema.names_logged:
+            return schema
+        return self._from_catalog(schema, header)
 
     def _from_catalog(self, schema: TableSchema, header: EventHeader) -> TableSchema:
         key = (schema.database, schema.table)
@@ -159,14 +155,12 @@ class ColumnInfo:
 
     def apply_ddl(self, ddl: DdlStatement) -> None:
         """Forget what ``ddl`` may have changed, so the next TABLE_MAP reads it again."""
-        self.ddl_applied += 1
         if ddl.kind in ("drop_database", "create_database") and ddl.database:
             for key in [k for k in self._catalog if k[0] == ddl.database]:
                 del self._catalog[key]
         for table in ddl.tables:
             key = (table.database or "", table.table)
             self._catalog.pop(key, None)
-            self.schemas.pop(key, None)
         if ddl.kind == "other":
             self._catalog.clear()
 

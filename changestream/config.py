@@ -167,11 +167,6 @@ def _to_dict(obj: Any) -> Any:
     return obj
 
 
-def _type_name(tp: Any) -> str:
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
-        tp, str(tp))
-
-
 def _coerce(value: Any, tp: Any, key: str, from_text: bool = False) -> Any:
     """``value`` checked (or converted, from environment text) to the field type ``tp``."""
     origin = typing.get_origin(tp)

@@ -3,8 +3,9 @@ entry-point group.
 
 A sink spec is ``NAME[:ARGUMENT]``: ``stdout``, ``jsonl:/path/out.jsonl``,
 ``mypackage.sinks:MySink`` or ``mysink:ARG`` for an adapter registered under ``mysink`` in
-the entry-point group. The factory is called as ``factory(argument, **options)``
-(``argument`` is ``None`` when the spec has none).
+the entry-point group. Built-in and entry-point factories are called as
+``factory(argument, **options)`` (``argument`` is ``None`` when the spec has none); a
+``module:Class`` as ``Class(**options)``.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def _known() -> str:
 
 
 def sink_factory(spec: str) -> tuple[Callable[..., SinkAdapter], str | None]:
-    """The factory a sink spec names and its argument."""
+    """The factory a sink spec names, to call as ``factory(argument, **options)``, and the
+    argument (``None`` when the spec has none)."""
     name, sep, argument = spec.partition(":")
     arg = argument if sep else None
     if name in BUILTIN:
@@ -75,8 +77,9 @@ def sink_factory(spec: str) -> tuple[Callable[..., SinkAdapter], str | None]:
         if ep.name == name:
             return ep.load(), arg
     if (sep and "." in name) or (sep and argument and argument.isidentifier()):
-        # module:Class (the class gets no argument)
-        return _load_object(name, argument, spec), None
+        # module:Class: the class takes the options only (the spec's text names it)
+        cls = _load_object(name, argument, spec)
+        return (lambda _argument, **options: cls(**options)), None
     raise ConfigError(f"sink {spec!r}: unknown sink {name!r} ({_known()}, or module:Class)")
 
 
@@ -84,8 +87,7 @@ def make_sink(spec: str, **options: Any) -> SinkAdapter:
     """A sink adapter from its spec; ``options`` are passed to its factory."""
     factory, argument = sink_factory(spec)
     try:
-        sink = factory(argument, **options) if argument is not None else _call(factory,
-                                                                                 options)
+        sink = factory(argument, **options)
     except ConfigError:
         raise
     except Exception as exc:
@@ -94,9 +96,3 @@ def make_sink(spec: str, **options: Any) -> SinkAdapter:
         if not callable(getattr(sink, method, None)):
             raise ConfigError(f"sink {spec!r}: {type(sink).__name__} has no {method}() method")
     return sink
-
-
-def _call(factory: Callable[..., SinkAdapter], options: dict[str, Any]) -> SinkAdapter:
-    if factory in BUILTIN.values():
-        return factory(None, **options)
-    return factory(**options)

@@ -100,6 +100,13 @@ def _ts(value: dt.datetime | None) -> str | None:
 def change_record(change: Change, ts: str) -> dict[str, Any]:
     """A change in changestream's format (``ts``: when the router wrote it)."""
     t = change.transaction
+    return _record(change, ts, change.sql, _ts(t.commit_ts) if t is not None else None)
+
+
+def _record(change: Change, ts: str, sql: Any, commit_ts: str | None) -> dict[str, Any]:
+    """``change_record`` with the statement (possibly pre-encoded) and the commit time
+    given, so changes that share them do not convert them again."""
+    t = change.transaction
     return {
         "op": change.op,
         "database": change.database,
@@ -107,10 +114,10 @@ def change_record(change: Change, ts: str) -> dict[str, Any]:
         "before": change.before,
         "after": change.after,
         "primary_key": change.primary_key,
-        "sql": change.sql,
+        "sql": sql,
         "transaction": {
             "id": t.id, "gtid": t.gtid, "xid": t.xid, "seq": change.seq, "size": t.size,
-            "last": change.last, "commit_ts": _ts(t.commit_ts),
+            "last": change.last, "commit_ts": commit_ts,
         } if t is not None else None,
         "position": {"file": change.file, "pos": change.pos, "row": change.row},
         "ts": ts,
@@ -207,18 +214,4 @@ def _change_records(changes: Iterable[Change], stamp: str) -> Iterator[dict[str,
             sql_text = change.sql
             sql = orjson.Fragment(orjson.dumps(sql_text)) \
                 if sql_text is not None and len(sql_text) > _SHARED_SQL else sql_text
-        yield {
-            "op": change.op,
-            "database": change.database,
-            "table": change.table,
-            "before": change.before,
-            "after": change.after,
-            "primary_key": change.primary_key,
-            "sql": sql,
-            "transaction": {
-                "id": t.id, "gtid": t.gtid, "xid": t.xid, "seq": change.seq, "size": t.size,
-                "last": change.last, "commit_ts": commit_ts,
-            } if t is not None else None,
-            "position": {"file": change.file, "pos": change.pos, "row": change.row},
-            "ts": stamp,
-        }
+        yield _record(change, stamp, sql, commit_ts)

@@ -140,11 +140,7 @@ class _Stream:
         self.decoder = decoder
 
     def stream(self) -> Iterator[Event | None]:
-        stream = getattr(self.source, "stream", None)
-        if stream is not None:
-            yield from stream()
-        else:
-            yield from self.source
+        return self.source.stream()
 
     def stop(self) -> None:
         self.source.stop()
@@ -384,9 +380,11 @@ class Router:
         if resume is not None:
             gtid = (parse_gtid_progress(resume.gtid_set, resume.flavor == "mariadb")
                     if resume.gtid_set is not None else None)
-            if self.spec.kind == "server" and resume.gtid_set is not None and not resume.file:
-                return gtid, StartPosition("gtid", gtid=resume.gtid_set)
-            if self.spec.kind == "server" and resume.gtid_set and resume.flavor == "mysql":
+            # A server resumes by GTID where it can (MySQL's sets survive failover; an
+            # override may give only a GTID), otherwise by file and offset.
+            by_gtid = resume.gtid_set is not None and (not resume.file or (
+                bool(resume.gtid_set) and resume.flavor == "mysql"))
+            if self.spec.kind == "server" and by_gtid:
                 return gtid, StartPosition("gtid", gtid=resume.gtid_set)
             return gtid, StartPosition("file", file=resume.file, pos=resume.pos)
         start = StartPosition.parse(self.settings.start)

@@ -1,4 +1,5 @@
-"""The JSON-lines sink writes each batch whole, in chunks, and takes a failed one back."""
+"""The JSON-lines sink writes each batch whole, in chunks, takes a failed one back, and
+cuts off a line a crash left half-written."""
 
 from __future__ import annotations
 
@@ -65,3 +66,21 @@ def test_a_batch_that_fails_halfway_is_taken_back(tmp_path: Path) -> None:
     data = path.read_bytes()
     assert data.startswith(before)
     assert len(data.splitlines()) == 5
+
+
+def test_a_line_half_written_by_a_crash_is_cut_off_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "out.jsonl"
+    path.write_bytes(b'{"after":{"id":1}}\n{"after":{"id":2}}\n{"after":{"id"')
+    sink = JsonLinesSink(path, fsync=False)
+    sink.open()
+    sink.write(_batch(_changes(1, "INSERT ...")))
+    sink.close()
+    assert [json.loads(line)["after"]["id"] for line in path.read_bytes().splitlines()] == [
+        1, 2, 0]
+
+
+def test_a_file_that_is_only_a_torn_line_is_emptied(tmp_path: Path) -> None:
+    path = tmp_path / "out.jsonl"
+    path.write_bytes(b'{"after":{"id":1')
+    JsonLinesSink(path).open()
+    assert path.read_bytes() == b""

@@ -124,8 +124,10 @@ class TransactionAssembler:
                  change_filter: ChangeFilter | None = None,
                  max_buffered_changes: int = 20_000, spill_dir: str | None = None,
                  is_transactional: TransactionalCheck | None = None,
-                 pending_xa: dict[str, list[Change]] | None = None):
+                 pending_xa: dict[str, list[Change]] | None = None,
+                 include_sql: bool = True):
         self.gtid_set = gtid_set
+        self.include_sql = include_sql
         self.filter = None if change_filter is None or change_filter.everything \
             else change_filter
         self.max_buffered_changes = max_buffered_changes
@@ -289,7 +291,7 @@ class TransactionAssembler:
                              standalone)
 
     def _rows_query(self, event: RowsQueryEvent) -> None:
-        if self._group is not None:
+        if self._group is not None and self.include_sql:
             self._group.sql = event.query
 
     def _payload(self, event: TransactionPayloadEvent) -> None:

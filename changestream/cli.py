@@ -149,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-buffered-changes", type=int,
                    help="spill a transaction to disk above this many changes")
     p.add_argument("--spill-dir", help="folder for spilled transactions (default: temp)")
+    p.add_argument("--include-sql", action="store_true",
+                   help="row changes carry the statement that made them (off by default)")
     p.add_argument("--server-id", type=int,
                    help="replica server id to connect with (unique among replicas)")
     p.add_argument("--control-port", type=int,

@@ -70,6 +70,7 @@ class FilterConfig:
 class TransactionsConfig:
     max_buffered_changes: int = 20_000
     spill_dir: str = ""
+    include_sql: bool = False
 
 
 @dataclass(slots=True)

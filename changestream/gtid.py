@@ -126,10 +126,10 @@ class MariadbGtidState:
 
     def add(self, gtid: str) -> None:
         try:
-            domain, server, seq = (int(x) for x in gtid.strip().split("-"))
+            domain, server, seq = gtid.split("-")
+            self._last[int(domain)] = (int(server), int(seq))
         except ValueError:
             raise ValueError(f"{gtid!r} is not a MariaDB GTID (domain-server-seq)") from None
-        self._last[domain] = (server, seq)
 
     def __contains__(self, gtid: str) -> bool:
         domain, _server, seq = (int(x) for x in gtid.split("-"))

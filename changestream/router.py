@@ -76,6 +76,7 @@ class RouterSettings:
     filter: ChangeFilter = field(default_factory=ChangeFilter)
     max_buffered_changes: int = 20_000
     spill_dir: str | None = None
+    include_sql: bool = False
     batch_events: int = 2_000
     message_changes: int = 5_000
     in_flight: int = 4
@@ -100,6 +101,7 @@ class RouterSettings:
                                 config.filter.exclude_columns),
             max_buffered_changes=config.transactions.max_buffered_changes,
             spill_dir=config.transactions.spill_dir or None,
+            include_sql=config.transactions.include_sql,
             schema_from_server=s.schema_from_server, verify_checksums=s.verify_checksums,
             tls=tls_context(s.tls))
 
@@ -319,7 +321,7 @@ class Router:
         assembler = TransactionAssembler(
             gtid_set=gtid_base, change_filter=s.filter,
             max_buffered_changes=s.max_buffered_changes, spill_dir=s.spill_dir,
-            is_transactional=self._engine_lookup())
+            is_transactional=self._engine_lookup(), include_sql=s.include_sql)
         sink_ref = SinkActor.start(self.sink, self.store, s.batch, credits_out, self.stats,
                                    self._fail, self._finished,
                                    (self.store.last_batch_id + 1) if self.store else 1)
@@ -517,7 +519,7 @@ class Router:
             reader = TransactionAssembler(
                 change_filter=self.settings.filter,
                 max_buffered_changes=self.settings.max_buffered_changes,
-                spill_dir=self.settings.spill_dir)
+                spill_dir=self.settings.spill_dir, include_sql=self.settings.include_sql)
             source = self._source(StartPosition("file", file=file, pos=int(pos)), decoder,
                                   follow=False)
             try:

@@ -77,6 +77,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
             overrides[key] = value
     if getattr(args, "control_port", None) is not None:
         overrides["control.enabled"] = True
+    if getattr(args, "include_sql", False):
+        overrides["transactions.include_sql"] = True
     if getattr(args, "log_json", False):
         overrides["log.json"] = True
     if args.verbose:

@@ -14,7 +14,7 @@ import pytest
 from changestream.assembler import TransactionAssembler
 from changestream.changes import Change, Position, TransactionPart
 from changestream.ddl import parse_ddl
-from changestream.decoding.events import Event, QueryEvent
+from changestream.decoding.events import Event, QueryEvent, RowsQueryEvent
 from changestream.errors import BinlogError
 from changestream.scan import scan_transactions
 from changestream.sources import FileSource
@@ -165,3 +165,24 @@ def test_the_corpus_has_a_transaction_big_enough_to_spill(tmp_path: Path) -> Non
         for changes in _transactions(_assemble(events, tmp_path)):
             biggest = max(biggest, len(changes))
     assert biggest > 50
+
+
+@pytest.mark.parametrize("relative", ["rust_mysql_common/mariadb-bin.000001",
+                                      "mariadb-test-data/master-bin-seq_10.3.36.000001",
+                                      "apecloud/mysql-bin.000057"])
+def test_row_statements_only_with_include_sql(relative: str, tmp_path: Path) -> None:
+    events = _read(relative)
+    flat = [inner for e in events for inner in getattr(e, "events", None) or [e]]
+    annotated = {e.query for e in flat if isinstance(e, RowsQueryEvent)}
+    assert annotated, f"{relative} has no ANNOTATE_ROWS / ROWS_QUERY event"
+    with_sql = [c for t in _transactions(_assemble(events, tmp_path, include_sql=True))
+                for c in t]
+    without = [c for t in _transactions(_assemble(events, tmp_path, include_sql=False))
+               for c in t]
+    rows = [c for c in with_sql if c.op != "ddl"]
+    assert rows and all(c.sql in annotated for c in rows)
+    assert all(c.sql is None for c in without if c.op != "ddl")
+    assert [c.sql for c in without if c.op == "ddl"] == [c.sql for c in with_sql
+                                                         if c.op == "ddl"]
+    assert [(c.op, c.before, c.after, c.seq) for c in without] == \
+        [(c.op, c.before, c.after, c.seq) for c in with_sql]

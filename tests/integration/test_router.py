@@ -175,7 +175,7 @@ def test_every_change_carries_its_transaction(server: Any, fresh_database: str,
     start = server.binlog_position()
     _workload(server, db)
     out = tmp_path / "changes.jsonl"
-    _run(server, db, start, out, max_buffered_changes=5_000)
+    _run(server, db, start, out, max_buffered_changes=5_000, include_sql=True)
     transactions = _by_transaction(_records(out))
     mariadb = "mariadb" in server.url
     seen_ids = set()
@@ -240,7 +240,9 @@ def test_original_format_and_filters(server: Any, fresh_database: str, tmp_path:
     assert update["row_data"] == {"id": 1, "name": "anna"}
     assert update["transaction"] == {"id": update["transaction"]["id"], "current_row": 0,
                                      "last_mutation": True}
-    assert update["query"]["sql"].startswith("UPDATE")
+    # Row changes carry no statement unless include_sql is on; DDL always does.
+    assert update["query"]["sql"] == "" and insert["query"]["sql"] == ""
+    assert ddl["query"]["sql"].startswith("CREATE TABLE")
 
 
 def test_restart_resumes_after_the_last_delivered_transaction(

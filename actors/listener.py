@@ -27,12 +27,14 @@ import pykka
 
 from changestream.boundary import BoundaryType, ParserState, TransactionBoundaryParser
 from changestream.ddl import parse_ddl
+from changestream.decode_workers import DecodeWorkers, SegmentTicket
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import Event, EventHeader, QueryEvent
 from changestream.decoding.table_schema import TableSchema
 from changestream.errors import ConnectionLostError, SourceError
 from changestream.flow import Credits, StoppedError
+from changestream.segments import Segmenter
 from changestream.stats import RouterStats
 
 from .messages import EndOfStream, EventBatch, ResetOpenTransaction, ResolveSchema, SchemaChange
@@ -77,7 +79,7 @@ class Listener:
                  stopping: threading.Event, on_error: Callable[[BaseException], None], *,
                  batch_events: int = 2_000, batch_bytes: int = 1 << 20,
                  reconnect_seconds: float = 300.0,
-                 live: bool = True):
+                 live: bool = True, workers: DecodeWorkers | None = None):
         self.open_source = open_source
         self.column_info = column_info
         self.transaction = transaction
@@ -89,6 +91,7 @@ class Listener:
         self.batch_bytes = batch_bytes
         self.reconnect_seconds = reconnect_seconds
         self.live = live
+        self.workers = workers
         self.boundary: tuple[str, int] | None = None
         self._ever_connected = False
         self._source: Source | None = None
@@ -169,7 +172,7 @@ class Listener:
 
     def _read(self, source: Source) -> None:
         parser = TransactionBoundaryParser()
-        batch: list[Event] = []
+        batch: list[Event | SegmentTicket] = []
         at_boundary = 0  # how much of ``batch`` ends at a transaction boundary
         batch_bytes = 0
         decoder = source.decoder
@@ -177,10 +180,23 @@ class Listener:
         wanted = TRANSACTION_EVENTS
         inside = False
         h: EventHeader | None = None  # the last event read
+        events: Iterator[Event | SegmentTicket | None] = source.stream()
+        if self.workers is not None and decoder is not None:
+            events = Segmenter(decoder, self.workers).events(source)  # type: ignore[arg-type]
         try:
-            for event in source.stream():
+            for event in events:
                 if not stats.connected:
                     stats.connected = self._ever_connected = True
+                if type(event) is SegmentTicket:
+                    # Sent at once: the next hand-over to this ticket's worker may wait for
+                    # its result, which the Transaction actor takes when it gets the ticket.
+                    batch.append(event)
+                    self.boundary = event.end
+                    self._send(batch, None)
+                    stats.read_file, stats.read_pos = event.end
+                    batch, at_boundary, batch_bytes = [], 0, 0
+                    self._wait_if_paused()
+                    continue
                 if event is None:
                     if batch:
                         self._send(batch, h)
@@ -240,11 +256,12 @@ class Listener:
             stats.last_event_ts = h.timestamp
         stats.read_file, stats.read_pos = h.file, h.end
 
-    def _send(self, batch: list[Event], last: EventHeader | None) -> None:
+    def _send(self, batch: list[Event | SegmentTicket], last: EventHeader | None) -> None:
         if last is not None:
             self._note_read(last)
         self.credits.take()
-        self.stats.events_read += len(batch)
+        self.stats.events_read += sum(i.events if type(i) is SegmentTicket else 1
+                                      for i in batch)
         self.transaction.tell(EventBatch(batch))
 
     def _wait_if_paused(self) -> None:

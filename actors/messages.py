@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from changestream.changes import Position, TransactionPart
+from changestream.changes import EncodedRun, Position, TransactionPart
 from changestream.ddl import DdlStatement
 from changestream.decoding.events import Event, EventHeader
 from changestream.decoding.table_schema import TableSchema
@@ -50,7 +50,7 @@ class Parts:
     """Committed transactions (or parts of a big one) for the Sink actor, and the position
     after the last transaction completed among them (``None`` if none completed)."""
 
-    parts: list[TransactionPart]
+    parts: list[TransactionPart | EncodedRun]
     position: Position | None
 
 

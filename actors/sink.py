@@ -12,7 +12,7 @@ from typing import Any
 
 import pykka
 
-from changestream.changes import Batch, Position, TransactionPart
+from changestream.changes import Batch, EncodedRun, Position, TransactionPart
 from changestream.errors import SinkError, SinkStoppedError
 from changestream.flow import Credits
 from changestream.position_store import PositionStore
@@ -51,7 +51,7 @@ class SinkActor(pykka.ThreadingActor):
         self.on_error = on_error
         self.finished = finished
         self.batch_id = first_batch_id
-        self._parts: list[TransactionPart] = []
+        self._parts: list[TransactionPart | EncodedRun] = []
         self._changes = 0
         self._bytes = 0
         self._since = 0.0
@@ -83,9 +83,8 @@ class SinkActor(pykka.ThreadingActor):
                 self._since = time.monotonic()
             for part in message.parts:
                 self._parts.append(part)
-                self._changes += len(part.changes)
-                info = part.info
-                self._bytes += (info.end - info.start) * len(part.changes) // max(info.size, 1)
+                self._changes += part.count
+                self._bytes += part.approx_bytes
             if message.position is not None:
                 self._position = message.position
         finally:
@@ -106,8 +105,8 @@ class SinkActor(pykka.ThreadingActor):
             with self.stats.lock:
                 self.stats.batches_delivered += 1
                 self.stats.changes_delivered += batch.changes
-                self.stats.transactions_delivered += sum(1 for p in parts if p.complete)
-                commit = next((p.info.commit_ts for p in reversed(parts) if p.info.commit_ts),
+                self.stats.transactions_delivered += sum(p.transactions for p in parts)
+                commit = next((p.last_commit_ts for p in reversed(parts) if p.last_commit_ts),
                               None)
                 if commit is not None:
                     self.stats.last_commit_ts = commit.timestamp()

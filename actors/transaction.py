@@ -9,6 +9,8 @@ from typing import Any
 import pykka
 
 from changestream.assembler import TransactionAssembler
+from changestream.changes import EncodedRun, Position
+from changestream.decode_workers import DecodeWorkers, SegmentTicket
 from changestream.flow import Credits, StoppedError
 
 from .messages import EndOfStream, EventBatch, Parts, ResetOpenTransaction
@@ -19,11 +21,14 @@ log = logging.getLogger("changestream")
 class TransactionActor(pykka.ThreadingActor):
     """Feeds event batches to a :class:`~changestream.assembler.TransactionAssembler` and
     sends what it completes to the Sink actor, in messages of at most
-    ``message_changes`` changes, waiting for a credit before each (backpressure)."""
+    ``message_changes`` changes, waiting for a credit before each (backpressure).
+    A batch may hold tickets of segments handed to decode ``workers``: their results are
+    sent on in their place."""
 
     def __init__(self, assembler: TransactionAssembler, sink: pykka.ActorRef[Any],
                  credits_in: Credits, credits_out: Credits,
-                 on_error: Callable[[BaseException], None], message_changes: int = 5_000):
+                 on_error: Callable[[BaseException], None], message_changes: int = 5_000,
+                 workers: DecodeWorkers | None = None):
         super().__init__()
         self.assembler = assembler
         self.sink = sink
@@ -31,6 +36,7 @@ class TransactionActor(pykka.ThreadingActor):
         self.credits_out = credits_out
         self.on_error = on_error
         self.message_changes = message_changes
+        self.workers = workers
 
     def on_receive(self, message: Any) -> None:
         try:
@@ -38,7 +44,11 @@ class TransactionActor(pykka.ThreadingActor):
                 try:
                     feed = self.assembler.feed
                     for event in message.events:
-                        feed(event)
+                        if type(event) is SegmentTicket:
+                            self._forward()  # what came before it goes first
+                            self._forward_segment(event)
+                        else:
+                            feed(event)
                     self._forward()
                 finally:
                     self.credits_in.give_back()
@@ -54,6 +64,19 @@ class TransactionActor(pykka.ThreadingActor):
             pass
         except Exception as exc:  # reported to the router, which stops everything
             self.on_error(exc)
+
+    def _forward_segment(self, ticket: SegmentTicket) -> None:
+        """The transactions a decode worker assembled and encoded, each run of them with
+        the position after its last one."""
+        assert self.workers is not None
+        assembler = self.assembler
+        for run in self.workers.result(ticket):
+            assembler.note_delivered(run.gtids, run.file, run.end)
+            position = assembler.position()
+            parts = [EncodedRun(run.records, run.changes, run.transactions, run.last_commit_ts,
+                                Position(position.file, position.pos))] if run.changes else []
+            self.credits_out.take()
+            self.sink.tell(Parts(parts, position))
 
     def _forward(self) -> None:
         for parts, position in self.assembler.drain(self.message_changes):

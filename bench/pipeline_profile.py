@@ -37,8 +37,8 @@ def decode_only(paths):
         pass
 
 
-def assemble(events):
-    asm = TransactionAssembler()
+def assemble(events, include_sql=False):
+    asm = TransactionAssembler(include_sql=include_sql)
     parts = []
     feed = asm.feed
     for start in range(0, len(events), 2000):  # the listener's batches of 2,000 events
@@ -77,10 +77,12 @@ def main() -> int:
     parser.add_argument("paths", nargs="+")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", choices=("decode", "assemble", "encode", "sink"))
+    parser.add_argument("--include-sql", action="store_true",
+                        help="row changes carry their statement (the router's --include-sql)")
     args = parser.parse_args()
     t_stream, _ = timed(decode_only, args.paths, repeat=args.repeat)
     t_dec, events = timed(decode, args.paths, repeat=args.repeat)
-    t_asm, parts = timed(assemble, events, repeat=args.repeat)
+    t_asm, parts = timed(assemble, events, args.include_sql, repeat=args.repeat)
     changes = [c for p in parts for c in p.changes]
     t_enc, data = timed(encode, changes, repeat=args.repeat)
     out = os.path.join(tempfile.mkdtemp(prefix="cs-profile-"), "out.jsonl")
@@ -99,7 +101,7 @@ def main() -> int:
     print(f"{'decode+assemble+sink':22} {total:7.3f} s  {n / total:10,.0f} rows/s")
     if args.profile:
         fn = {"decode": lambda: decode_only(args.paths),
-              "assemble": lambda: assemble(events),
+              "assemble": lambda: assemble(events, args.include_sql),
               "encode": lambda: encode(changes), "sink": sink_once}[args.profile]
         prof = cProfile.Profile()
         prof.runcall(fn)

@@ -559,6 +559,32 @@ class TransactionAssembler:
         if parts or boundary_moved:
             yield parts, self._position() if boundary_moved else None
 
+    def drain_whole(self) -> Iterator[tuple[list[TransactionPart], str | None, str, int]]:
+        """Each transaction finished so far, in one go: its parts (none when nothing of it
+        is delivered), its GTID, and the file and offset where it ends. For decode workers,
+        which assemble plain DML transactions; the router's own assembler then only notes
+        them with :meth:`note_delivered`."""
+        finished = self._finished
+        while finished:
+            done = finished.popleft()
+            parts: list[TransactionPart] = []
+            if done.info is not None and done.group is not None:
+                parts = list(self._parts(done, 1 << 62))
+            yield parts, done.gtid, done.file, done.end
+
+    def note_delivered(self, gtids: list[str], file: str, end: int) -> None:
+        """Transactions that were assembled elsewhere (by a decode worker) are delivered:
+        move the GTID set past ``gtids`` and the resume point to ``file``/``end``."""
+        if self.gtid_set is not None:
+            add = self.gtid_set.add
+            for gtid in gtids:
+                add(gtid)
+        self._delivered_boundary = (file, end)
+
+    def position(self) -> Position:
+        """Where to resume after everything delivered so far."""
+        return self._position()
+
     def _parts(self, done: _Finished, max_changes: int) -> Iterator[TransactionPart]:
         """A finished transaction's changes, numbered and stamped, in parts of at most
         ``max_changes``; the last part is ``complete`` and says where the transaction ends."""

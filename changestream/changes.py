@@ -106,6 +106,44 @@ class TransactionPart:
     complete: bool = True
     position: Position | None = None
 
+    @property
+    def count(self) -> int:
+        """How many changes this part holds."""
+        return len(self.changes)
+
+    @property
+    def transactions(self) -> int:
+        """How many transactions this part completes (0 or 1)."""
+        return 1 if self.complete else 0
+
+    @property
+    def last_commit_ts(self) -> dt.datetime | None:
+        return self.info.commit_ts
+
+    @property
+    def approx_bytes(self) -> int:
+        """About how many binlog bytes its changes took."""
+        info = self.info
+        return (info.end - info.start) * len(self.changes) // max(info.size, 1)
+
+
+@dataclass(slots=True)
+class EncodedRun:
+    """Whole transactions, in order, whose change records a decode worker has already
+    encoded (see ``changestream.decode_workers``). Only sinks that declare an
+    ``encoded_format`` receive these, and write ``records`` as they are."""
+
+    records: bytes
+    count: int  # changes
+    transactions: int
+    last_commit_ts: dt.datetime | None
+    position: Position  # file and offset after the last transaction
+    complete: bool = True
+
+    @property
+    def approx_bytes(self) -> int:
+        return len(self.records)
+
 
 @dataclass(slots=True)
 class Batch:
@@ -116,13 +154,15 @@ class Batch:
     """
 
     id: int
-    parts: list[TransactionPart]
+    parts: list[TransactionPart | EncodedRun]
     position: Position | None
 
     @property
     def changes(self) -> int:
-        return sum(len(p.changes) for p in self.parts)
+        return sum(p.count for p in self.parts)
 
     def iter_changes(self) -> Any:
+        """The changes of the batch's parts (encoded runs have none to give)."""
         for part in self.parts:
-            yield from part.changes
+            if type(part) is TransactionPart:
+                yield from part.changes

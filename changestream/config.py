@@ -48,6 +48,7 @@ class SourceConfig:
     reconnect_seconds: float = 300.0
     verify_checksums: bool = True
     schema_from_server: bool = True
+    decode_workers: int = -1
     tls: TlsConfig = field(default_factory=TlsConfig)
 
 

@@ -173,17 +173,9 @@ def iter_lines(changes: Iterable[Change], fmt: str = "changestream", ts: str | N
                chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
     """The changes as JSON lines, in chunks of whole lines of about ``chunk_bytes`` each
     (a writer need not hold all of a batch's records at once)."""
-    stamp = ts or dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
-    if fmt == "changestream":
-        records: Iterator[Any] = _change_records(changes, stamp)
-    else:
-        build = record_builder(fmt)
-        records = (build(c, stamp) for c in changes)
-    dumps = orjson.dumps
     pending: list[bytes] = []
     size = 0
-    for record in records:
-        line = dumps(record, default=json_default, option=_OPTIONS)
+    for line in record_lines(changes, fmt, ts):
         pending.append(line)
         size += len(line)
         if size >= chunk_bytes:
@@ -191,6 +183,20 @@ def iter_lines(changes: Iterable[Change], fmt: str = "changestream", ts: str | N
             pending, size = [], 0
     if pending:
         yield b"".join(pending)
+
+
+def record_lines(changes: Iterable[Change], fmt: str = "changestream",
+                 ts: str | None = None) -> Iterator[bytes]:
+    """Each change as one JSON line (ending in a newline)."""
+    stamp = ts or dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+    if fmt == "changestream":
+        records: Iterator[Any] = _change_records(changes, stamp)
+    else:
+        build = record_builder(fmt)
+        records = (build(c, stamp) for c in changes)
+    dumps = orjson.dumps
+    for record in records:
+        yield dumps(record, default=json_default, option=_OPTIONS)
 
 
 # Statements longer than this are encoded once for all the changes that carry them (every

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import ssl
 import threading
@@ -27,6 +28,7 @@ from changestream.assembler import TransactionAssembler
 from changestream.changes import Position
 from changestream.column_info import ColumnInfo, information_schema_lookup
 from changestream.config import Config
+from changestream.decode_workers import DecodeWorkers, WorkerSettings
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import (
@@ -53,6 +55,7 @@ from changestream.sink import SinkAdapter
 from changestream.source_url import SourceSpec, parse_source_url
 from changestream.sources.files import FileSource
 from changestream.sources.live import LiveSource, StartPosition
+from changestream.sources.raw import RawEvent
 from changestream.stats import RouterStats
 from changestream.tls import tls_context
 
@@ -77,6 +80,7 @@ class RouterSettings:
     max_buffered_changes: int = 20_000
     spill_dir: str | None = None
     include_sql: bool = False
+    decode_workers: int = -1
     batch_events: int = 2_000
     message_changes: int = 5_000
     in_flight: int = 4
@@ -102,6 +106,7 @@ class RouterSettings:
             max_buffered_changes=config.transactions.max_buffered_changes,
             spill_dir=config.transactions.spill_dir or None,
             include_sql=config.transactions.include_sql,
+            decode_workers=s.decode_workers,
             schema_from_server=s.schema_from_server, verify_checksums=s.verify_checksums,
             tls=tls_context(s.tls))
 
@@ -144,6 +149,9 @@ class _Stream:
     def stream(self) -> Iterator[Event | None]:
         return self.source.stream()
 
+    def raw_stream(self) -> Iterator[RawEvent | None]:
+        return self.source.raw_events(idle=True)
+
     def stop(self) -> None:
         self.source.stop()
 
@@ -181,6 +189,7 @@ class Router:
         self._thread: threading.Thread | None = None
         self._actors: list[pykka.ActorRef[Any]] = []
         self._credits: list[Credits] = []
+        self._workers: DecodeWorkers | None = None
 
     # -- control ---------------------------------------------------------------------------
 
@@ -327,8 +336,9 @@ class Router:
                                    (self.store.last_batch_id + 1) if self.store else 1)
         # Messages no bigger than a batch, so batches are cut close to their size limit.
         message_changes = max(1, min(s.message_changes, s.batch.max_changes))
+        self._workers = self._decode_workers()
         transaction_ref = TransactionActor.start(assembler, sink_ref, credits_in, credits_out,
-                                                 self._fail, message_changes)
+                                                 self._fail, message_changes, self._workers)
         column_ref = ColumnInfoActor.start(column_info)
         self._actors = [column_ref, transaction_ref, sink_ref]
         live = self.spec.kind == "server"
@@ -340,7 +350,8 @@ class Router:
         self._listener = Listener(open_source, column_ref, transaction_ref, credits_in,
                                   self.stats, self._stopping, self._fail,
                                   batch_events=s.batch_events,
-                                  reconnect_seconds=s.reconnect_seconds, live=live)
+                                  reconnect_seconds=s.reconnect_seconds, live=live,
+                                  workers=self._workers)
         if resume is not None and resume.pending_xa:
             self._reload_prepared_xa(resume, assembler, column_ref)
         self._listener.start()
@@ -373,6 +384,23 @@ class Router:
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 ref.stop(timeout=30)
         self._actors = []
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
+
+    def _decode_workers(self) -> DecodeWorkers | None:
+        """Worker processes for plain DML transactions, when the sink takes encoded records
+        (``decode_workers``: how many; -1: one per CPU, none on a single CPU)."""
+        s = self.settings
+        record_format = getattr(self.sink, "encoded_format", None)
+        cpus = os.cpu_count() or 1
+        count = s.decode_workers if s.decode_workers >= 0 else (cpus if cpus > 1 else 0)
+        if not record_format or count == 0:
+            return None
+        log.info("decoding plain DML transactions in %d worker processes", count)
+        return DecodeWorkers(count, WorkerSettings(
+            None if s.filter.everything else s.filter, s.include_sql, record_format,
+            s.verify_checksums, s.max_buffered_changes, s.spill_dir))
 
     # -- sources ---------------------------------------------------------------------------
 

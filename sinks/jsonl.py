@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import itertools
 import os
 import sys
 from pathlib import Path
 from typing import BinaryIO
 
-from changestream.changes import Batch, Position
+from changestream.changes import Batch, Change, Position, TransactionPart
 from changestream.errors import SinkError
 from changestream.records import FORMATS, iter_lines
 
@@ -30,6 +31,8 @@ class JsonLinesSink:
                             f"{', '.join(FORMATS)})")
         self.path = None if path in (None, "-") else Path(path)  # type: ignore[arg-type]
         self.format = format
+        # Decode workers may hand over records already encoded in this format.
+        self.encoded_format = format
         self.fsync = fsync
         self._out: BinaryIO | None = None
 
@@ -74,10 +77,17 @@ class JsonLinesSink:
         stamp = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
         start = out.tell() if self.path is not None else None
         try:
-            # In chunks of about a megabyte: a batch's records can run to hundreds of MB
-            # (each change of a multi-row INSERT carries the whole statement).
-            for chunk in iter_lines(batch.iter_changes(), self.format, stamp):
-                out.write(chunk)
+            # In chunks of about a megabyte: a big transaction's records can run to
+            # hundreds of MB.
+            pending: list[list[Change]] = []  # changes of parts still to be encoded
+            for part in batch.parts:
+                if type(part) is TransactionPart:
+                    pending.append(part.changes)
+                    continue
+                self._write_changes(out, pending, stamp)
+                pending = []
+                out.write(part.records)  # an EncodedRun, in this sink's format
+            self._write_changes(out, pending, stamp)
             out.flush()
             if self.fsync and self.path is not None:
                 os.fsync(out.fileno())
@@ -88,6 +98,10 @@ class JsonLinesSink:
                 raise SinkError(f"jsonl sink: cannot write {self.path or 'stdout'}: "
                                 f"{exc.strerror}") from None
             raise
+
+    def _write_changes(self, out: BinaryIO, changes: list[list[Change]], stamp: str) -> None:
+        for chunk in iter_lines(itertools.chain.from_iterable(changes), self.format, stamp):
+            out.write(chunk)
 
     def _take_back(self, out: BinaryIO, start: int) -> None:
         """Cut the file back to where a failed batch began, so that its retry does not

@@ -141,6 +141,10 @@ class EventDecoder:
                      et.IGNORABLE, et.SLAVE):
             self._dispatch[code] = self._plain
 
+    def post_header_length(self, type_code: int) -> int:
+        """The post-header length of ``type_code`` events, as the FORMAT_DESCRIPTION says."""
+        return self._post_header.get(type_code, _DEFAULT_POST_HEADER.get(type_code, 0))
+
     def forget_table_maps(self) -> None:
         """Drop the cached TABLE_MAP schemas (after DDL: the same TABLE_MAP bytes may now
         stand for other column names), so the next ones are resolved again."""

@@ -1,0 +1,218 @@
+"""Decode workers: plain DML transactions decoded, assembled and encoded in other processes.
+
+One Python process spends most of its time turning row images into values and values into
+records, and the router's threads share one interpreter lock. When the sink takes encoded
+records (it declares an ``encoded_format``, as the JSON-lines sinks do), the listener cuts
+the stream into *segments* of whole transactions that need nothing but their own events
+(see :mod:`changestream.segments`) and hands each segment to a worker process, round robin.
+A worker runs the same :class:`EventDecoder`, :class:`TransactionAssembler` and record
+encoder as the router, so its records are byte for byte the ones the router would write
+(but for ``ts``, the time they were encoded), and sends them back. The Transaction actor
+takes the results in binlog order. Everything else (DDL, XA, rollbacks, big transactions,
+tables whose column names are not in the binlog) is decoded in the router's process.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import multiprocessing
+import multiprocessing.connection
+from dataclasses import dataclass
+from typing import Any
+
+from changestream.assembler import TransactionAssembler
+from changestream.decoding.event_decoder import EventDecoder
+from changestream.errors import ChangestreamError, SourceError
+from changestream.filters import ChangeFilter
+from changestream.records import record_lines
+
+log = logging.getLogger("changestream")
+
+RawEventData = tuple[str, int, bytes]
+"""``(file, offset, bytes)`` of one whole event."""
+
+
+@dataclass(slots=True, frozen=True)
+class WorkerSettings:
+    """What a worker must know to assemble and encode as the router would."""
+
+    change_filter: ChangeFilter | None
+    include_sql: bool
+    record_format: str
+    verify_checksums: bool
+    max_buffered_changes: int
+    spill_dir: str | None
+
+
+@dataclass(slots=True)
+class Segment:
+    """Whole transactions for a worker: their events, and the FORMAT_DESCRIPTION event of
+    the binlog they are in (a worker decodes it when it differs from the last one)."""
+
+    format_description: RawEventData
+    events: list[RawEventData]
+
+
+@dataclass(slots=True, frozen=True)
+class SegmentTicket:
+    """A segment handed to worker ``worker``; redeemed with :meth:`DecodeWorkers.result`."""
+
+    worker: int
+    serial: int
+    events: int
+    end: tuple[str, int]  # file and offset after the segment's last transaction
+
+
+@dataclass(slots=True)
+class WorkerRun:
+    """Whole transactions a worker assembled, in order: their records, how many changes
+    and transactions, the last commit time, every GTID (also of transactions with nothing
+    to deliver), and where the last one ends."""
+
+    records: bytes
+    changes: int
+    transactions: int
+    last_commit_ts: dt.datetime | None
+    gtids: list[str]
+    file: str
+    end: int
+
+
+SegmentResult = list[WorkerRun]
+
+
+class DecodeWorkers:
+    """``count`` worker processes, fed round robin; results are taken in the same order."""
+
+    def __init__(self, count: int, settings: WorkerSettings, run_changes: int = 5_000):
+        context = multiprocessing.get_context("spawn")  # no fork of a threaded process
+        self._connections: list[multiprocessing.connection.Connection] = []
+        self._processes: list[Any] = []
+        for i in range(count):
+            ours, theirs = context.Pipe()
+            process = context.Process(target=_serve, args=(theirs, settings, run_changes),
+                                      name=f"changestream-decoder-{i}", daemon=True)
+            process.start()
+            theirs.close()
+            self._connections.append(ours)
+            self._processes.append(process)
+        self._next = 0
+        self._serial = 0
+
+    @property
+    def count(self) -> int:
+        return len(self._connections)
+
+    def submit(self, segment: Segment, end: tuple[str, int]) -> SegmentTicket:
+        """Hand ``segment``, which ends at ``end``, to the next worker (blocks while that
+        worker is busy)."""
+        worker = self._next
+        self._next = (worker + 1) % len(self._connections)
+        self._serial += 1
+        try:
+            self._connections[worker].send(segment)
+        except (OSError, EOFError) as exc:
+            raise self._lost(worker, exc) from None
+        return SegmentTicket(worker, self._serial, len(segment.events), end)
+
+    def result(self, ticket: SegmentTicket) -> SegmentResult:
+        """The result of ``ticket``'s segment; tickets must be redeemed in submit order."""
+        try:
+            answer = self._connections[ticket.worker].recv()
+        except (OSError, EOFError) as exc:
+            raise self._lost(ticket.worker, exc) from None
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def _lost(self, worker: int, exc: BaseException) -> SourceError:
+        process = self._processes[worker]
+        process.join(0.5)
+        return SourceError(f"decode worker {worker} stopped (exit code {process.exitcode}): "
+                           f"{exc or type(exc).__name__}")
+
+    def close(self) -> None:
+        """Stop the workers (whatever they were doing is not needed any more)."""
+        for connection in self._connections:
+            connection.close()  # the worker's next read or write fails, and it ends
+        for process in self._processes:
+            process.join(2.0)
+            if process.is_alive():
+                process.terminate()
+                process.join(2.0)
+
+
+# -- the worker process -------------------------------------------------------------------
+
+
+class _Worker:
+    """The decoding, assembling and encoding one worker process does."""
+
+    def __init__(self, settings: WorkerSettings, run_changes: int = 5_000):
+        self.settings = settings
+        self.run_changes = run_changes
+        self.decoder = EventDecoder(verify_checksums=settings.verify_checksums)
+        self.assembler = TransactionAssembler(
+            change_filter=settings.change_filter, include_sql=settings.include_sql,
+            max_buffered_changes=settings.max_buffered_changes, spill_dir=settings.spill_dir)
+        self._format_description: bytes | None = None
+
+    def assemble(self, segment: Segment) -> SegmentResult:
+        """The segment's transactions, in runs of about ``run_changes`` changes."""
+        file, offset, data = segment.format_description
+        decode = self.decoder.decode
+        if data != self._format_description:
+            decode(data, file, offset)
+            self._format_description = data
+        feed = self.assembler.feed
+        for file, offset, data in segment.events:
+            feed(decode(data, file, offset))
+        if self.assembler.inside_transaction:
+            raise SourceError("a decode worker's segment ended inside a transaction")
+        transactions = list(self.assembler.drain_whole())
+        changes = [c for parts, *_ in transactions for p in parts for c in p.changes]
+        stamp = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+        lines = list(record_lines(changes, self.settings.record_format, stamp))
+        runs: SegmentResult = []
+        first = used = 0  # lines: the current run's first, and those taken so far
+        gtids: list[str] = []
+        count = 0
+        commit_ts = None
+        last = len(transactions) - 1
+        for i, (parts, gtid, end_file, end) in enumerate(transactions):
+            if gtid is not None:
+                gtids.append(gtid)
+            if parts:
+                count += 1
+                used += sum(len(p.changes) for p in parts)
+                commit_ts = parts[-1].info.commit_ts or commit_ts
+            if used - first >= self.run_changes or i == last:
+                runs.append(WorkerRun(b"".join(lines[first:used]), used - first, count,
+                                      commit_ts, gtids, end_file, end))
+                first, gtids, count, commit_ts = used, [], 0, None
+        return runs
+
+
+def _serve(connection: multiprocessing.connection.Connection, settings: WorkerSettings,
+           run_changes: int) -> None:
+    worker = _Worker(settings, run_changes)
+    while True:
+        try:
+            segment = connection.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        if segment is None:
+            return
+        try:
+            answer: Any = worker.assemble(segment)
+        except ChangestreamError as exc:
+            answer = exc
+        except Exception as exc:  # reported in the router, with where it happened
+            first = segment.events[0] if segment.events else ("?", 0, b"")
+            answer = SourceError(f"decode worker failed on the segment at {first[0]} offset "
+                                 f"{first[1]}: {type(exc).__name__}: {exc}")
+        try:
+            connection.send(answer)
+        except (OSError, EOFError):
+            return

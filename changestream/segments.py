@@ -14,6 +14,7 @@ turns out not to be a worker's, from its first event, as soon as that is known.
 
 from __future__ import annotations
 
+import array
 import struct
 from collections.abc import Iterator
 from typing import Protocol
@@ -52,7 +53,7 @@ class Segmenter:
         self.segment_bytes = segment_bytes
         self.transaction_bytes = transaction_bytes
         self._format_description: RawEventData | None = None
-        self._pending: list[RawEventData] = []
+        self._pending: list[RawEvent] = []
         self._pending_bytes = 0
         self._pending_end: tuple[str, int] = ("", 0)
         self._names_logged: dict[bytes, bool] = {}
@@ -81,6 +82,8 @@ class Segmenter:
                     elif code == et.XID or (code == et.QUERY
                                             and self._query_is(data, b"COMMIT")):
                         current.append(raw)
+                        if self._pending and self._pending[0].file != raw.file:
+                            yield self._submit()
                         self._close(current, size + len(data))
                         current = []
                         if len(self._pending) >= self.segment_events or \
@@ -133,7 +136,10 @@ class Segmenter:
 
     def _submit(self) -> SegmentTicket:
         assert self._format_description is not None, "events before FORMAT_DESCRIPTION"
-        segment = Segment(self._format_description, self._pending)
+        pending = self._pending
+        segment = Segment(self._format_description, pending[0].file,
+                          b"".join([r.data for r in pending]),
+                          array.array("q", [r.offset for r in pending]))
         self._pending = []
         self._pending_bytes = 0
         return self.workers.submit(segment, self._pending_end)

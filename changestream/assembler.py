@@ -11,6 +11,7 @@ big transactions to disk so memory stays bounded.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import re
 from collections import deque
@@ -56,7 +57,10 @@ def _normal_xid(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
 
+@functools.lru_cache(maxsize=64)
 def _utc(seconds: float) -> dt.datetime:
+    # Cached: the commit events of a busy second share their timestamp (and the records'
+    # encoder then formats the shared datetime once).
     return dt.datetime.fromtimestamp(seconds, dt.UTC)
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from changestream.assembler import TransactionAssembler
+from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.errors import ChangestreamError, SourceError
 from changestream.filters import ChangeFilter
@@ -160,7 +161,11 @@ class _Worker:
     def __init__(self, settings: WorkerSettings, run_changes: int = 5_000):
         self.settings = settings
         self.run_changes = run_changes
-        self.decoder = EventDecoder(verify_checksums=settings.verify_checksums)
+        # Without include_sql the statement annotations are read by no one.
+        skipped = frozenset() if settings.include_sql else frozenset(
+            {et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS})
+        self.decoder = EventDecoder(verify_checksums=settings.verify_checksums,
+                                    skipped_types=skipped)
         self.assembler = TransactionAssembler(
             change_filter=settings.change_filter, include_sql=settings.include_sql,
             max_buffered_changes=settings.max_buffered_changes, spill_dir=settings.spill_dir)

@@ -208,6 +208,7 @@ def _change_records(changes: Iterable[Change], stamp: str) -> Iterator[dict[str,
     """``change_record`` of each change, written alike, but with what changes share (the
     statement, the commit time) encoded once."""
     info: Any = _change_records  # no TransactionInfo is this
+    commit: Any = _change_records  # nor any commit time
     commit_ts: str | None = None
     sql_text: Any = _change_records
     sql: Any = None
@@ -215,7 +216,11 @@ def _change_records(changes: Iterable[Change], stamp: str) -> Iterator[dict[str,
         t = change.transaction
         if t is not info:
             info = t
-            commit_ts = _ts(t.commit_ts) if t is not None else None
+            if t is None:
+                commit, commit_ts = None, None
+            elif t.commit_ts is not commit:
+                commit = t.commit_ts
+                commit_ts = _ts(commit)
         if change.sql is not sql_text:
             sql_text = change.sql
             sql = orjson.Fragment(orjson.dumps(sql_text)) \

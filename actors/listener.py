@@ -191,6 +191,7 @@ class Listener:
                     # Sent at once: the next hand-over to this ticket's worker may wait for
                     # its result, which the Transaction actor takes when it gets the ticket.
                     batch.append(event)
+                    stats.worker_segments += 1
                     self.boundary = event.end
                     self._send(batch, None)
                     stats.read_file, stats.read_pos = event.end

@@ -41,6 +41,8 @@ _METRICS = (
     ("changestream_reconnects_total", "counter", "reconnections to the source",
      "reconnects"),
     ("changestream_events_read_total", "counter", "binlog events read", "events_read"),
+    ("changestream_worker_segments_total", "counter",
+     "segments of transactions handed to decode workers", "worker_segments"),
     ("changestream_uptime_seconds", "gauge", "seconds since the router started",
      "uptime_seconds"),
 )

@@ -264,6 +264,7 @@ class Router:
                 "batch_retries": st.batch_retries,
                 "reconnects": st.reconnects,
                 "events_read": st.events_read,
+                "worker_segments": st.worker_segments,
                 "queue_depths": self.queue_depths(),
                 "uptime_seconds": round(time.time() - st.started, 3),
             }

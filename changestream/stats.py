@@ -16,6 +16,7 @@ class RouterStats:
     started: float = field(default_factory=time.time)
     connected: bool = False
     events_read: int = 0
+    worker_segments: int = 0  # segments of transactions handed to decode workers
     read_file: str | None = None
     read_pos: int = 0
     last_event_ts: int = 0

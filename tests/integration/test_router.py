@@ -289,3 +289,28 @@ def test_binlog_files_give_the_same_change_records_as_the_live_server(
 
     assert comparable(files) == comparable(live)
     assert len(comparable(files)) == 6  # 2 DDL, 2 inserts, 1 update, 1 row of every type
+
+
+@pytest.mark.parametrize("record_format", ["changestream", "original"])
+def test_decode_workers_change_no_record(server: Any, fresh_database: str, tmp_path: Path,
+                                         record_format: str) -> None:
+    """The workload (DDL, XA, rollbacks, MyISAM, a spilled transaction, every type) through
+    decode workers and without them: the same records, but for when they were written."""
+    db = fresh_database
+    start = server.binlog_position()
+    _workload(server, db)
+    outputs = []
+    for workers in (0, 2):
+        out = tmp_path / f"workers-{workers}.jsonl"
+        router = Router(RouterSettings(
+            source=server.url, start=f"{start[0]}:{start[1]}", until="caught-up",
+            filter=ChangeFilter(include=[db]), decode_workers=workers, include_sql=True,
+            max_buffered_changes=5_000), JsonLinesSink(out, format=record_format))
+        router.run()
+        assert (router.stats.worker_segments > 0) == (workers > 0)
+        records = _records(out)
+        for r in records:
+            r.pop("ts", None)
+        outputs.append(records)
+    assert outputs[0] == outputs[1]
+    assert len(outputs[0]) > BIG_ROWS

@@ -39,6 +39,7 @@ from changestream.embedded import EmbeddedMariaDB
 from changestream.filters import ChangeFilter
 from changestream.plugins import make_sink
 from changestream.router import Router, RouterSettings
+from changestream.sinks.jsonl import JsonLinesSink
 
 TABLE = ("CREATE TABLE `{db}`.t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(64), "
          "amount DECIMAL(12,2), at DATETIME(6), d DATE, ts TIMESTAMP(6) NULL, flag BOOLEAN)")
@@ -96,10 +97,40 @@ class Target:
 
 
 def _settings(server: EmbeddedMariaDB, db: str, start: tuple[str, int], batch_seconds: float,
-              until: str | None) -> RouterSettings:
+              until: str | None, decode_workers: int = -1) -> RouterSettings:
     return RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}", until=until,
                           filter=ChangeFilter([db]),
-                          batch=BatchSettings(max_seconds=batch_seconds))
+                          batch=BatchSettings(max_seconds=batch_seconds),
+                          decode_workers=decode_workers)
+
+
+class TimedSink:
+    """A sink adapter that adds up how long its ``write`` calls take."""
+
+    def __init__(self, adapter: Any):
+        self.adapter = adapter
+        self.write_seconds = 0.0
+
+    def open(self) -> Any:
+        return self.adapter.open()
+
+    def write(self, batch: Any) -> None:
+        began = time.perf_counter()
+        self.adapter.write(batch)
+        self.write_seconds += time.perf_counter() - began
+
+    def close(self) -> None:
+        self.adapter.close()
+
+
+def router_alone(server: EmbeddedMariaDB, db: str, start: tuple[str, int], out: Path,
+                 decode_workers: int) -> float:
+    """Rows/s of the router on the same binlog into a JSON-lines file, without Spark."""
+    router = Router(_settings(server, db, start, 1.0, "caught-up", decode_workers),
+                    JsonLinesSink(out, fsync=False))
+    began = time.perf_counter()
+    router.run()
+    return router.stats.changes_delivered / (time.perf_counter() - began)
 
 
 def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, tx_rows: int,
@@ -109,16 +140,23 @@ def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, t
     start = server.binlog_position()
     server.execute(TABLE.format(db=db))
     write_seconds = write_workload(server, db, rows, tx_rows)
-    router = Router(_settings(server, db, start, batch_seconds, "caught-up"), target.sink(spark))
+    sink = TimedSink(target.sink(spark))
+    router = Router(_settings(server, db, start, batch_seconds, "caught-up"), sink)
     began = time.perf_counter()
     router.run()
     seconds = time.perf_counter() - began
     landed = target.count(spark)
     if landed != rows:
         raise SystemExit(f"{target.mode}: {landed} rows landed, {rows} written")
+    out = target.where.parent / f"{target.mode}-alone.jsonl"
+    alone = router_alone(server, db, start, out, 0)
+    alone_workers = router_alone(server, db, start, out, -1)
     return {"rows": rows, "transactions": -(-rows // tx_rows), "write_seconds": write_seconds,
             "router_seconds": seconds, "rows_per_second": rows / seconds,
-            "batches": router.stats.batches_delivered}
+            "batches": router.stats.batches_delivered,
+            "sink_write_seconds": sink.write_seconds,
+            "router_alone_rows_per_second": alone,
+            "router_alone_workers_rows_per_second": alone_workers}
 
 
 def delay(server: EmbeddedMariaDB, spark: Any, target: Target, first_id: int, probes: int,
@@ -213,6 +251,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{mode:8} {b['rows_per_second']:9,.0f} {b['router_seconds']:9.1f} "
               f"{b['batches']:7d} {d['median_seconds']:12.2f}s {d['p95_seconds']:6.2f}s "
               f"{d['max_seconds']:6.2f}s {d['median_poll_seconds']:5.2f}s")
+    for mode, r in results["modes"].items():
+        b = r["throughput"]
+        share = b["sink_write_seconds"] / b["router_seconds"]
+        keeps_up = b["rows_per_second"] >= 0.9 * b["router_alone_rows_per_second"]
+        print(f"{mode}: the router alone on the same binlog (JSON lines, decoded in its own "
+              f"process as for Spark): {b['router_alone_rows_per_second']:,.0f} rows/s "
+              f"(with decode workers {b['router_alone_workers_rows_per_second']:,.0f}); "
+              f"Spark's writes took {b['sink_write_seconds']:.1f} s of "
+              f"{b['router_seconds']:.1f} s ({share:.0%}): "
+              + ("the Spark path keeps up." if keeps_up else
+                 "the Spark path does not keep up; the time is in the Spark sink's writes "
+                 "(Arrow batches to DataFrames and one Spark job per table per batch), "
+                 "which the router waits for."))
     print(f"figures written to {args.json}")
     return 0
 

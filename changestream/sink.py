@@ -32,3 +32,8 @@ class SinkAdapter(Protocol):
     def close(self) -> None:
         """Release what ``open`` took. Called once, also after a failure."""
         ...
+
+
+# An adapter may also have an ``encoded_format`` attribute ("changestream" or "original"):
+# it then also receives changestream.changes.EncodedRun parts, records already encoded in
+# that format by decode workers, and writes their bytes as they are.

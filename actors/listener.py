@@ -192,6 +192,7 @@ class Listener:
                     # its result, which the Transaction actor takes when it gets the ticket.
                     batch.append(event)
                     stats.worker_segments += 1
+                    stats.events_read += event.events - 1  # the batch counts it as one
                     self.boundary = event.end
                     self._send(batch, None)
                     stats.read_file, stats.read_pos = event.end
@@ -261,8 +262,7 @@ class Listener:
         if last is not None:
             self._note_read(last)
         self.credits.take()
-        self.stats.events_read += sum(i.events if type(i) is SegmentTicket else 1
-                                      for i in batch)
+        self.stats.events_read += len(batch)
         self.transaction.tell(EventBatch(batch))
 
     def _wait_if_paused(self) -> None:

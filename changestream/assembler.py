@@ -554,14 +554,14 @@ class TransactionAssembler:
             if done.info is not None and done.group is not None:
                 for part in self._parts(done, max_changes):
                     if parts and count + len(part.changes) > max_changes:
-                        yield parts, self._position() if boundary_moved else None
+                        yield parts, self.position() if boundary_moved else None
                         parts, count, boundary_moved = [], 0, False
                     parts.append(part)
                     count += len(part.changes)
             self._advance(done)
             boundary_moved = True
         if parts or boundary_moved:
-            yield parts, self._position() if boundary_moved else None
+            yield parts, self.position() if boundary_moved else None
 
     def drain_whole(self) -> Iterator[tuple[list[TransactionPart], str | None, str, int]]:
         """Each transaction finished so far, in one go: its parts (none when nothing of it
@@ -584,10 +584,6 @@ class TransactionAssembler:
             for gtid in gtids:
                 add(gtid)
         self._delivered_boundary = (file, end)
-
-    def position(self) -> Position:
-        """Where to resume after everything delivered so far."""
-        return self._position()
 
     def _parts(self, done: _Finished, max_changes: int) -> Iterator[TransactionPart]:
         """A finished transaction's changes, numbered and stamped, in parts of at most
@@ -641,7 +637,8 @@ class TransactionAssembler:
             self._pending_positions.pop(done.xa_resolved, None)
         self._delivered_boundary = (done.file, done.end)
 
-    def _position(self) -> Position:
+    def position(self) -> Position:
+        """Where to resume after everything delivered so far."""
         assert self._delivered_boundary is not None
         file, pos = self._delivered_boundary
         return Position(file, pos, self.gtid_set.render() if self.gtid_set else None,

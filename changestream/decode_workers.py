@@ -68,7 +68,6 @@ class SegmentTicket:
     """A segment handed to worker ``worker``; redeemed with :meth:`DecodeWorkers.result`."""
 
     worker: int
-    serial: int
     events: int
     end: tuple[str, int]  # file and offset after the segment's last transaction
 
@@ -107,7 +106,6 @@ class DecodeWorkers:
             self._connections.append(ours)
             self._processes.append(process)
         self._next = 0
-        self._serial = 0
 
     @property
     def count(self) -> int:
@@ -118,12 +116,11 @@ class DecodeWorkers:
         worker is busy)."""
         worker = self._next
         self._next = (worker + 1) % len(self._connections)
-        self._serial += 1
         try:
             self._connections[worker].send(segment)
         except (OSError, EOFError) as exc:
             raise self._lost(worker, exc) from None
-        return SegmentTicket(worker, self._serial, len(segment.offsets), end)
+        return SegmentTicket(worker, len(segment.offsets), end)
 
     def result(self, ticket: SegmentTicket) -> SegmentResult:
         """The result of ``ticket``'s segment; tickets must be redeemed in submit order."""

@@ -55,7 +55,6 @@ class Segmenter:
         self._format_description: RawEventData | None = None
         self._pending: list[RawEvent] = []
         self._pending_bytes = 0
-        self._pending_end: tuple[str, int] = ("", 0)
         self._names_logged: dict[bytes, bool] = {}
 
     def events(self, source: RawSource) -> Iterator[Event | SegmentTicket | None]:
@@ -131,18 +130,17 @@ class Segmenter:
     def _close(self, transaction: list[RawEvent], size: int) -> None:
         self._pending.extend(transaction)
         self._pending_bytes += size
-        last = transaction[-1]
-        self._pending_end = (last.file, last.offset + len(last.data))
 
     def _submit(self) -> SegmentTicket:
         assert self._format_description is not None, "events before FORMAT_DESCRIPTION"
         pending = self._pending
+        last = pending[-1]
         segment = Segment(self._format_description, pending[0].file,
                           b"".join([r.data for r in pending]),
                           array.array("q", [r.offset for r in pending]))
         self._pending = []
         self._pending_bytes = 0
-        return self.workers.submit(segment, self._pending_end)
+        return self.workers.submit(segment, (last.file, last.offset + len(last.data)))
 
     def _body_end(self, data: bytes) -> int:
         return len(data) - 4 if self.decoder.checksum_alg == CHECKSUM_CRC32 else len(data)

@@ -38,9 +38,9 @@ from changestream.decoding.events import (
     XidEvent,
 )
 from changestream.decoding.rows import ABSENT
-from changestream.decoding.table_schema import TableSchema
 from changestream.filters import ChangeFilter
 from changestream.gtid import GtidProgress, MariadbGtidState, MysqlGtidSet
+from changestream.row_shapes import SchemaShape, ShapeCache
 from changestream.spill import SpillFile
 
 log = logging.getLogger("changestream")
@@ -58,7 +58,8 @@ def _normal_xid(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _utc(seconds: float) -> dt.datetime:
+def utc_time(seconds: float) -> dt.datetime:
+    """The UTC time ``seconds`` after the epoch (an event's or GTID's commit time)."""
     # Cached: the commit events of a busy second share their timestamp (and the records'
     # encoder then formats the shared datetime once).
     return dt.datetime.fromtimestamp(seconds, dt.UTC)
@@ -104,18 +105,6 @@ class _Finished:
     xa_resolved: str | None = None
 
 
-@dataclass(slots=True)
-class _SchemaShape:
-    schema: TableSchema
-    names: tuple[str, ...]
-    pk_names: tuple[str, ...] | None
-    excluded: frozenset[str]
-    # ``(name, index)`` of the key columns when images can be built straight from the
-    # values (no column left out, names unique), else ``None``.
-    direct_key: tuple[tuple[str, int], ...] | None
-    direct: bool
-
-
 class TransactionAssembler:
     """Feeds on decoded events; ``drain()`` gives the committed transactions in parts.
 
@@ -145,7 +134,7 @@ class TransactionAssembler:
         self._held_xa: dict[str, tuple[_Group, str]] = {}
         self._pending_positions: dict[str, str] = {}
         self._finished: deque[_Finished] = deque()
-        self._shapes: dict[int, _SchemaShape] = {}
+        self._shapes = ShapeCache(self.filter)
         self._delivered_boundary: tuple[str, int] | None = None
         self._handlers: dict[type, Callable[[Any], None]] = {
             RowsEvent: self._rows,
@@ -231,7 +220,7 @@ class TransactionAssembler:
         h = event.header
         end = self._end_of(event)
         if group.changes or (group.spill is not None and group.spill.count):
-            commit_ts = group.commit_ts or _utc(h.timestamp)
+            commit_ts = group.commit_ts or utc_time(h.timestamp)
             info = self._info(group, end, xid, commit_ts)
             self._finished.append(_Finished(info, group, group.gtid, self.file, end))
         else:
@@ -281,7 +270,7 @@ class TransactionAssembler:
     def _gtid(self, event: GtidEvent) -> None:
         ts = event.original_commit_ts or event.immediate_commit_ts
         self._open(event, gtid=event.gtid,
-                   commit_ts=_utc(ts / 1e6) if ts else None)
+                   commit_ts=utc_time(ts / 1e6) if ts else None)
 
     def _mariadb_gtid(self, event: MariadbGtidEvent) -> None:
         h = event.header
@@ -392,7 +381,7 @@ class TransactionAssembler:
             self._finished.append(_Finished(None, None, gtid, self.file, self._end_of(event),
                                             xa_resolved=xid))
             return
-        commit_ts = (group.commit_ts if group is not None else None) or _utc(
+        commit_ts = (group.commit_ts if group is not None else None) or utc_time(
             event.header.timestamp)
         if gtid is not None:
             prepared.gtid = gtid
@@ -415,29 +404,13 @@ class TransactionAssembler:
         else:
             self._finish_empty(event, group.gtid)
 
-    def _shape(self, schema: TableSchema) -> _SchemaShape:
-        shape = self._shapes.get(id(schema))
-        if shape is None or shape.schema is not schema:
-            names = schema.column_names
-            pk = schema.primary_key
-            excluded = (self.filter.excluded_columns(schema.database, schema.table, names)
-                        if self.filter else frozenset())
-            pk_names = tuple(names[i] for i in pk if names[i] not in excluded) if pk else None
-            direct = not excluded and len(set(names)) == len(names)
-            direct_key = tuple((names[i], i) for i in pk) if direct and pk else None
-            shape = _SchemaShape(schema, names, pk_names or None, excluded, direct_key, direct)
-            if len(self._shapes) > 10_000:
-                self._shapes.clear()
-            self._shapes[id(schema)] = shape
-        return shape
-
     def _rows(self, event: RowsEvent) -> None:
         schema = event.schema
         database, table = schema.database, schema.table
         if self.filter is not None and not self.filter.table(database, table):
             return
         group = self._group_for(event)
-        shape = self._shape(schema)
+        shape = self._shapes.shape(schema)
         ncols = len(shape.names)
         full = len(event.present) == ncols and (
             event.present_after is None or len(event.present_after) == ncols)
@@ -455,7 +428,7 @@ class TransactionAssembler:
             group.spill.write(out)
             group.changes = []
 
-    def _direct_rows(self, event: RowsEvent, shape: _SchemaShape, sql: str | None,
+    def _direct_rows(self, event: RowsEvent, shape: SchemaShape, sql: str | None,
                      out: list[Change]) -> None:
         """The changes of a rows event whose images log every column, none left out: the
         images and keys come straight from the values."""
@@ -495,7 +468,7 @@ class TransactionAssembler:
             append(Change("update", database, table, dict(zip(names, old)),
                           dict(zip(names, new)), pk, sql, file, pos, i, 0, False, schema))
 
-    def _image_rows(self, event: RowsEvent, shape: _SchemaShape, full: bool,
+    def _image_rows(self, event: RowsEvent, shape: SchemaShape, full: bool,
                     sql: str | None, out: list[Change]) -> None:
         """The changes of a rows event in general: columns not logged (``ABSENT``) or left
         out by the filter."""

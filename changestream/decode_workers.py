@@ -24,11 +24,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from changestream.assembler import TransactionAssembler
+from changestream.changes import Change
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.errors import ChangestreamError, SourceError
 from changestream.filters import ChangeFilter
 from changestream.records import record_lines
+from changestream.segment_encoder import EncodedTransaction, SegmentEncoder
 
 log = logging.getLogger("changestream")
 
@@ -167,14 +169,35 @@ class _Worker:
             change_filter=settings.change_filter, include_sql=settings.include_sql,
             max_buffered_changes=settings.max_buffered_changes, spill_dir=settings.spill_dir)
         self._format_description: bytes | None = None
+        # The fast path writes changestream's record format only.
+        self.encoder = SegmentEncoder(self.decoder, settings.change_filter,
+                                      settings.include_sql) \
+            if settings.record_format == "changestream" else None
+        self.fast_segments = 0  # segments the fast path took
 
-    def assemble(self, segment: Segment) -> SegmentResult:
-        """The segment's transactions, in runs of about ``run_changes`` changes."""
+    def assemble(self, segment: Segment, stamp: str | None = None) -> SegmentResult:
+        """The segment's transactions, in runs of about ``run_changes`` changes (``stamp``:
+        the records' ``ts``, else now)."""
         file, offset, data = segment.format_description
-        decode = self.decoder.decode
         if data != self._format_description:
-            decode(data, file, offset)
+            self.decoder.decode(data, file, offset)
             self._format_description = data
+        stamp = stamp or dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+        lines: list[bytes] = []
+        done = None
+        if self.encoder is not None:
+            done = self.encoder.encode(segment.file, segment.data, segment.offsets, stamp,
+                                       lines)
+            self.fast_segments += done is not None
+        if done is None:
+            lines.clear()
+            done = self._assemble_generally(segment, stamp, lines)
+        return self._runs(done, lines, segment.file.rsplit("/", 1)[-1])
+
+    def _assemble_generally(self, segment: Segment, stamp: str,
+                            lines: list[bytes]) -> list[EncodedTransaction]:
+        """The segment through the router's own decoder, assembler and record encoder."""
+        decode = self.decoder.decode
         feed = self.assembler.feed
         file, data, at = segment.file, segment.data, 0
         for offset in segment.offsets:
@@ -183,26 +206,37 @@ class _Worker:
             at += size
         if self.assembler.inside_transaction:
             raise SourceError("a decode worker's segment ended inside a transaction")
-        transactions = list(self.assembler.drain_whole())
-        changes = [c for parts, *_ in transactions for p in parts for c in p.changes]
-        stamp = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
-        lines = list(record_lines(changes, self.settings.record_format, stamp))
+        done: list[EncodedTransaction] = []
+        changes: list[Change] = []
+        for parts, gtid, _file, end in self.assembler.drain_whole():
+            count = 0
+            for part in parts:
+                changes.extend(part.changes)
+                count += len(part.changes)
+            done.append(EncodedTransaction(count, gtid, parts[-1].info.commit_ts
+                                           if parts else None, end))
+        lines.extend(record_lines(changes, self.settings.record_format, stamp))
+        return done
+
+    def _runs(self, done: list[EncodedTransaction], lines: list[bytes],
+              file: str) -> SegmentResult:
+        """The transactions' records in runs of about ``run_changes`` changes."""
         runs: SegmentResult = []
         first = used = 0  # lines: the current run's first, and those taken so far
         gtids: list[str] = []
         count = 0
         commit_ts = None
-        last = len(transactions) - 1
-        for i, (parts, gtid, end_file, end) in enumerate(transactions):
-            if gtid is not None:
-                gtids.append(gtid)
-            if parts:
+        last = len(done) - 1
+        for i, transaction in enumerate(done):
+            if transaction.gtid is not None:
+                gtids.append(transaction.gtid)
+            if transaction.changes:
                 count += 1
-                used += sum(len(p.changes) for p in parts)
-                commit_ts = parts[-1].info.commit_ts or commit_ts
+                used += transaction.changes
+                commit_ts = transaction.commit_ts or commit_ts
             if used - first >= self.run_changes or i == last:
                 runs.append(WorkerRun(b"".join(lines[first:used]), used - first, count,
-                                      commit_ts, gtids, end_file, end))
+                                      commit_ts, gtids, file, transaction.end))
                 first, gtids, count, commit_ts = used, [], 0, None
         return runs
 

@@ -89,38 +89,42 @@ def json_default(value: Any) -> Any:
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
-_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_APPEND_NEWLINE | \
+JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_APPEND_NEWLINE | \
     orjson.OPT_NON_STR_KEYS
 
 
-def _ts(value: dt.datetime | None) -> str | None:
+def commit_time_text(value: dt.datetime | None) -> str | None:
+    """A record's ``commit_ts`` text."""
     return value.isoformat(timespec="microseconds") if value is not None else None
 
 
 def change_record(change: Change, ts: str) -> dict[str, Any]:
     """A change in changestream's format (``ts``: when the router wrote it)."""
     t = change.transaction
-    return _record(change, ts, change.sql, _ts(t.commit_ts) if t is not None else None)
+    return _record(change, ts, change.sql, commit_time_text(t.commit_ts) if t is not None else None)
 
 
 def _record(change: Change, ts: str, sql: Any, commit_ts: str | None) -> dict[str, Any]:
     """``change_record`` with the statement (possibly pre-encoded) and the commit time
     given, so changes that share them do not convert them again."""
     t = change.transaction
-    return {
-        "op": change.op,
-        "database": change.database,
-        "table": change.table,
-        "before": change.before,
-        "after": change.after,
-        "primary_key": change.primary_key,
-        "sql": sql,
-        "transaction": {
+    return row_record(
+        change.op, change.database, change.table, change.before, change.after,
+        change.primary_key, sql, {
             "id": t.id, "gtid": t.gtid, "xid": t.xid, "seq": change.seq, "size": t.size,
             "last": change.last, "commit_ts": commit_ts,
-        } if t is not None else None,
-        "position": {"file": change.file, "pos": change.pos, "row": change.row},
-        "ts": ts,
+        } if t is not None else None, change.file, change.pos, change.row, ts)
+
+
+def row_record(op: str, database: str | None, table: str | None, before: Any, after: Any,
+               primary_key: Any, sql: Any, transaction: dict[str, Any] | None, file: str,
+               pos: int, row: int, ts: str) -> dict[str, Any]:
+    """A record in changestream's format from its fields (``transaction``: the record's
+    ``id``, ``gtid``, ``xid``, ``seq``, ``size``, ``last`` and ``commit_ts``)."""
+    return {
+        "op": op, "database": database, "table": table, "before": before, "after": after,
+        "primary_key": primary_key, "sql": sql, "transaction": transaction,
+        "position": {"file": file, "pos": pos, "row": row}, "ts": ts,
     }
 
 
@@ -196,12 +200,20 @@ def record_lines(changes: Iterable[Change], fmt: str = "changestream",
         records = (build(c, stamp) for c in changes)
     dumps = orjson.dumps
     for record in records:
-        yield dumps(record, default=json_default, option=_OPTIONS)
+        yield dumps(record, default=json_default, option=JSON_OPTIONS)
 
 
 # Statements longer than this are encoded once for all the changes that carry them (every
 # row of a multi-row INSERT carries the whole statement).
 _SHARED_SQL = 512
+
+
+def shared_sql(text: str | None) -> Any:
+    """A statement as a record's ``sql`` value: long ones encoded once, to be shared by the
+    records of all the rows they changed."""
+    if text is not None and len(text) > _SHARED_SQL:
+        return orjson.Fragment(orjson.dumps(text))
+    return text
 
 
 def _change_records(changes: Iterable[Change], stamp: str) -> Iterator[dict[str, Any]]:
@@ -220,9 +232,8 @@ def _change_records(changes: Iterable[Change], stamp: str) -> Iterator[dict[str,
                 commit, commit_ts = None, None
             elif t.commit_ts is not commit:
                 commit = t.commit_ts
-                commit_ts = _ts(commit)
+                commit_ts = commit_time_text(commit)
         if change.sql is not sql_text:
             sql_text = change.sql
-            sql = orjson.Fragment(orjson.dumps(sql_text)) \
-                if sql_text is not None and len(sql_text) > _SHARED_SQL else sql_text
+            sql = shared_sql(sql_text)
         yield _record(change, stamp, sql, commit_ts)

@@ -383,6 +383,21 @@ class EventDecoder:
         return RowsQueryEvent(h, bytes(body).decode("utf-8", "replace"))
 
     def _table_map(self, h: EventHeader, body: bytes) -> Event:
+        try:
+            table_id, flags, schema = self.register_table_map(body, h)
+        except TableMapFormatError as exc:
+            raise BinlogError(str(exc), h.file, h.offset) from None
+        event = TableMapEvent(h, table_id, flags, schema)
+        self.tables[table_id] = event
+        return event
+
+    def register_table_map(self, body: bytes, header: EventHeader | None = None
+                           ) -> tuple[int, int, TableSchema]:
+        """Read a TABLE_MAP body (without header and checksum) and make its table id known
+        to the rows events after it: ``(table_id, flags, schema)``. Schemas and their row
+        decoders are cached by the body's bytes but for the table id. Raises
+        :class:`TableMapFormatError` on a malformed body. ``header`` (where the event was
+        read) is needed when the decoder has a schema resolver."""
         post = self._post_header.get(et.TABLE_MAP, 8)
         key = bytes(body[post - 2:])  # everything but the table id, which the cache ignores
         cached = self._decoders.get(key)
@@ -391,27 +406,23 @@ class EventDecoder:
         else:
             table_id = int.from_bytes(body[0:6], "little")
         if cached is None:
-            try:
-                _, flags, schema = parse_table_map(body, post)
-            except TableMapFormatError as exc:
-                raise BinlogError(str(exc), h.file, h.offset) from None
+            schema = parse_table_map(body, post)[2]
             if self.schema_resolver is not None:
-                schema = self.schema_resolver(schema, h)
+                assert header is not None, "a schema resolver needs the event's header"
+                schema = self.schema_resolver(schema, header)
             cached = (schema, RowImageDecoder(schema))
             self._decoders[key] = cached
             if len(self._decoders) > self._table_cache_size:
                 self._decoders.popitem(last=False)
         else:
             self._decoders.move_to_end(key)
-        flags = _U16(body, post - 2)[0]
-        event = TableMapEvent(h, table_id, flags, cached[0])
-        self.tables[table_id] = event
         self._row_decoders[table_id] = cached[1]
-        return event
+        return table_id, _U16(body, post - 2)[0], cached[0]
 
-    def _rows(self, h: EventHeader, body: bytes) -> Event:
-        kind, version, compressed = et.ROWS_KINDS[h.type_code]
-        post = self._post_header.get(h.type_code, 10 if version == 2 else 8)
+    def rows_header(self, type_code: int, body: bytes) -> tuple[int, int, int]:
+        """``(table_id, flags, offset of the column count)`` of a rows event body."""
+        version = et.ROWS_KINDS[type_code][1]
+        post = self._post_header.get(type_code, 10 if version == 2 else 8)
         if post == 6:
             table_id, pos = _U32(body, 0)[0], 4
         else:
@@ -421,6 +432,15 @@ class EventDecoder:
         if version == 2:
             extra_len = _U16(body, post - 2)[0]
             pos = post + max(0, extra_len - 2)
+        return table_id, flags, pos
+
+    def row_decoder(self, table_id: int) -> RowImageDecoder | None:
+        """The row decoder of the table the last TABLE_MAP with ``table_id`` described."""
+        return self._row_decoders.get(table_id)
+
+    def _rows(self, h: EventHeader, body: bytes) -> Event:
+        kind, _, compressed = et.ROWS_KINDS[h.type_code]
+        table_id, flags, pos = self.rows_header(h.type_code, body)
         decoder = self._row_decoders.get(table_id)
         if decoder is None:
             raise BinlogError(f"{h.type_name} event for table id {table_id}, which no "

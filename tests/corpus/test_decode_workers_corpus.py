@@ -15,6 +15,7 @@ from changestream.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.sources.files import FileSource
 from tests.corpus.reference import CORPUS
+from tests.segments import compare_worker_paths, worker_segments
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(),
                                 reason=f"binlog corpus not found at {CORPUS}")
@@ -75,3 +76,26 @@ def test_a_worker_error_names_file_and_offset(tmp_path: Path) -> None:
         errors.append(str(info.value))
     assert errors[0] == errors[1]
     assert "checksum mismatch" in errors[1] and f"at offset {offset}" in errors[1]
+
+
+
+# Files whose DML transactions all take the fast path (column names logged).
+_FAST_PATH_FILES = {"rust_mysql_common/mariadb-bin.000001",
+                    "rust_mysql_common/mysql-enum-string-set.000001",
+                    "rust_mysql_common/mysql_type_bit.000001",
+                    "mysql-testsuite/rpl_binlog_with_gipk_info_full_metadata.000001"}
+
+
+@pytest.mark.parametrize("relative", _corpus_files())
+@pytest.mark.parametrize("include_sql", [False, True])
+def test_fast_path_encodes_as_the_general_path(relative: str, include_sql: bool) -> None:
+    """A worker's fast path (SegmentEncoder) gives the same runs of records as its general
+    path (decoder, assembler, record encoder) for every segment of every corpus file."""
+    path = CORPUS / relative
+    try:
+        segments = worker_segments([path])
+    except BinlogError:
+        pytest.skip(f"{relative} is refused by the reader")
+    fast = compare_worker_paths(segments, include_sql=include_sql)
+    if relative in _FAST_PATH_FILES:
+        assert segments and fast == len(segments)

@@ -14,6 +14,7 @@ import pytest
 from changestream.filters import ChangeFilter
 from changestream.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
+from tests.segments import compare_worker_paths, worker_segments
 from tests.workloads import types_table
 
 pytestmark = pytest.mark.integration
@@ -314,3 +315,9 @@ def test_decode_workers_change_no_record(server: Any, fresh_database: str, tmp_p
         outputs.append(records)
     assert outputs[0] == outputs[1]
     assert len(outputs[0]) > BIG_ROWS
+    if record_format == "changestream":
+        # The workers' fast path, segment by segment, against their general path.
+        files = server.binlog_files()
+        files = files[[f.name for f in files].index(start[0]):]
+        segments = worker_segments(files, start[1])
+        assert compare_worker_paths(segments, ChangeFilter(include=[db]), True) > 0

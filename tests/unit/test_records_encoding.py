@@ -10,13 +10,13 @@ import orjson
 import pytest
 
 from changestream.changes import Change, TransactionInfo
-from changestream.records import _OPTIONS, change_record, encode_lines, json_default
+from changestream.records import JSON_OPTIONS, change_record, encode_lines, json_default
 
 LONG_SQL = "INSERT INTO t VALUES " + ", ".join(f"({i}, 'a\"b\\\\c ✓')" for i in range(300))
 
 
 def _plain(changes: list[Change], ts: str) -> bytes:
-    return b"".join(orjson.dumps(change_record(c, ts), default=json_default, option=_OPTIONS)
+    return b"".join(orjson.dumps(change_record(c, ts), default=json_default, option=JSON_OPTIONS)
                     for c in changes)
 
 

@@ -6,19 +6,32 @@ the change model (:class:`Change`, :class:`TransactionPart`, :class:`Batch`,
 :class:`Position`) that sink adapters (:class:`SinkAdapter`) receive.
 """
 
-from changestream.changes import Batch, Change, Position, TransactionInfo, TransactionPart
-from changestream.config import Config, load_config
-from changestream.errors import (
-    ChangestreamError,
-    ConfigError,
-    SinkError,
-    SourceError,
-)
-from changestream.router import Router, RouterSettings
-from changestream.sink import SinkAdapter
-from changestream.stream import TransactionStream
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from changestream.changes import Batch, Change, Position, TransactionInfo, TransactionPart
+    from changestream.config import Config, load_config
+    from changestream.errors import ChangestreamError, ConfigError, SinkError, SourceError
+    from changestream.router import Router, RouterSettings
+    from changestream.sink import SinkAdapter
+    from changestream.stream import TransactionStream
 
 __version__ = "0.1.0"
+
+# Imported when first used: a decode worker process imports only what decoding needs.
+_HOMES = {
+    "Batch": "changes", "Change": "changes", "Position": "changes",
+    "TransactionInfo": "changes", "TransactionPart": "changes",
+    "Config": "config", "load_config": "config",
+    "ChangestreamError": "errors", "ConfigError": "errors", "SinkError": "errors",
+    "SourceError": "errors",
+    "Router": "router", "RouterSettings": "router",
+    "SinkAdapter": "sink",
+    "TransactionStream": "stream",
+}
 
 __all__ = [
     "Batch",
@@ -37,3 +50,16 @@ __all__ = [
     "TransactionStream",
     "load_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'changestream' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"changestream.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])

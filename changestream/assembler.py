@@ -553,9 +553,7 @@ class TransactionAssembler:
         """Transactions that were assembled elsewhere (by a decode worker) are delivered:
         move the GTID set past ``gtids`` and the resume point to ``file``/``end``."""
         if self.gtid_set is not None:
-            add = self.gtid_set.add
-            for gtid in gtids:
-                add(gtid)
+            self.gtid_set.add_all(gtids)
         self._delivered_boundary = (file, end)
 
     def _parts(self, done: _Finished, max_changes: int) -> Iterator[TransactionPart]:

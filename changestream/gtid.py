@@ -7,6 +7,7 @@ once per transaction) and "what is the set now" (rendered when a position is sav
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Protocol
 
 
@@ -14,6 +15,8 @@ class GtidProgress(Protocol):
     """What the router needs of a GTID set or state."""
 
     def add(self, gtid: str) -> None: ...
+
+    def add_all(self, gtids: Sequence[str]) -> None: ...
 
     def render(self) -> str: ...
 
@@ -80,6 +83,11 @@ class MysqlGtidSet:
                 merged.append([lo, hi])
         self._intervals[(sid, tag)] = merged
 
+    def add_all(self, gtids: Sequence[str]) -> None:
+        """Add each of ``gtids``."""
+        for gtid in gtids:
+            self.add(gtid)
+
     def add(self, gtid: str) -> None:
         """Add one GTID, ``uuid:gno`` or ``uuid:tag:gno``."""
         sid, _, rest = gtid.partition(":")
@@ -130,6 +138,15 @@ class MariadbGtidState:
             self._last[int(domain)] = (int(server), int(seq))
         except ValueError:
             raise ValueError(f"{gtid!r} is not a MariaDB GTID (domain-server-seq)") from None
+
+    def add_all(self, gtids: Sequence[str]) -> None:
+        """Add ``gtids``, in binlog order: only each domain's last one changes the state."""
+        seen: set[str] = set()
+        for gtid in reversed(gtids):
+            domain = gtid.partition("-")[0]
+            if domain not in seen:
+                seen.add(domain)
+                self.add(gtid)
 
     def __contains__(self, gtid: str) -> bool:
         domain, _server, seq = (int(x) for x in gtid.split("-"))

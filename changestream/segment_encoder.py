@@ -26,7 +26,13 @@ import orjson
 from changestream.assembler import utc_time
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_CRC32, HEADER_SIZE, EventDecoder
-from changestream.decoding.events import FL_COMPLETED_XA, FL_PREPARED_XA, FL_STANDALONE
+from changestream.decoding.events import (
+    FL_COMPLETED_XA,
+    FL_PREPARED_XA,
+    FL_STANDALONE,
+    FormatDescriptionEvent,
+)
+from changestream.decoding.rows import RowImageDecoder
 from changestream.filters import ChangeFilter
 from changestream.records import (
     JSON_OPTIONS,
@@ -74,6 +80,8 @@ class SegmentEncoder:
             else change_filter
         self.include_sql = include_sql
         self._shapes = ShapeCache(self.filter)
+        self._table_maps: dict[bytes, RowImageDecoder | None] = {}
+        self._format_description: FormatDescriptionEvent | None = None
 
     def encode(self, file: str, data: bytes, offsets: Sequence[int], stamp: str,
                lines: list[bytes]) -> list[EncodedTransaction] | None:
@@ -99,6 +107,16 @@ class SegmentEncoder:
         table_filter = self.filter.table if self.filter is not None else None
         shape_of = self._shapes.shape
         include_sql = self.include_sql
+        if decoder.format_description is not self._format_description:
+            self._format_description = decoder.format_description
+            self._table_maps.clear()
+        # TABLE_MAPs by their bytes but for the table id (the first 6 or 4 bytes of the
+        # body), and this segment's table ids.
+        table_maps = self._table_maps
+        post = decoder.post_header_length(et.TABLE_MAP)
+        short_ids = post == 6
+        key_start = HEADER_SIZE + post - 2
+        tables: dict[int, RowImageDecoder | None] = {}
         done: list[EncodedTransaction] = []
         changes: list[tuple[Any, ...]] = []
         inside = False
@@ -123,7 +141,7 @@ class SegmentEncoder:
                     raise _NotPlain
                 body = data[at + HEADER_SIZE:body_end]
                 table_id, _, pos = decoder.rows_header(code, body)
-                rows_decoder = decoder.row_decoder(table_id)
+                rows_decoder = tables.get(table_id)
                 if rows_decoder is None:
                     raise _NotPlain
                 schema = rows_decoder.schema
@@ -140,7 +158,18 @@ class SegmentEncoder:
                     _row_changes(changes, kind, schema.database, schema.table, shape.names,
                                  shape.direct_key, decoded.rows, sql, offset)
             elif code == et.TABLE_MAP:
-                decoder.register_table_map(data[at + HEADER_SIZE:body_end])
+                key = data[at + key_start:body_end]
+                rows_decoder = table_maps.get(key)
+                if rows_decoder is None:
+                    table_id = decoder.register_table_map(data[at + HEADER_SIZE:body_end])[0]
+                    rows_decoder = table_maps[key] = decoder.row_decoder(table_id)
+                    if len(table_maps) > 4096:
+                        table_maps.clear()
+                if short_ids:
+                    tables[_U32(data, at + HEADER_SIZE)[0]] = rows_decoder
+                else:
+                    tables[int.from_bytes(data[at + HEADER_SIZE:at + HEADER_SIZE + 6],
+                                          "little")] = rows_decoder
             elif code == et.MARIADB_GTID:
                 seq_no, domain, flags = _MARIADB_GTID(data, at + HEADER_SIZE)
                 if inside or flags & _NOT_PLAIN:

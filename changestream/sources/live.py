@@ -220,8 +220,21 @@ class LiveSource:
                 length = buf[start] | buf[start + 1] << 8 | buf[start + 2] << 16
                 if n - start - 4 < length:
                     break
-                payload = bytes(buf[start + 4:start + 4 + length])
-                start += 4 + length
+                body = start + 4
+                start = body + length
+                if buf[body] == 0 and length < 0xFFFFFF and not big and length > 20 and \
+                        buf[body + 5] != et.ROTATE:
+                    # An ordinary event (the common case, framed here with one copy).
+                    event = bytes(buf[body + 1:start])
+                    log_pos = _U32(event, 13)[0]
+                    if log_pos:
+                        self.pos = log_pos
+                        yield RawEvent(self.file or "", log_pos - length + 1, event)
+                    else:
+                        yield RawEvent(self.file or "", 4 if event[4] == et.FORMAT_DESCRIPTION
+                                       else self.pos, event)
+                    continue
+                payload = bytes(buf[body:start])
                 if length == 0xFFFFFF:
                     big.append(payload)
                     continue

@@ -224,3 +224,19 @@ def test_parse_gtid_progress_follows_the_given_flavour() -> None:
     empty.add("0-1-1")
     assert empty.render() == "0-1-1"
     assert isinstance(parse_gtid_progress("", mariadb=False), MysqlGtidSet)
+
+
+def test_add_all_is_adding_each_in_order() -> None:
+    gtids = ["0-1-5", "1-2-7", "0-1-6", "0-3-7", "2-1-1", "1-2-8"]
+    one_by_one, at_once = MariadbGtidState("0-1-4"), MariadbGtidState("0-1-4")
+    for gtid in gtids:
+        one_by_one.add(gtid)
+    at_once.add_all(gtids)
+    assert at_once == one_by_one
+    assert at_once.render() == "0-3-7,1-2-8,2-1-1"
+    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    mysql, mysql_all = MysqlGtidSet(), MysqlGtidSet()
+    for gno in (1, 2, 5, 3):
+        mysql.add(f"{uuid}:{gno}")
+    mysql_all.add_all([f"{uuid}:{gno}" for gno in (1, 2, 5, 3)])
+    assert mysql_all == mysql and mysql_all.render() == f"{uuid}:1-3:5"

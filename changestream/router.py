@@ -507,7 +507,8 @@ class Router:
                               follow=follow, decoder=decoder)
         return LiveSource(self.spec.connection, start, server_id=s.server_id,
                           blocking=follow, heartbeat_seconds=s.heartbeat_seconds,
-                          verify_checksums=s.verify_checksums, decoder=decoder)
+                          verify_checksums=s.verify_checksums, decoder=decoder,
+                          annotations=s.include_sql)
 
     def _catalog_lookup(self) -> Any:
         if self.spec.kind != "server" or not self.settings.schema_from_server:

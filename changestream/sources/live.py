@@ -77,13 +77,16 @@ class LiveSource:
 
     ``blocking=False`` ends the stream when the reader reaches the end of what the server
     has (the server sends EOF); otherwise it waits for new events until ``stop()``.
+    ``annotations=False`` asks MariaDB not to send its ANNOTATE_ROWS events (the statements
+    behind row events; often the bigger part of a binlog's bytes) when nobody reads them.
     """
 
     def __init__(self, connection: dict[str, Any], start: StartPosition | None = None, *,
                  server_id: int = 0x3EADBEEF, blocking: bool = True,
                  heartbeat_seconds: float = 5.0, verify_checksums: bool = True,
-                 decoder: EventDecoder | None = None):
+                 decoder: EventDecoder | None = None, annotations: bool = True):
         self.connection_settings = dict(connection)
+        self.annotations = annotations
         self.start = start or StartPosition()
         self.server_id = server_id
         self.blocking = blocking
@@ -197,7 +200,7 @@ class LiveSource:
                 cur.execute("SET @slave_gtid_strict_mode = 0")
                 cur.execute("SET @slave_gtid_ignore_duplicates = 0")
             file, pos = "", 4
-        if self.is_mariadb:
+        if self.is_mariadb and self.annotations:
             flags |= BINLOG_SEND_ANNOTATE_ROWS_EVENT
         payload = struct.pack("<IHI", pos, flags, self.server_id) + file.encode()
         conn._execute_command(COM_BINLOG_DUMP, payload)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from changestream.decoding import event_types as et
 from changestream.decoding.events import Event, RowsEvent, TransactionPayloadEvent
 from changestream.scan import scan_transactions
 from changestream.sources.files import FileSource
@@ -101,6 +102,25 @@ def test_live_and_file_sources_decode_identically(server: Any, fresh_database: s
     compressed = [e for e in files if getattr(e, "compressed", False)
                   or isinstance(e, TransactionPayloadEvent)]
     assert compressed, "the workload's compressed transaction was not seen"
+
+
+def test_mariadb_leaves_out_the_annotations_nobody_asked_for(server: Any,
+                                                             fresh_database: str) -> None:
+    """Without ``annotations`` MariaDB does not send ANNOTATE_ROWS events; every other event
+    arrives as before, at the same offsets."""
+    if "mariadb" not in server.url:
+        pytest.skip("ANNOTATE_ROWS and the dump flag that asks for it are MariaDB's")
+    start = server.binlog_position()
+    _workload(server, fresh_database)
+    connection = {"host": "127.0.0.1", "port": server.port, "user": "root", "password": ""}
+    read = {}
+    for wanted in (True, False):
+        read[wanted] = [(e.header.offset, e.header.type_code) for e in LiveSource(
+            connection, StartPosition("file", file=start[0], pos=start[1]), blocking=False,
+            annotations=wanted) if not e.header.artificial]
+    annotate = et.MARIADB_ANNOTATE_ROWS
+    assert any(code == annotate for _, code in read[True])
+    assert read[False] == [(o, c) for o, c in read[True] if c != annotate]
 
 
 def test_every_column_type_decodes_exactly(server: Any, fresh_database: str) -> None:

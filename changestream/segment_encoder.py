@@ -119,7 +119,7 @@ class SegmentEncoder:
         tables: dict[int, RowImageDecoder | None] = {}
         done: list[EncodedTransaction] = []
         changes: list[tuple[Any, ...]] = []
-        inside = False
+        inside = began = False  # in a transaction; after its BEGIN (MariaDB's have none)
         gtid: str | None = None
         server_id = start = 0
         commit_ts: dt.datetime | None = None
@@ -176,12 +176,13 @@ class SegmentEncoder:
                     raise _NotPlain
                 server_id = _U32(data, at + 5)[0]
                 gtid = f"{domain}-{server_id}-{seq_no}"
-                inside, start, commit_ts, sql = True, offset, None, None
+                inside, began, start, commit_ts, sql = True, True, offset, None, None
             elif code == et.XID or code == et.QUERY:
                 xid = None
                 if code == et.QUERY:
                     statement = decoder.decode(data[at:end], file, offset).query.strip().upper()
-                    if statement == "BEGIN" and inside:
+                    if statement == "BEGIN" and inside and not began:
+                        began = True
                         at = end
                         continue
                     if statement != "COMMIT":
@@ -209,7 +210,7 @@ class SegmentEncoder:
                 ts = event.original_commit_ts or event.immediate_commit_ts
                 commit_ts = utc_time(ts / 1e6) if ts else None
                 server_id = event.header.server_id
-                inside, start, sql = True, offset, None
+                inside, began, start, sql = True, False, offset, None
             elif code in _ANNOTATIONS:
                 if include_sql and inside:
                     sql = shared_sql(decoder.decode(data[at:end], file, offset).query)

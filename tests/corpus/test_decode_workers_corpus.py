@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from changestream.errors import BinlogError
+from changestream.filters import ChangeFilter
 from changestream.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.sources.files import FileSource
@@ -99,3 +100,14 @@ def test_fast_path_encodes_as_the_general_path(relative: str, include_sql: bool)
     fast = compare_worker_paths(segments, include_sql=include_sql)
     if relative in _FAST_PATH_FILES:
         assert segments and fast == len(segments)
+
+
+def test_fast_path_filters_tables_and_leaves_column_filters_to_the_general_path() -> None:
+    segments = worker_segments([CORPUS / "rust_mysql_common/mariadb-bin.000001"])
+    assert segments
+    # Tables filtered out: still the fast path, and the same records as the general path.
+    for tables in (ChangeFilter(exclude=["*.outbox"]), ChangeFilter(include=["toddy_test"])):
+        assert compare_worker_paths(segments, tables) == len(segments)
+    # Columns left out: the general path builds those images.
+    columns = ChangeFilter(exclude_columns=["toddy_test.outbox.*"])
+    assert compare_worker_paths(segments, columns) == 0

@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pykka
@@ -26,13 +26,27 @@ log = logging.getLogger("changestream")
 
 @dataclass(slots=True, frozen=True)
 class BatchSettings:
-    """When a micro-batch is cut (whichever comes first) and how a failed one is retried."""
+    """When a micro-batch is cut (whichever comes first) and how a failed one is retried.
 
-    max_changes: int = 10_000
+    ``max_changes`` ``None``: the sink adapter's ``batch_changes`` if it has one, else
+    ``DEFAULT_BATCH_CHANGES`` (see :meth:`for_sink`)."""
+
+    max_changes: int | None = None
     max_bytes: int = 16 << 20
     max_seconds: float = 1.0
     retries: int = 5
     retry_backoff: float = 0.5
+
+    def for_sink(self, adapter: Any) -> BatchSettings:
+        """These settings with ``max_changes`` set: as given, else the adapter's own."""
+        if self.max_changes is not None:
+            return self
+        preferred = getattr(adapter, "batch_changes", None)
+        return replace(self, max_changes=preferred if isinstance(preferred, int)
+                       and preferred > 0 else DEFAULT_BATCH_CHANGES)
+
+
+DEFAULT_BATCH_CHANGES = 10_000
 
 
 class SinkActor(pykka.ThreadingActor):
@@ -45,7 +59,7 @@ class SinkActor(pykka.ThreadingActor):
         super().__init__()
         self.adapter = adapter
         self.store = store
-        self.settings = settings
+        self.settings = settings.for_sink(adapter)
         self.credits_in = credits_in
         self.stats = stats
         self.on_error = on_error
@@ -90,6 +104,7 @@ class SinkActor(pykka.ThreadingActor):
         finally:
             self.credits_in.give_back()
         s = self.settings
+        assert s.max_changes is not None
         if self._changes >= s.max_changes or self._bytes >= s.max_bytes:
             self._flush()
 

@@ -76,7 +76,7 @@ class TransactionsConfig:
 
 @dataclass(slots=True)
 class BatchConfig:
-    max_changes: int = 10_000
+    max_changes: int = 0  # 0: the sink's own default
     max_bytes: int = 16 << 20
     max_seconds: float = 1.0
     retries: int = 5
@@ -270,8 +270,10 @@ def _validate(config: Config) -> None:
     if config.log.level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"log.level: {config.log.level!r} is not debug, info, warning or "
                           "error")
-    for key, value in (("batch.max_changes", config.batch.max_changes),
-                       ("batch.max_bytes", config.batch.max_bytes),
+    if config.batch.max_changes < 0:
+        raise ConfigError(f"batch.max_changes: must be positive (or 0: the sink's default), "
+                          f"got {config.batch.max_changes}")
+    for key, value in (("batch.max_bytes", config.batch.max_bytes),
                        ("transactions.max_buffered_changes",
                         config.transactions.max_buffered_changes),
                        ("source.server_id", config.source.server_id)):

@@ -98,7 +98,7 @@ class RouterSettings:
             position_override=config.start.position_override or None,
             password=config.password(), server_id=s.server_id,
             heartbeat_seconds=s.heartbeat_seconds, reconnect_seconds=s.reconnect_seconds,
-            batch=BatchSettings(max_changes=b.max_changes, max_bytes=b.max_bytes,
+            batch=BatchSettings(max_changes=b.max_changes or None, max_bytes=b.max_bytes,
                                 max_seconds=b.max_seconds, retries=b.retries,
                                 retry_backoff=b.retry_backoff_seconds),
             filter=ChangeFilter(config.filter.include, config.filter.exclude,
@@ -336,7 +336,9 @@ class Router:
                                    self._fail, self._finished,
                                    (self.store.last_batch_id + 1) if self.store else 1)
         # Messages no bigger than a batch, so batches are cut close to their size limit.
-        message_changes = max(1, min(s.message_changes, s.batch.max_changes))
+        batch_changes = s.batch.for_sink(self.sink).max_changes
+        assert batch_changes is not None
+        message_changes = max(1, min(s.message_changes, batch_changes))
         self._workers = self._decode_workers()
         transaction_ref = TransactionActor.start(assembler, sink_ref, credits_in, credits_out,
                                                  self._fail, message_changes, self._workers)

@@ -45,7 +45,7 @@ def test_an_unknown_key_is_an_error_naming_it(tmp_path: Path) -> None:
     ("[start]\nat = \"yesterday\"\n", r"^start\.at: "),
     ("[start]\nuntil = \"forever\"\n", r"^start\.until: "),
     ("[source.tls]\nmode = \"verify-ca\"\n", r"^source\.tls\.ca: needed"),
-    ("[batch]\nmax_changes = 0\n", r"^batch\.max_changes: must be positive"),
+    ("[batch]\nmax_changes = -1\n", r"^batch\.max_changes: must be positive"),
     ("[sink]\nformat = \"avro\"\n", r"^sink\.format: "),
     ("this is = not toml [", r"configuration file .*changestream\.toml: "),
 ])

@@ -1,0 +1,37 @@
+"""Micro-batch size: as configured, else the sink adapter's own, else 10,000 changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from changestream.actors.sink import DEFAULT_BATCH_CHANGES, BatchSettings
+from changestream.sinks.jsonl import JsonLinesSink
+
+
+class _Adapter:
+    def __init__(self, batch_changes: Any = None):
+        if batch_changes is not None:
+            self.batch_changes = batch_changes
+
+
+def test_the_configured_size_wins() -> None:
+    assert BatchSettings(max_changes=7).for_sink(_Adapter(100_000)).max_changes == 7
+
+
+def test_the_adapter_says_its_size_when_none_is_configured() -> None:
+    settings = BatchSettings(max_seconds=2.5).for_sink(_Adapter(100_000))
+    assert settings.max_changes == 100_000 and settings.max_seconds == 2.5
+
+
+def test_otherwise_the_default() -> None:
+    assert BatchSettings().for_sink(_Adapter()).max_changes == DEFAULT_BATCH_CHANGES == 10_000
+    assert BatchSettings().for_sink(JsonLinesSink("/dev/null")).max_changes == 10_000
+    for nonsense in (0, -5, "many", 2.5):
+        assert BatchSettings().for_sink(_Adapter(nonsense)).max_changes == 10_000
+
+
+def test_the_spark_sink_asks_for_bigger_batches() -> None:
+    from changestream.sinks.spark import SparkSink
+
+    sink = SparkSink("parquet", path="/tmp/nowhere")
+    assert BatchSettings().for_sink(sink).max_changes == 100_000

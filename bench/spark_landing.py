@@ -112,6 +112,7 @@ class TimedSink:
     def __init__(self, adapter: Any):
         self.adapter = adapter
         self.write_seconds = 0.0
+        self.batch_changes = getattr(adapter, "batch_changes", None)  # its batch size
 
     def open(self) -> Any:
         return self.adapter.open()

@@ -5,9 +5,11 @@ records, and the router's threads share one interpreter lock. When the sink take
 records (it declares an ``encoded_format``, as the JSON-lines sinks do), the listener cuts
 the stream into *segments* of whole transactions that need nothing but their own events
 (see :mod:`changestream.segments`) and hands each segment to a worker process, round robin.
-A worker runs the same :class:`EventDecoder`, :class:`TransactionAssembler` and record
-encoder as the router, so its records are byte for byte the ones the router would write
-(but for ``ts``, the time they were encoded), and sends them back. The Transaction actor
+A worker writes a segment's records on its fast path (:mod:`changestream.segment_encoder`)
+or, when the segment holds anything that path does not take, with the same
+:class:`EventDecoder`, :class:`TransactionAssembler` and record encoder as the router; its
+records are byte for byte the ones the router would write (but for ``ts``, the time they
+were encoded), and it sends them back. The Transaction actor
 takes the results in binlog order. Everything else (DDL, XA, rollbacks, big transactions,
 tables whose column names are not in the binlog) is decoded in the router's process.
 """

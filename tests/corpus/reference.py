@@ -17,6 +17,14 @@ _MARIADB_GTID = re.compile(r"^#\d{6} .*\tGTID (\d+-\d+-\d+)")
 _OPS = {"INSERT INTO": "insert", "UPDATE": "update", "DELETE FROM": "delete"}
 
 
+def corpus_files() -> list[str]:
+    """Every binlog file of the corpus, relative to it (none when the corpus is absent)."""
+    if not CORPUS.is_dir():
+        return []
+    return sorted(str(p.relative_to(CORPUS)) for p in CORPUS.glob("*/*")
+                  if p.parent.name != "reference" and p.is_file())
+
+
 def reference_path(relative: str) -> Path:
     """The reference decode for a corpus file: MariaDB's when there is one, else MySQL's."""
     stem = relative.replace("/", "__").removesuffix(".gz")

@@ -18,17 +18,10 @@ from changestream.decoding.events import Event, QueryEvent, RowsQueryEvent
 from changestream.errors import BinlogError
 from changestream.scan import scan_transactions
 from changestream.sources import FileSource
-from tests.corpus.reference import CORPUS
+from tests.corpus.reference import CORPUS, corpus_files
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(),
                                 reason=f"binlog corpus not found at {CORPUS}")
-
-
-def _corpus_files() -> list[str]:
-    if not CORPUS.is_dir():
-        return []
-    return sorted(str(p.relative_to(CORPUS)) for p in CORPUS.glob("*/*")
-                  if p.parent.name != "reference" and p.is_file())
 
 
 _events: dict[str, list[Event] | None] = {}
@@ -91,7 +84,7 @@ def _shape(transactions: list[list[Change]]) -> list[list[tuple[object, ...]]]:
             for changes in transactions]
 
 
-FILES = _corpus_files()
+FILES = corpus_files()
 
 
 @pytest.mark.parametrize("relative", FILES)

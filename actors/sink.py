@@ -59,7 +59,7 @@ class SinkActor(pykka.ThreadingActor):
         super().__init__()
         self.adapter = adapter
         self.store = store
-        self.settings = settings.for_sink(adapter)
+        self.settings = settings  # max_changes resolved (BatchSettings.for_sink)
         self.credits_in = credits_in
         self.stats = stats
         self.on_error = on_error

@@ -1,7 +1,9 @@
 """Time each stage of changestream's pipeline on binlog files, single thread.
 
 Stages: decoding (FileSource), assembling (TransactionAssembler feed + drain), encoding the
-change records (records.encode_lines), and the JSON-lines sink writing them to a file.
+change records (records.encode_lines), and the JSON-lines sink writing them to a file. Then
+what a decode worker does with the segments the router would hand it: on its fast path
+(segment_encoder) and on its general path (decoder, assembler, records), one worker.
 With ``--profile STAGE`` the stage also runs under cProfile and the top functions print.
 
     .venv/bin/python bench/pipeline_profile.py /tmp/perf-binlogs [--repeat 3] [--profile decode]
@@ -21,7 +23,10 @@ from pathlib import Path
 
 from changestream.assembler import TransactionAssembler
 from changestream.changes import Batch
+from changestream.decode_workers import Segment, WorkerSettings, _Worker
+from changestream.decoding.event_decoder import EventDecoder
 from changestream.records import encode_lines
+from changestream.segments import Segmenter
 from changestream.sources.files import FileSource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -58,6 +63,35 @@ def sink(parts, out):
     s.open()
     s.write(Batch(1, parts, None))
     s.close()
+
+
+class _Collected:
+    """Stands in for the worker pool: keeps the segments the segmenter hands out."""
+
+    def __init__(self):
+        self.segments: list[Segment] = []
+
+    def submit(self, segment, end):
+        self.segments.append(segment)
+
+
+def segments(paths):
+    pool = _Collected()
+    source = FileSource(paths)
+
+    class Raw:
+        def raw_stream(self):
+            return source.raw_events()
+    for _ in Segmenter(EventDecoder(), pool).events(Raw()):
+        pass
+    return pool.segments
+
+
+def worker(cut, fast):
+    w = _Worker(WorkerSettings(None, False, "changestream", True, 20_000, None))
+    if not fast:
+        w.encoder = None
+    return sum(run.changes for segment in cut for run in w.assemble(segment))
 
 
 def timed(fn, *args, repeat=1):
@@ -99,6 +133,13 @@ def main() -> int:
                     ("assemble", t_asm), ("encode", t_enc), ("sink (encode+write)", t_sink)):
         print(f"{name:22} {t:7.3f} s  {n / t:10,.0f} rows/s")
     print(f"{'decode+assemble+sink':22} {total:7.3f} s  {n / total:10,.0f} rows/s")
+    t_cut, cut = timed(segments, args.paths, repeat=args.repeat)
+    t_fast, fast_rows = timed(worker, cut, True, repeat=args.repeat)
+    t_general, _ = timed(worker, cut, False, repeat=args.repeat)
+    print(f"{len(cut):,} worker segments ({fast_rows:,} changes):")
+    for name, t in (("segmenting (router)", t_cut), ("worker, fast path", t_fast),
+                    ("worker, general path", t_general)):
+        print(f"{name:22} {t:7.3f} s  {fast_rows / t:10,.0f} rows/s")
     if args.profile:
         fn = {"decode": lambda: decode_only(args.paths),
               "assemble": lambda: assemble(events, args.include_sql),

@@ -93,8 +93,6 @@ class WorkerRun:
 
 SegmentResult = list[WorkerRun]
 
-RUN_BYTES = 4 << 20
-
 
 class DecodeWorkers:
     """``count`` worker processes, fed round robin; results are taken in the same order."""
@@ -224,12 +222,11 @@ class _Worker:
 
     def _runs(self, done: list[EncodedTransaction], lines: list[bytes],
               file: str) -> SegmentResult:
-        """The transactions' records in runs of about ``run_changes`` changes or
-        ``RUN_BYTES`` bytes (records with long statements are big)."""
+        """The transactions' records in runs of about ``run_changes`` changes."""
         runs: SegmentResult = []
         first = used = 0  # lines: the current run's first, and those taken so far
         gtids: list[str] = []
-        count = size = 0
+        count = 0
         commit_ts = None
         last = len(done) - 1
         for i, transaction in enumerate(done):
@@ -237,13 +234,12 @@ class _Worker:
                 gtids.append(transaction.gtid)
             if transaction.changes:
                 count += 1
-                size += sum(map(len, lines[used:used + transaction.changes]))
                 used += transaction.changes
                 commit_ts = transaction.commit_ts or commit_ts
-            if used - first >= self.run_changes or size >= RUN_BYTES or i == last:
+            if used - first >= self.run_changes or i == last:
                 runs.append(WorkerRun(b"".join(lines[first:used]), used - first, count,
                                       commit_ts, gtids, file, transaction.end))
-                first, gtids, count, size, commit_ts = used, [], 0, 0, None
+                first, gtids, count, commit_ts = used, [], 0, None
         return runs
 
 

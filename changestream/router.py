@@ -332,13 +332,13 @@ class Router:
             gtid_set=gtid_base, change_filter=s.filter,
             max_buffered_changes=s.max_buffered_changes, spill_dir=s.spill_dir,
             is_transactional=self._engine_lookup(), include_sql=s.include_sql)
-        sink_ref = SinkActor.start(self.sink, self.store, s.batch, credits_out, self.stats,
+        batch = s.batch.for_sink(self.sink)
+        assert batch.max_changes is not None
+        sink_ref = SinkActor.start(self.sink, self.store, batch, credits_out, self.stats,
                                    self._fail, self._finished,
                                    (self.store.last_batch_id + 1) if self.store else 1)
         # Messages no bigger than a batch, so batches are cut close to their size limit.
-        batch_changes = s.batch.for_sink(self.sink).max_changes
-        assert batch_changes is not None
-        message_changes = max(1, min(s.message_changes, batch_changes))
+        message_changes = max(1, min(s.message_changes, batch.max_changes))
         self._workers = self._decode_workers()
         transaction_ref = TransactionActor.start(assembler, sink_ref, credits_in, credits_out,
                                                  self._fail, message_changes, self._workers)

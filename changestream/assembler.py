@@ -505,9 +505,10 @@ class TransactionAssembler:
         else:
             for i, (old, new) in enumerate(event.rows):
                 before, after = image(old), image(new)
-                pk = key(after)
-                if pk is not None and ABSENT in pk.values():
-                    pk = key(before)
+                # The after image's key, where it logs the key columns; an image that logs
+                # only what changed (binlog_row_image=MINIMAL) leaves them to the before image.
+                pk = None if pk_names is None else {
+                    n: after[n] if n in after else before.get(n) for n in pk_names}
                 out.append(Change("update", database, table, before, after, pk, sql, file,
                                   pos, i, schema=schema))
 

@@ -2,10 +2,12 @@
 
 Values keep their meaning (see the README's "Change records" section for the full table):
 integers as JSON numbers (unsigned BIGINT exact), DECIMAL as a string with its scale,
-DATETIME as ``YYYY-MM-DDTHH:MM:SS.ffffff``, TIMESTAMP the same with ``+00:00``, DATE as
-``YYYY-MM-DD``, TIME as ``[-]HH:MM:SS.ffffff`` (hours can pass 24), bytes (BINARY, BLOB,
-GEOMETRY) as base64, JSON columns as JSON, ENUM as its label, SET as a list of labels, BIT
-as a number, VECTOR as a list of numbers.
+DATETIME as ``YYYY-MM-DDTHH:MM:SS[.f]``, TIMESTAMP the same with ``+00:00``, TIME as
+``[-]HH:MM:SS[.f]`` (hours can pass 24), each with exactly its column's fractional digits
+(:mod:`changestream.temporal_text`), DATE as ``YYYY-MM-DD``, bytes (BINARY, BLOB, GEOMETRY)
+as base64, JSON columns as JSON (a JSON ``null`` document as ``{"$json": null}``, SQL NULL
+as ``null``), ENUM as its label, SET as a list of labels, BIT as a number, VECTOR as a list
+of numbers.
 """
 
 from __future__ import annotations
@@ -19,19 +21,11 @@ from typing import Any
 import orjson
 
 from changestream.changes import Change
+from changestream.decoding.json_binary import JSON_NULL
 from changestream.decoding.rows import PartialJson
+from changestream.temporal_text import ColumnFormats, FormatCache, formatted, time_text
 
 FORMATS = ("changestream", "original")
-
-
-def _time(value: dt.timedelta) -> str:
-    micros = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
-    sign = "-" if micros < 0 else ""
-    micros = abs(micros)
-    seconds, us = divmod(micros, 1_000_000)
-    minutes, s = divmod(seconds, 60)
-    h, m = divmod(minutes, 60)
-    return f"{sign}{h:02d}:{m:02d}:{s:02d}.{us:06d}"
 
 
 def _datetime_text(value: dt.datetime) -> str:
@@ -61,7 +55,7 @@ _BY_TYPE: dict[type, Callable[[Any], Any]] = {
     dt.date: dt.date.isoformat,
     Decimal: _decimal_text,
     bytes: _bytes_text,
-    dt.timedelta: _time,
+    dt.timedelta: time_text,
 }
 
 
@@ -79,15 +73,20 @@ def json_default(value: Any) -> Any:
     if isinstance(value, Decimal):
         return format(value, "f")  # str() would write DECIMAL(20,10) zero as 0E-10
     if isinstance(value, dt.timedelta):
-        return _time(value)
+        return time_text(value)
     if isinstance(value, dt.time):
         return value.isoformat(timespec="microseconds")
+    if value is JSON_NULL:
+        return JSON_NULL_RECORD
     if isinstance(value, PartialJson):
         return {"partial_json_diffs": [repr(d) for d in value.diffs]}
     if isinstance(value, set | frozenset | tuple):
         return list(value)
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
+
+JSON_NULL_RECORD = {"$json": None}
+"""How a JSON column holding the JSON literal null is written (SQL NULL is ``null``)."""
 
 JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_APPEND_NEWLINE | \
     orjson.OPT_NON_STR_KEYS
@@ -104,6 +103,9 @@ def change_record(change: Change, ts: str) -> dict[str, Any]:
     return _record(change, ts, change.sql, commit_time_text(t.commit_ts) if t is not None else None)
 
 
+_FORMATS = FormatCache()
+
+
 def _record(change: Change, ts: str, sql: Any, commit_ts: str | None) -> dict[str, Any]:
     """``change_record`` with the statement (possibly pre-encoded) and the commit time
     given, so changes that share them do not convert them again."""
@@ -113,14 +115,19 @@ def _record(change: Change, ts: str, sql: Any, commit_ts: str | None) -> dict[st
         change.primary_key, sql, {
             "id": t.id, "gtid": t.gtid, "xid": t.xid, "seq": change.seq, "size": t.size,
             "last": change.last, "commit_ts": commit_ts,
-        } if t is not None else None, change.file, change.pos, change.row, ts)
+        } if t is not None else None, change.file, change.pos, change.row, ts,
+        _FORMATS(change.schema))
 
 
 def row_record(op: str, database: str | None, table: str | None, before: Any, after: Any,
                primary_key: Any, sql: Any, transaction: dict[str, Any] | None, file: str,
-               pos: int, row: int, ts: str) -> dict[str, Any]:
+               pos: int, row: int, ts: str, formats: ColumnFormats = ()) -> dict[str, Any]:
     """A record in changestream's format from its fields (``transaction``: the record's
-    ``id``, ``gtid``, ``xid``, ``seq``, ``size``, ``last`` and ``commit_ts``)."""
+    ``id``, ``gtid``, ``xid``, ``seq``, ``size``, ``last`` and ``commit_ts``; ``formats``:
+    how the table's temporal columns are written, see :mod:`changestream.temporal_text`)."""
+    if formats:
+        before, after = formatted(before, formats), formatted(after, formats)
+        primary_key = formatted(primary_key, formats)
     return {
         "op": op, "database": database, "table": table, "before": before, "after": after,
         "primary_key": primary_key, "sql": sql, "transaction": transaction,
@@ -131,7 +138,9 @@ def row_record(op: str, database: str | None, table: str | None, before: Any, af
 def original_record(change: Change, ts: str) -> dict[str, Any]:
     """A change in the original changestream message format."""
     t = change.transaction
-    data = change.after if change.op != "delete" else change.before
+    formats = _FORMATS(change.schema)
+    before, after = formatted(change.before, formats), formatted(change.after, formats)
+    data = after if change.op != "delete" else before
     record: dict[str, Any] = {
         "mutation": change.op.upper(),
         "sequence": change.seq,
@@ -143,13 +152,13 @@ def original_record(change: Change, ts: str) -> dict[str, Any]:
             "row_count": t.size if t else 1,
             "current_row": change.seq + 1,
         },
-        "primary_key": change.primary_key or {},
+        "primary_key": formatted(change.primary_key, formats) or {},
         "transaction": {"id": t.id if t else None, "current_row": change.seq,
                         **({"last_mutation": True} if change.last else {})},
         "row_data": data,
     }
     if change.op == "update":
-        record["old_row_data"] = change.before
+        record["old_row_data"] = before
     return record
 
 

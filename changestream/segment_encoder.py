@@ -42,6 +42,7 @@ from changestream.records import (
     shared_sql,
 )
 from changestream.row_shapes import ShapeCache
+from changestream.temporal_text import ColumnFormats, FormatCache
 
 _U32 = struct.Struct("<I").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
@@ -80,6 +81,7 @@ class SegmentEncoder:
             else change_filter
         self.include_sql = include_sql
         self._shapes = ShapeCache(self.filter)
+        self._formats = FormatCache()
         self._table_maps: dict[bytes, RowImageDecoder | None] = {}
         self._format_description: FormatDescriptionEvent | None = None
 
@@ -106,6 +108,7 @@ class SegmentEncoder:
         plain_rows = _PLAIN_ROWS
         table_filter = self.filter.table if self.filter is not None else None
         shape_of = self._shapes.shape
+        formats_of = self._formats
         include_sql = self.include_sql
         if decoder.format_description is not self._format_description:
             self._format_description = decoder.format_description
@@ -156,7 +159,8 @@ class SegmentEncoder:
                             and len(decoded.present_after) != ncols):
                         raise _NotPlain
                     _row_changes(changes, kind, schema.database, schema.table, shape.names,
-                                 shape.direct_key, decoded.rows, sql, offset)
+                                 shape.direct_key, decoded.rows, sql, offset,
+                                 formats_of(schema))
             elif code == et.TABLE_MAP:
                 key = data[at + key_start:body_end]
                 rows_decoder = table_maps.get(key)
@@ -224,15 +228,16 @@ class SegmentEncoder:
 
 def _row_changes(out: list[tuple[Any, ...]], kind: str, database: str, table: str,
                  names: tuple[str, ...], key: tuple[tuple[str, int], ...] | None,
-                 rows: list[Any], sql: Any, pos: int) -> None:
-    """``(op, database, table, before, after, primary_key, sql, pos, row)`` of each row
-    (images that log every column, none left out: as the assembler's direct path)."""
+                 rows: list[Any], sql: Any, pos: int, formats: ColumnFormats) -> None:
+    """``(op, database, table, before, after, primary_key, sql, pos, row, formats)`` of
+    each row (images that log every column, none left out: as the assembler's direct
+    path)."""
     append = out.append
     if kind == "update":
         for i, (old, new) in enumerate(rows):
             pk = {n: new[j] for n, j in key} if key is not None else None
             append(("update", database, table, dict(zip(names, old)), dict(zip(names, new)),
-                    pk, sql, pos, i))
+                    pk, sql, pos, i, formats))
         return
     insert = kind == "insert"
     single = key[0] if key is not None and len(key) == 1 else None
@@ -243,9 +248,9 @@ def _row_changes(out: list[tuple[Any, ...]], kind: str, database: str, table: st
         else:
             pk = {n: values[j] for n, j in key} if key is not None else None
         if insert:
-            append((kind, database, table, None, image, pk, sql, pos, i))
+            append((kind, database, table, None, image, pk, sql, pos, i, formats))
         else:
-            append((kind, database, table, image, None, pk, sql, pos, i))
+            append((kind, database, table, image, None, pk, sql, pos, i, formats))
 
 
 def _encode_changes(lines: list[bytes], changes: list[tuple[Any, ...]], tid: str,
@@ -256,8 +261,9 @@ def _encode_changes(lines: list[bytes], changes: list[tuple[Any, ...]], tid: str
     append = lines.append
     size = len(changes)
     last = size - 1
-    for seq, (op, database, table, before, after, pk, sql, pos, row) in enumerate(changes):
+    for seq, (op, database, table, before, after, pk, sql, pos, row, formats) in \
+            enumerate(changes):
         append(dumps(row_record(op, database, table, before, after, pk, sql, {
             "id": tid, "gtid": gtid, "xid": xid, "seq": seq, "size": size,
-            "last": seq == last, "commit_ts": commit_ts}, file, pos, row, stamp),
+            "last": seq == last, "commit_ts": commit_ts}, file, pos, row, stamp, formats),
             default=json_default, option=JSON_OPTIONS))

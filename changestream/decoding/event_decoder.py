@@ -406,7 +406,8 @@ class EventDecoder:
         else:
             table_id = int.from_bytes(body[0:6], "little")
         if cached is None:
-            schema = parse_table_map(body, post)[2]
+            fde = self.format_description
+            schema = parse_table_map(body, post, fde is not None and fde.is_mariadb)[2]
             if self.schema_resolver is not None:
                 assert header is not None, "a schema resolver needs the event's header"
                 schema = self.schema_resolver(schema, header)

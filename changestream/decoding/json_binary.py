@@ -70,15 +70,45 @@ from changestream.decoding.packed import read_packed_int
 
 __all__ = [
     "INSERT",
+    "JSON_NULL",
     "REMOVE",
     "REPLACE",
     "JsonBinaryError",
     "JsonDiff",
     "JsonDiffError",
+    "JsonNull",
     "apply_json_diffs",
     "decode_json",
     "decode_json_diffs",
 ]
+
+
+class JsonNull:
+    """The JSON literal ``null`` as a whole column value, told apart from SQL NULL (``None``).
+
+    There is one: :data:`JSON_NULL`. It is false, and it pickles to itself.
+    """
+
+    __slots__ = ()
+    _instance: JsonNull | None = None
+
+    def __new__(cls) -> JsonNull:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "JSON_NULL"
+
+    def __reduce__(self) -> str:
+        return "JSON_NULL"
+
+
+JSON_NULL = JsonNull()
+"""A JSON column holding the JSON literal ``null`` (SQL NULL is ``None``)."""
 
 
 class JsonBinaryError(ValueError):

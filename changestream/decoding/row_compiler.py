@@ -76,10 +76,9 @@ class _Writer:
             unpack = self.name(f"_u{i}", struct.Struct(
                 "<" + (unsigned if c.unsigned else signed)).unpack_from)
             out.append(f"{indent}{v} = {unpack}(buf, pos)[0]; pos += {size}")
-        elif t in (ft.FLOAT, ft.DOUBLE):
-            fmt, size = ("<f", 4) if t == ft.FLOAT else ("<d", 8)
-            unpack = self.name(f"_u{i}", struct.Struct(fmt).unpack_from)
-            out.append(f"{indent}{v} = {unpack}(buf, pos)[0]; pos += {size}")
+        elif t == ft.DOUBLE:
+            unpack = self.name(f"_u{i}", struct.Struct("<d").unpack_from)
+            out.append(f"{indent}{v} = {unpack}(buf, pos)[0]; pos += 8")
         elif t == ft.INT24:
             signed = "False" if c.unsigned else "True"
             out.append(f"{indent}{v} = _from_bytes(buf[pos:pos + 3], 'little', "

@@ -2,10 +2,12 @@
 
 Each reader is ``read(buf, pos) -> (value, new_pos)``. Value mapping (documented in the README):
 integers as int (unsigned in full range when the column is known to be unsigned), DECIMAL as
-Decimal, FLOAT/DOUBLE as float, DATE as date, DATETIME as naive datetime, TIMESTAMP as a UTC
-datetime, TIME as timedelta, YEAR as int, zero or invalid dates as the string MySQL prints,
+Decimal, FLOAT/DOUBLE as float (FLOAT as the shortest decimal that reads back as the same
+4-byte float), DATE as date, DATETIME as naive datetime, TIMESTAMP as a UTC datetime, TIME as
+timedelta, YEAR as int, zero or invalid dates as the string MySQL prints,
 character types as str in the column's charset, binary types as bytes (BINARY(n) padded back to
-n bytes), ENUM as its label, SET as a list of labels, BIT as int, JSON as Python values,
+n bytes), ENUM as its label, SET as a list of labels, BIT as int, JSON as Python values
+(the literal null as ``JSON_NULL``, apart from SQL NULL),
 GEOMETRY as bytes (SRID + WKB), VECTOR as a list of floats.
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 from changestream.decoding import field_types as ft
 from changestream.decoding.charsets import codec_for_collation
 from changestream.decoding.decimal_binary import decode_decimal
-from changestream.decoding.json_binary import decode_json
+from changestream.decoding.json_binary import JSON_NULL, decode_json
 from changestream.decoding.table_schema import Column
 
 ValueReader = Callable[[bytes, int], tuple[Any, int]]
@@ -49,6 +51,26 @@ def _fixed(unpack: Callable[[bytes, int], tuple[Any, ...]], size: int) -> ValueR
         return unpack(buf, pos)[0], pos + size
 
     return read
+
+
+_F32_PACK = struct.Struct("<f").pack
+_F32_UNPACK = struct.Struct("<f").unpack
+
+
+def shortest_float32(value: float) -> float:
+    """The 4-byte float ``value`` (widened to a double) as the shortest decimal that reads
+    back as the same 4-byte float: 5.6, not 5.599999904632568 (as the server prints it)."""
+    # A normal 4-byte float has 24 bits (> 7 digits): rounded to 6 digits it gives the
+    # shortest form whenever one of 6 digits or fewer exists. Subnormals have fewer bits.
+    for digits in (6, 7, 8) if abs(value) >= 1.2e-38 else range(1, 9):
+        candidate = float(f"{value:.{digits}g}")
+        if _F32_UNPACK(_F32_PACK(candidate))[0] == value:
+            return candidate
+    return float(f"{value:.9g}")  # 9 significant digits always read back
+
+
+def _read_float(buf: bytes, pos: int) -> tuple[float, int]:
+    return shortest_float32(_F32(buf, pos)[0]), pos + 4
 
 
 def _int24(unsigned: bool) -> ValueReader:
@@ -258,7 +280,8 @@ def _json(column: Column) -> ValueReader:
 
     def read(buf: bytes, pos: int) -> tuple[Any, int]:
         raw, pos = raw_reader(buf, pos)
-        return decode_json(raw), pos
+        value = decode_json(raw)  # None only for a top-level null (or an empty value,
+        return (JSON_NULL if value is None else value), pos  # which the server reads as null)
 
     return read
 
@@ -287,7 +310,7 @@ def value_reader(column: Column) -> ValueReader:
     if t == ft.INT24:
         return _int24(bool(column.unsigned))
     if t == ft.FLOAT:
-        return _fixed(_F32, 4)
+        return _read_float
     if t == ft.DOUBLE:
         return _fixed(_F64, 8)
     if t == ft.NEWDECIMAL:

@@ -86,8 +86,10 @@ def _charsets(data: bytes, start: int, end: int, count: int, default_form: bool)
     return out
 
 
-def parse_table_map(body: bytes, post_header_len: int) -> tuple[int, int, TableSchema]:
-    """Parse a TABLE_MAP body (after the common header, before any checksum).
+def parse_table_map(body: bytes, post_header_len: int,
+                    mariadb: bool = False) -> tuple[int, int, TableSchema]:
+    """Parse a TABLE_MAP body (after the common header, before any checksum); ``mariadb``:
+    written by MariaDB, which lists GEOMETRY columns among those with a character set.
 
     Returns ``(table_id, flags, schema)``.
     """
@@ -126,7 +128,8 @@ def parse_table_map(body: bytes, post_header_len: int) -> tuple[int, int, TableS
         if isinstance(exc, TableMapFormatError):
             raise
         raise TableMapFormatError(f"malformed TABLE_MAP: {exc}") from None
-    return table_id, flags, _build_schema(database, table, types, shapes, nullable, body, optional)
+    return table_id, flags, _build_schema(database, table, types, shapes, nullable, body, optional,
+                                          mariadb)
 
 
 def _bits_lsb_first(data: bytes, count: int) -> list[bool]:
@@ -151,11 +154,14 @@ def _build_schema(
     nullable: list[bool],
     body: bytes,
     optional: dict[int, tuple[int, int]],
+    mariadb: bool,
 ) -> TableSchema:
     ncols = len(types)
     real_types = [shape.get("type_code", t) for t, shape in zip(types, shapes, strict=True)]
     numeric = [i for i, t in enumerate(real_types) if t in ft.NUMERIC_TYPES]
-    character = [i for i, t in enumerate(real_types) if t in ft.CHARACTER_TYPES]
+    # MariaDB gives GEOMETRY columns a (binary) charset entry; MySQL gives them none.
+    charset_types = ft.CHARACTER_TYPES | {ft.GEOMETRY} if mariadb else ft.CHARACTER_TYPES
+    character = [i for i, t in enumerate(real_types) if t in charset_types]
     enum_set = [i for i, t in enumerate(real_types) if t in ft.ENUM_SET_TYPES]
     enums = [i for i, t in enumerate(real_types) if t == ft.ENUM]
     sets = [i for i, t in enumerate(real_types) if t == ft.SET]
@@ -174,7 +180,8 @@ def _build_schema(
             default_form = kind in (DEFAULT_CHARSET, ENUM_AND_SET_DEFAULT_CHARSET)
             for i, coll in zip(targets, _charsets(body, start, end, len(targets), default_form),
                                strict=False):
-                extra[i]["collation"] = coll
+                if real_types[i] != ft.GEOMETRY:
+                    extra[i]["collation"] = coll
     if COLUMN_NAME in optional:
         pos, end = optional[COLUMN_NAME]
         for i in range(ncols):

@@ -22,8 +22,10 @@ from pyspark.sql import types as T
 
 from changestream.decoding import field_types as ft
 from changestream.decoding.charsets import codec_for_collation
+from changestream.decoding.json_binary import JSON_NULL
 from changestream.decoding.table_schema import Column, TableSchema
-from changestream.records import _time, json_default
+from changestream.records import json_default
+from changestream.temporal_text import time_text
 
 Convert = Callable[[Any], Any]
 MAX_DECIMAL_PRECISION = 38
@@ -40,6 +42,8 @@ class FieldMapping:
 
 
 def _json_text(value: Any) -> str:
+    if value is JSON_NULL:
+        return "null"  # SQL NULL lands as a null column value, JSON null as its text
     return orjson.dumps(value, default=json_default, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
@@ -73,7 +77,7 @@ def _timestamp(value: Any) -> Any:
 
 
 def _time_text(value: Any) -> Any:
-    return _time(value) if isinstance(value, dt.timedelta) else str(value)
+    return time_text(value) if isinstance(value, dt.timedelta) else str(value)
 
 
 def _enum(value: Any) -> Any:

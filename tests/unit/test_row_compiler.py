@@ -242,3 +242,24 @@ def test_decimal_keeps_the_column_scale_and_no_negative_zero() -> None:
         rows = decoder.decode_body(_body(columns, [b"\x00" + image], False), 0, "insert",
                                    False).rows
         assert str(rows[0][0]) == "0E-10" and rows[0][0].as_tuple().sign == 0
+
+
+def test_float_is_the_shortest_decimal_that_reads_back_as_the_same_4_byte_float() -> None:
+    import random
+
+    from changestream.decoding.row_values import shortest_float32
+
+    def as_float32(x: float) -> float:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+
+    assert shortest_float32(as_float32(5.6)) == 5.6
+    assert shortest_float32(as_float32(1e-45)) == 1e-45  # the least subnormal
+    assert shortest_float32(as_float32(16777217.0)) == 16777216.0
+    rng = random.Random(7)
+    for _ in range(5000):
+        value = struct.unpack("<f", rng.getrandbits(32).to_bytes(4, "little"))[0]
+        if value != value or abs(value) == float("inf"):
+            continue
+        short = shortest_float32(value)
+        assert as_float32(short) == value
+        assert len(repr(short)) <= len(repr(float(f"{value:.9g}")))

@@ -1,67 +1,61 @@
-"""From MySQL/MariaDB collation ids to Python codecs."""
+"""From MySQL/MariaDB collation ids to Python codecs.
+
+Every collation id of MySQL and MariaDB is in :mod:`collation_ids`, and how each character set
+decodes in :mod:`charset_tables`; both are generated from the servers themselves by
+``scripts/charset_tables.py``. No collation id means different character sets on the two
+servers, so the decoder needs no flavour. A character set decodes with Python's own codec
+where that gives exactly the server's text; the others are registered here as codecs named
+``changestream_<charset>``: single-byte ones as charmaps of the server's table, multibyte ones
+as the closest Python codec plus the sequences and characters where the server differs.
+A byte the server cannot convert to Unicode is left undefined (a decode error), so the
+caller can keep the value's raw bytes.
+"""
 
 from __future__ import annotations
 
+import codecs
+from collections.abc import Callable
 from functools import lru_cache
 
-from pymysql.charset import charset_by_id
+from changestream.decoding.charset_tables import DECODING_TABLES, MULTIBYTE, PYTHON_CODECS
+from changestream.decoding.collation_ids import COLLATIONS
+
+__all__ = ["BINARY_COLLATION", "UnknownCollationError", "charset_of_collation",
+           "codec_for_charset", "codec_for_collation"]
 
 BINARY_COLLATION = 63
+CODEC_PREFIX = "changestream_"
 
-_CODECS = {
-    "utf8": "utf-8",
-    "utf8mb3": "utf-8",
-    "utf8mb4": "utf-8",
-    "latin1": "cp1252",  # MySQL's latin1 is Windows-1252
-    "ascii": "ascii",
-    "binary": None,
-    "ucs2": "utf-16-be",
-    "utf16": "utf-16-be",
-    "utf16le": "utf-16-le",
-    "utf32": "utf-32-be",
-    "latin2": "iso8859-2",
-    "latin5": "iso8859-9",
-    "latin7": "iso8859-13",
-    "greek": "iso8859-7",
-    "hebrew": "iso8859-8",
-    "cp1250": "cp1250",
-    "cp1251": "cp1251",
-    "cp1256": "cp1256",
-    "cp1257": "cp1257",
-    "cp850": "cp850",
-    "cp852": "cp852",
-    "cp866": "cp866",
-    "koi8r": "koi8-r",
-    "koi8u": "koi8-u",
-    "sjis": "shift_jis",
-    "cp932": "cp932",
-    "ujis": "euc_jp",
-    "eucjpms": "euc_jp",
-    "euckr": "euc_kr",
-    "gb2312": "gb2312",
-    "gbk": "gbk",
-    "gb18030": "gb18030",
-    "big5": "big5",
-    "tis620": "tis-620",
-    "macroman": "mac-roman",
-    "dec8": "latin1",
-    "swe7": "latin1",
-    "hp8": "latin1",
-    "armscii8": "latin1",
-    "geostd8": "latin1",
-    "keybcs2": "latin1",
-    "macce": "mac-latin2",
-    "cp1258": "cp1258",
-}
-
-# MariaDB 11 UCA-14.0 collations are numbered by character set in blocks of 256.
-_MARIADB_UCA1400_BLOCKS = {
-    8: "utf-8", 9: "utf-8", 10: "utf-16-be", 11: "utf-16-be", 12: "utf-32-be",
-}
+# MariaDB numbers its UCA-14.0 collations by character set in blocks of 256 from id 2048:
+# an id a later MariaDB adds to a block still names its character set.
+_MARIADB_UCA1400_BLOCKS = {8: "utf8mb3", 9: "utf8mb4", 10: "ucs2", 11: "utf16", 12: "utf32"}
 
 
 class UnknownCollationError(LookupError):
     """A collation id that neither MySQL's nor MariaDB's tables know."""
+
+
+def charset_of_collation(collation_id: int) -> str:
+    """The character set of a collation id, e.g. ``'utf16'`` for 54."""
+    known = COLLATIONS.get(collation_id)
+    if known is not None:
+        return known[0]
+    charset = _MARIADB_UCA1400_BLOCKS.get(collation_id >> 8) if collation_id >= 2048 else None
+    if charset is None:
+        raise UnknownCollationError(f"unknown collation id {collation_id}")
+    return charset
+
+
+def codec_for_charset(charset: str) -> str | None:
+    """The Python codec name for a character set; ``None`` for ``binary``."""
+    if charset == "binary":
+        return None
+    codec = PYTHON_CODECS.get(charset)
+    if codec is not None:
+        return codec
+    if charset in _CODECS:
+        return CODEC_PREFIX + charset
+    raise UnknownCollationError(f"no decoding for character set {charset!r}")
 
 
 @lru_cache(maxsize=512)
@@ -69,14 +63,100 @@ def codec_for_collation(collation_id: int) -> str | None:
     """The Python codec for a collation id; ``None`` for the binary collation."""
     if collation_id == BINARY_COLLATION:
         return None
-    if collation_id >= 2048:
-        codec = _MARIADB_UCA1400_BLOCKS.get(collation_id >> 8)
-        if codec:
-            return codec
-    try:
-        name = charset_by_id(collation_id).name
-    except KeyError:
-        raise UnknownCollationError(f"unknown collation id {collation_id}") from None
-    if name not in _CODECS:
-        raise UnknownCollationError(f"no Python codec for character set {name!r}")
-    return _CODECS[name]
+    return codec_for_charset(charset_of_collation(collation_id))
+
+
+def _decodes_only(text: str, errors: str = "strict") -> tuple[bytes, int]:
+    raise UnicodeError("changestream's MySQL character set codecs only decode")
+
+
+def _charmap(charset: str, table: str) -> codecs.CodecInfo:
+    encoding_map = codecs.charmap_build(table)
+
+    def decode(data: bytes, errors: str = "strict") -> tuple[str, int]:
+        return codecs.charmap_decode(data, errors, table)
+
+    def encode(text: str, errors: str = "strict") -> tuple[bytes, int]:
+        return codecs.charmap_encode(text, errors, encoding_map)
+
+    return codecs.CodecInfo(encode, decode, name=CODEC_PREFIX + charset)
+
+
+class _Overlay:
+    """A Python multibyte codec put right: ``extras`` are sequences it rejects (found through
+    an error handler), ``translate`` characters it decodes unlike the server wherever they
+    come from, ``overrides`` sequences it decodes wrongly that a translation cannot fix
+    (decoded sequence by sequence, only when one may be present)."""
+
+    def __init__(self, charset: str, codec: str, extras: dict[str, str],
+                 translate: dict[str, str], overrides: dict[str, str]) -> None:
+        self.name = CODEC_PREFIX + charset
+        self.codec = codec
+        self.extras = {bytes.fromhex(seq): text for seq, text in extras.items()}
+        self.table = str.maketrans(translate) if translate else None
+        self.overrides = {bytes.fromhex(seq): text for seq, text in overrides.items()}
+        self.longest = max(map(len, [*self.extras, *self.overrides]), default=1)
+        codecs.register_error(self.name, self._extra)
+
+    def _extra(self, error: UnicodeError) -> tuple[str, int]:
+        if isinstance(error, UnicodeDecodeError):
+            data, start = error.object, error.start
+            for n in range(1, self.longest + 1):
+                text = self.extras.get(data[start:start + n])
+                if text is not None:
+                    return text, start + n
+        raise error
+
+    def decode(self, data: bytes, errors: str = "strict") -> tuple[str, int]:
+        data = bytes(data)
+        if not any(seq in data for seq in self.overrides):
+            try:
+                text = data.decode(self.codec, self.name)
+                return (text.translate(self.table) if self.table else text), len(data)
+            except UnicodeDecodeError:
+                if errors == "strict":
+                    raise
+        return self._by_sequence(data, errors), len(data)
+
+    def _by_sequence(self, data: bytes, errors: str) -> str:
+        # Shortest match: in these encodings no character's bytes begin another's.
+        out: list[str] = []
+        pos = 0
+        while pos < len(data):
+            for n in range(1, 5):
+                seq = data[pos:pos + n]
+                text = self.overrides.get(seq) or self.extras.get(seq)
+                if text is None:
+                    try:
+                        text = seq.decode(self.codec)
+                    except UnicodeDecodeError:
+                        continue
+                    if self.table:
+                        text = text.translate(self.table)
+                out.append(text)
+                pos += n
+                break
+            else:
+                error = UnicodeDecodeError(self.name, data, pos, pos + 1, "invalid sequence")
+                handler: Callable[[UnicodeError], tuple[str, int]] = codecs.lookup_error(errors)
+                text, pos = handler(error)
+                out.append(text)
+        return "".join(out)
+
+    def codec_info(self) -> codecs.CodecInfo:
+        return codecs.CodecInfo(_decodes_only, self.decode, name=self.name)
+
+
+_CODECS: dict[str, codecs.CodecInfo] = {
+    **{cs: _charmap(cs, table) for cs, table in DECODING_TABLES.items()},
+    **{cs: _Overlay(cs, *tables).codec_info() for cs, tables in MULTIBYTE.items()},
+}
+
+
+def _search(name: str) -> codecs.CodecInfo | None:
+    if name.startswith(CODEC_PREFIX):
+        return _CODECS.get(name[len(CODEC_PREFIX):])
+    return None
+
+
+codecs.register(_search)

@@ -1,15 +1,29 @@
-"""Reading the servers' own decodes in ../shared/corpus/reference: the independent expectation
-for row counts per table and operation, and for GTIDs."""
+"""The binlog corpus: where it is, what to do when it is absent, and the servers' own decodes
+in its ``reference/`` folder (the independent expectation for row counts per table and
+operation, and for GTIDs).
+
+The corpus is ``../shared/corpus`` beside the checkout, or the folder ``CHANGESTREAM_CORPUS``
+names. Without it the corpus tests skip, or fail when ``CHANGESTREAM_REQUIRE_SERVERS`` is set
+(``scripts/test.sh`` sets it): see docs/testing.md.
+"""
 
 from __future__ import annotations
 
 import gzip
+import os
 import re
 from collections import Counter
 from pathlib import Path
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
+from tests.servers import skip_or_fail
+
+CORPUS_ENV = "CHANGESTREAM_CORPUS"
+DEFAULT_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
+CORPUS = Path(os.environ.get(CORPUS_ENV) or DEFAULT_CORPUS)
 REFERENCE = CORPUS / "reference"
+#: The one parameter of a per-file test when the corpus is absent, so that the test still
+#: runs (and skips or fails with the reason) instead of vanishing as an empty parameter set.
+ABSENT = "corpus-absent"
 
 _ROW = re.compile(r"^### (INSERT INTO|UPDATE|DELETE FROM) `([^`]*)`\.`([^`]*)`")
 _MYSQL_GTID = re.compile(r"^SET @@SESSION\.GTID_NEXT= '([0-9a-f-]{36}:[^']+)'")
@@ -23,6 +37,29 @@ def corpus_files() -> list[str]:
         return []
     return sorted(str(p.relative_to(CORPUS)) for p in CORPUS.glob("*/*")
                   if p.parent.name != "reference" and p.is_file())
+
+
+def corpus_params() -> list[str]:
+    """Parameters for a test run once per corpus file: the files, or :data:`ABSENT` alone."""
+    return corpus_files() or [ABSENT]
+
+
+def require_corpus(*relative: str) -> Path:
+    """The corpus folder, after checking that it holds binlogs, a ``reference/`` folder and
+    each of ``relative``; else the test skips, or fails under ``CHANGESTREAM_REQUIRE_SERVERS``."""
+    default = " (the default, ../shared/corpus beside the checkout)" if CORPUS == DEFAULT_CORPUS \
+        else f" (from {CORPUS_ENV})"
+    where = f"{CORPUS}{default}"
+    if not CORPUS.is_dir():
+        skip_or_fail(f"binlog corpus not found: no folder {where}; point {CORPUS_ENV} at a copy "
+                     "(see docs/testing.md)")
+    if not corpus_files() or not REFERENCE.is_dir():
+        skip_or_fail(f"binlog corpus incomplete: {where} has no binlog files or no reference/ "
+                     f"folder; point {CORPUS_ENV} at a copy (see docs/testing.md)")
+    for name in relative:
+        if not (CORPUS / name).exists():
+            skip_or_fail(f"binlog corpus file not found: {CORPUS / name}")
+    return CORPUS
 
 
 def reference_path(relative: str) -> Path:

@@ -18,11 +18,7 @@ from changestream.decoding.events import Event, QueryEvent, RowsQueryEvent
 from changestream.errors import BinlogError
 from changestream.scan import scan_transactions
 from changestream.sources import FileSource
-from tests.corpus.reference import CORPUS, corpus_files
-
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(),
-                                reason=f"binlog corpus not found at {CORPUS}")
-
+from tests.corpus.reference import CORPUS, corpus_params
 
 _events: dict[str, list[Event] | None] = {}
 
@@ -84,7 +80,7 @@ def _shape(transactions: list[list[Change]]) -> list[list[tuple[object, ...]]]:
             for changes in transactions]
 
 
-FILES = corpus_files()
+FILES = corpus_params()
 
 
 @pytest.mark.parametrize("relative", FILES)

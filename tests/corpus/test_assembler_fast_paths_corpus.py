@@ -12,11 +12,8 @@ from changestream.assembler import TransactionAssembler
 from changestream.changes import Change
 from changestream.decoding.events import Event
 from changestream.filters import ChangeFilter
-from tests.corpus.reference import CORPUS, corpus_files
+from tests.corpus.reference import corpus_params
 from tests.corpus.test_assembler_corpus import _read
-
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(),
-                                reason=f"binlog corpus not found at {CORPUS}")
 
 
 def _delivered(events: list[Event], tmp_path: Path, **options: Any) -> list[Any]:
@@ -45,7 +42,7 @@ def _general_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(TransactionAssembler, "_direct_rows", image_rows)
 
 
-@pytest.mark.parametrize("relative", corpus_files())
+@pytest.mark.parametrize("relative", corpus_params())
 def test_quick_paths_deliver_what_the_general_paths_deliver(
         relative: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     events = _read(relative)

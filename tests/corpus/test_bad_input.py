@@ -8,10 +8,14 @@ import pytest
 
 from changestream.errors import BinlogError, ChecksumMismatchError, TruncatedBinlogError
 from changestream.sources import FileSource
-from tests.corpus.reference import CORPUS
+from tests.corpus.reference import CORPUS, require_corpus
 
 SOURCE = CORPUS / "osheroff/mysql-bin.checksum-crc32"
-pytestmark = pytest.mark.skipif(not SOURCE.exists(), reason=f"binlog corpus not found at {CORPUS}")
+
+
+@pytest.fixture(autouse=True)
+def _source_present() -> None:
+    require_corpus(str(SOURCE.relative_to(CORPUS)))
 
 
 def _offsets() -> list[tuple[int, int]]:

@@ -19,9 +19,6 @@ from changestream.scan import scan_transactions
 from changestream.sources import FileSource
 from tests.corpus.reference import CORPUS, corpus_files, read_reference
 
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(),
-                                reason=f"binlog corpus not found at {CORPUS}")
-
 READ_COMPLETELY = [
     "MySqlCdc/mysql-bin.000001",
     "apecloud/mysql-bin.000057",

@@ -15,11 +15,8 @@ from changestream.filters import ChangeFilter
 from changestream.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.sources.files import FileSource
-from tests.corpus.reference import CORPUS, corpus_files
+from tests.corpus.reference import CORPUS, corpus_params
 from tests.segments import compare_worker_paths, worker_segments
-
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(),
-                                reason=f"binlog corpus not found at {CORPUS}")
 
 
 def _route(path: Path, out: Path, workers: int, **settings: Any) -> list[dict[str, Any]]:
@@ -31,7 +28,7 @@ def _route(path: Path, out: Path, workers: int, **settings: Any) -> list[dict[st
     return records
 
 
-@pytest.mark.parametrize("relative", corpus_files())
+@pytest.mark.parametrize("relative", corpus_params())
 def test_workers_write_the_same_records(relative: str, tmp_path: Path) -> None:
     path = CORPUS / relative
     try:
@@ -80,7 +77,7 @@ _FAST_PATH_FILES = {"rust_mysql_common/mariadb-bin.000001",
                     "mysql-testsuite/rpl_binlog_with_gipk_info_full_metadata.000001"}
 
 
-@pytest.mark.parametrize("relative", corpus_files())
+@pytest.mark.parametrize("relative", corpus_params())
 @pytest.mark.parametrize("include_sql", [False, True])
 def test_fast_path_encodes_as_the_general_path(relative: str, include_sql: bool) -> None:
     """A worker's fast path (SegmentEncoder) gives the same runs of records as its general

@@ -13,11 +13,14 @@ from typing import Any
 import pytest
 
 from changestream.cli import main
-from tests.corpus.reference import CORPUS
+from tests.corpus.reference import CORPUS, require_corpus
 
 APECLOUD = CORPUS / "apecloud/mysql-bin.000057"
-pytestmark = pytest.mark.skipif(not APECLOUD.exists(),
-                                reason=f"binlog corpus file not found at {APECLOUD}")
+
+
+@pytest.fixture(autouse=True)
+def _apecloud_present() -> None:
+    require_corpus(str(APECLOUD.relative_to(CORPUS)))
 
 SID = "76f3e7be-6720-11ed-9cad-0242ac110002"
 TEXT = [

@@ -16,9 +16,6 @@ from changestream.sources import FileSource
 from tests.corpus.reference import CORPUS
 from tests.corpus.test_corpus_files import READ_COMPLETELY
 
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(),
-                                reason=f"binlog corpus not found at {CORPUS}")
-
 
 def _rows(path: str) -> list[tuple[int, Any, bool]]:
     """``(offset, rows, whether every column is logged)`` of each rows event."""

@@ -11,7 +11,7 @@ import pytest
 from changestream.cli import main
 from changestream.scan import scan_transactions
 from changestream.sources.files import FileSource
-from tests.corpus.reference import CORPUS
+from tests.corpus.reference import require_corpus
 
 pytestmark = pytest.mark.integration
 
@@ -46,11 +46,10 @@ def test_extract_round_trips_through_server_tool_and_changestream(
     assert decoded.count("### INSERT INTO") == 2 and decoded.count("### UPDATE") == 1
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"binlog corpus not found at {CORPUS}")
 def test_extract_jumps_over_transactions_by_length(tmp_path: Path) -> None:
     from changestream.extract import extract_transaction
 
-    path = CORPUS / "apecloud/mysql-bin.000057"
+    path = require_corpus("apecloud/mysql-bin.000057") / "apecloud/mysql-bin.000057"
     result = extract_transaction([path], "76f3e7be-6720-11ed-9cad-0242ac110002:13",
                                  tmp_path / "x.bin")
     assert result.skipped_by_length == 2
@@ -59,9 +58,7 @@ def test_extract_jumps_over_transactions_by_length(tmp_path: Path) -> None:
 
 
 def test_extract_unknown_gtid_is_a_clear_error(tmp_path: Path, capsys: Any) -> None:
-    path = CORPUS / "apecloud/mysql-bin.000057"
-    if not path.exists():
-        pytest.skip(f"binlog corpus not found at {CORPUS}")
+    path = require_corpus("apecloud/mysql-bin.000057") / "apecloud/mysql-bin.000057"
     assert main(["extract", "--gtid", "00000000-0000-0000-0000-000000000000:1", str(path),
                  "-o", str(tmp_path / "none.bin")]) == 1
     assert "no transaction with GTID" in capsys.readouterr().err

@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import os
 import random
 import re
 import struct
@@ -24,7 +23,6 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import FrozenInstanceError
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,17 +36,12 @@ from changestream.decoding.json_binary import (
     decode_json_diffs,
 )
 from changestream.decoding.packed import read_packed_int
+from tests.corpus.reference import CORPUS, require_corpus
 
-CORPUS = Path(
-    os.environ.get("CHANGESTREAM_CORPUS", Path(__file__).resolve().parents[3] / "shared" / "corpus")
-)
-JSON_BINLOG = CORPUS / "rust_mysql_common" / "json.binlog.000001"
-JSON_BINLOG_REF = CORPUS / "reference" / "rust_mysql_common__json.binlog.000001.txt.gz"
-
-needs_corpus = pytest.mark.skipif(
-    not (JSON_BINLOG.exists() and JSON_BINLOG_REF.exists()),
-    reason=f"binlog corpus not found at {CORPUS} (../shared/corpus)",
-)
+JSON_BINLOG_NAME = "rust_mysql_common/json.binlog.000001"
+JSON_BINLOG_REF_NAME = "reference/rust_mysql_common__json.binlog.000001.txt.gz"
+JSON_BINLOG = CORPUS / JSON_BINLOG_NAME
+JSON_BINLOG_REF = CORPUS / JSON_BINLOG_REF_NAME
 
 
 # ---------------------------------------------------------------------------------------
@@ -376,10 +369,11 @@ PARTIAL_RE = re.compile(r"JSON_(REPLACE|INSERT|REMOVE)\(@\d+, '((?:[^'\\]|\\.)*)
 
 @pytest.fixture(scope="module")
 def corpus() -> tuple[dict, dict]:
+    """The JSON binlog's rows and mysqlbinlog's decode (skips, or fails in CI, without them)."""
+    require_corpus(JSON_BINLOG_NAME, JSON_BINLOG_REF_NAME)
     return corpus_rows(), reference_rows()
 
 
-@needs_corpus
 def test_corpus_full_values_match_mysqlbinlog(corpus) -> None:
     rows, ref = corpus
     checked = 0
@@ -400,7 +394,6 @@ def test_corpus_full_values_match_mysqlbinlog(corpus) -> None:
     assert checked == 6 + 12  # 6 inserted rows, 6 updated rows with 2 images each
 
 
-@needs_corpus
 def test_corpus_values_agree_with_pymysqlreplication(corpus) -> None:
     json_binary_ref = pytest.importorskip("pymysqlreplication.json_binary")
     rows, _ = corpus
@@ -415,7 +408,6 @@ def test_corpus_values_agree_with_pymysqlreplication(corpus) -> None:
                 assert_same(decode_json(memoryview(raw)), theirs)
 
 
-@needs_corpus
 def test_corpus_partial_update_diffs(corpus) -> None:
     rows, ref = corpus
     partial = [(pos, r) for pos, (t, r) in rows.items() if t == 39]
@@ -448,7 +440,6 @@ def test_corpus_partial_update_diffs(corpus) -> None:
         current[row_id] = new
 
 
-@needs_corpus
 def test_corpus_partial_diff_with_length_prefix(corpus) -> None:
     rows, _ = corpus
     ((_, event_rows),) = [(t, r) for t, r in rows.values() if t == 39]

@@ -1,6 +1,6 @@
 """Change records: a change as one JSON object, in changestream's format or the original one.
 
-Values keep their meaning (see the README's "Change records" section for the full table):
+Values keep their meaning (docs/records.md, "Values in records", has the full table):
 integers as JSON numbers (unsigned BIGINT exact), DECIMAL as a string with its scale,
 DATETIME as ``YYYY-MM-DDTHH:MM:SS[.f]``, TIMESTAMP the same with ``+00:00``, TIME as
 ``[-]HH:MM:SS[.f]`` (hours can pass 24), each with exactly its column's fractional digits

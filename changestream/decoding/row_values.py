@@ -1,6 +1,6 @@
 """Readers for one column value in a row image, chosen once per column.
 
-Each reader is ``read(buf, pos) -> (value, new_pos)``. Value mapping (documented in the README):
+Each reader is ``read(buf, pos) -> (value, new_pos)``. Value mapping (docs/records.md):
 integers as int (unsigned in full range when the column is known to be unsigned), DECIMAL as
 Decimal, FLOAT/DOUBLE as float (FLOAT as the shortest decimal that reads back as the same
 4-byte float), DATE as date, DATETIME as naive datetime, TIMESTAMP as a UTC datetime, TIME as

@@ -1,6 +1,6 @@
 """MySQL/MariaDB column types to Spark and Arrow types, and row values to Arrow values.
 
-One mapping for every landing mode (the README's "Spark sink" section has the table):
+One mapping for every landing mode (docs/sinks.md, "Column types", has the table):
 DECIMAL(p,s) is DecimalType(p,s) up to p=38 and its exact text (string) beyond, since Spark
 stops at 38 digits; unsigned integers widen to the next type (BIGINT UNSIGNED to
 DecimalType(20,0)); DATETIME is TimestampNTZType and TIMESTAMP TimestampType (UTC); TIME is

@@ -458,7 +458,16 @@ class EmbeddedMariaDB(EmbeddedServer):
             )
         return candidate
 
+    def _mariadbd_command(self) -> list[str]:
+        """How to run ``mariadbd`` (a subclass may put a dynamic loader before it)."""
+        return [self.mariadbd]
+
+    def _install_db_extras(self) -> tuple[list[str], dict[str, str]]:
+        """Extra ``mariadb-install-db`` options and environment variables (none here)."""
+        return [], {}
+
     def _initialize(self) -> None:
+        extra_options, extra_env = self._install_db_extras()
         command = [
             self.install_db,
             "--no-defaults",
@@ -466,9 +475,15 @@ class EmbeddedMariaDB(EmbeddedServer):
             "--skip-test-db",
             f"--datadir={self.data_dir}",
             *self._user_args(),
+            *extra_options,
         ]
         result = subprocess.run(
-            command, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
+            command,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, **extra_env} if extra_env else None,
         )
         if result.returncode != 0:
             shutil.rmtree(self.data_dir, ignore_errors=True)
@@ -477,7 +492,7 @@ class EmbeddedMariaDB(EmbeddedServer):
 
     def _command(self) -> list[str]:
         return [
-            self.mariadbd,
+            *self._mariadbd_command(),
             "--no-defaults",
             f"--datadir={self.data_dir}",
             f"--port={self.port}",

@@ -1,15 +1,18 @@
-"""Private MySQL 9.x servers for the tests, run from a Debian sid root.
+"""Private MySQL 9.x and MariaDB 11.8 servers for the tests, each run from a Debian sid root.
 
-MySQL is not packaged for bookworm, and sid's ``mysqld`` needs a newer C library than the
-host's, so ``scripts/setup-mysql-root.sh`` unpacks sid with MySQL into a directory (the
-"MySQL root"). The server runs from there through the root's own dynamic loader::
+MySQL is not packaged for bookworm, MariaDB 11.8 only in sid, and sid's servers need a newer
+C library than the host's; sid's two server packages conflict. So
+``scripts/setup-mysql-root.sh`` unpacks sid with MySQL into one directory (the "MySQL
+root") and sid with MariaDB into another (the "MariaDB root"). A server runs from its
+root through the root's own dynamic loader::
 
     ROOT/lib64/ld-linux-x86-64.so.2 --library-path ROOT/usr/lib/<triplet>:ROOT/lib/<triplet> \\
         ROOT/usr/sbin/mysqld --no-defaults --basedir=ROOT/usr --plugin-dir=... ...
 
 so no chroot is needed and every path (data directory, binlogs, socket) is a host path.
-Data directories are copied from a template made once by ``mysqld --initialize-insecure``
-and cached in ``~/.cache/changestream/mysql-templates`` (about 2.5s saved per start).
+MySQL's data directories are copied from a template made once by ``mysqld
+--initialize-insecure`` and cached in ``~/.cache/changestream/mysql-templates`` (about 2.5s
+saved per start); MariaDB's ``mariadb-install-db`` takes under a second, so it runs each time.
 """
 
 from __future__ import annotations
@@ -18,30 +21,62 @@ import fcntl
 import hashlib
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
 from changestream.embedded import (
+    EmbeddedMariaDB,
     EmbeddedServer,
     ServerNotAvailableError,
     ServerOptions,
     ServerStartError,
 )
 
-__all__ = ["PrivateMySQL", "mysql_root", "require_server", "skip_or_fail"]
+__all__ = [
+    "MARIADB_ROOT",
+    "MYSQL_ROOT",
+    "PrivateMariaDB11",
+    "PrivateMySQL",
+    "SidRoot",
+    "mysql_root",
+    "require_server",
+    "sid_root",
+    "skip_or_fail",
+]
 
 REQUIRE_ENV = "CHANGESTREAM_REQUIRE_SERVERS"
-ROOT_ENV = "CHANGESTREAM_MYSQL_ROOT"
-#: Seconds to wait for a MySQL root that is still being built (default: do not wait).
+#: Seconds to wait for a sid root that is still being built (default: do not wait).
 ROOT_WAIT_ENV = "CHANGESTREAM_MYSQL_ROOT_WAIT"
 COMPLETE_MARKER = ".changestream-complete"
 CACHE_DIR = Path.home() / ".cache" / "changestream"
+
+
+@dataclass(frozen=True)
+class SidRoot:
+    """A Debian sid root that ``scripts/setup-mysql-root.sh`` builds for one server."""
+
+    label: str  #: what it holds, for messages
+    env: str  #: variable that points at another directory
+    directory: str  #: default directory under ``~/.cache/changestream``
+    program: str  #: the server program, relative to the root
+
+    def default(self) -> Path:
+        return Path(os.environ.get(self.env) or CACHE_DIR / self.directory)
+
+
+MYSQL_ROOT = SidRoot("MySQL", "CHANGESTREAM_MYSQL_ROOT", "mysql-sid-root", "usr/sbin/mysqld")
+MARIADB_ROOT = SidRoot(
+    "MariaDB 11.8", "CHANGESTREAM_MARIADB_ROOT", "mariadb-sid-root", "usr/sbin/mariadbd"
+)
+ROOT_ENV = MYSQL_ROOT.env
 
 logger = logging.getLogger("changestream")
 
@@ -61,14 +96,11 @@ def skip_or_fail(reason: str) -> NoReturn:
     pytest.skip(f"{reason} (set {REQUIRE_ENV}=1 to make this an error)")
 
 
-def default_mysql_root() -> Path:
-    return Path(os.environ.get(ROOT_ENV) or CACHE_DIR / "mysql-sid-root")
-
-
-def mysql_root(root: Path | None = None, wait: float | None = None) -> Path:
-    """The complete MySQL root, waiting up to ``wait`` seconds (``CHANGESTREAM_MYSQL_ROOT_WAIT``)
-    for one still being built. Raises :class:`ServerNotAvailableError` with what to do."""
-    root = root or default_mysql_root()
+def sid_root(kind: SidRoot, root: Path | None = None, wait: float | None = None) -> Path:
+    """The complete root of ``kind``, waiting up to ``wait`` seconds
+    (``CHANGESTREAM_MYSQL_ROOT_WAIT``) for one still being built. Raises
+    :class:`ServerNotAvailableError` with what to do."""
+    root = root or kind.default()
     if wait is None:
         wait = float(os.environ.get(ROOT_WAIT_ENV) or 0)
     deadline = time.monotonic() + wait
@@ -76,13 +108,34 @@ def mysql_root(root: Path | None = None, wait: float | None = None) -> Path:
         if not root.exists() or time.monotonic() >= deadline:
             state = "is incomplete (still being built?)" if root.exists() else "does not exist"
             raise ServerNotAvailableError(
-                f"MySQL root {root} {state}; build it with scripts/setup-mysql-root.sh "
-                f"(as root, about a minute) or point {ROOT_ENV} at one"
+                f"{kind.label} root {root} {state}; build it with scripts/setup-mysql-root.sh "
+                f"(as root, about a minute) or point {kind.env} at one"
             )
         time.sleep(2.0)
-    if not os.access(root / "usr/sbin/mysqld", os.X_OK):
-        raise ServerNotAvailableError(f"MySQL root {root} has no usr/sbin/mysqld")
+    if not os.access(root / kind.program, os.X_OK):
+        raise ServerNotAvailableError(f"{kind.label} root {root} has no {kind.program}")
     return root
+
+
+def mysql_root(root: Path | None = None, wait: float | None = None) -> Path:
+    """The complete MySQL root (see :func:`sid_root`)."""
+    return sid_root(MYSQL_ROOT, root, wait)
+
+
+def root_launcher(root: Path, program: str) -> list[str]:
+    """``[loader, --library-path, dirs, program]``: a sid program under sid's own libc."""
+    loaders = sorted(root.glob("lib64/ld-linux*.so.*")) or sorted(
+        root.glob("usr/lib/*-linux-gnu/ld-linux*.so.*")
+    )
+    if not loaders:
+        raise ServerNotAvailableError(f"sid root {root} has no dynamic loader")
+    lib_dirs = [
+        str(path)
+        for pattern in ("usr/lib/*-linux-gnu", "lib/*-linux-gnu")
+        for path in sorted(root.glob(pattern))
+        if path.is_dir()
+    ]
+    return [str(loaders[0]), "--library-path", ":".join(lib_dirs), str(root / program)]
 
 
 def require_server(server: EmbeddedServer) -> EmbeddedServer:
@@ -123,27 +176,7 @@ class PrivateMySQL(EmbeddedServer):
             keep_files=keep_files,
         )
         self.root = mysql_root(Path(root) if root else None)
-        self._launcher = self._find_launcher()
-
-    def _find_launcher(self) -> list[str]:
-        """``[loader, --library-path, dirs, mysqld]``: sid's mysqld under sid's own libc."""
-        loaders = sorted(self.root.glob("lib64/ld-linux*.so.*")) or sorted(
-            self.root.glob("usr/lib/*-linux-gnu/ld-linux*.so.*")
-        )
-        if not loaders:
-            raise ServerNotAvailableError(f"MySQL root {self.root} has no dynamic loader")
-        lib_dirs = [
-            str(path)
-            for pattern in ("usr/lib/*-linux-gnu", "lib/*-linux-gnu")
-            for path in sorted(self.root.glob(pattern))
-            if path.is_dir()
-        ]
-        return [
-            str(loaders[0]),
-            "--library-path",
-            ":".join(lib_dirs),
-            str(self.root / "usr/sbin/mysqld"),
-        ]
+        self._launcher = root_launcher(self.root, MYSQL_ROOT.program)
 
     def _base_args(self) -> list[str]:
         share = self.root / "usr/share/mysql"
@@ -244,3 +277,67 @@ class PrivateMySQL(EmbeddedServer):
             "--server-id=1",
             *self.extra_args,
         ]
+
+
+class PrivateMariaDB11(EmbeddedMariaDB):
+    """A private MariaDB 11.8 server from the MariaDB sid root, set up as
+    :class:`~changestream.embedded.EmbeddedMariaDB` sets up Debian's own (ROW binlog, full
+    row images and metadata, annotated row events; MariaDB's GTIDs are always on).
+
+    The data directory is made by the root's ``mariadb-install-db`` (a shell script, run by
+    the host's shell) with its bootstrap server run through the root's loader. Raises
+    :class:`ServerNotAvailableError` when there is no MariaDB root.
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        base_dir: str | os.PathLike[str] | None = None,
+        options: ServerOptions | None = None,
+        startup_timeout: float = 60.0,
+        keep_files: bool = False,
+        root: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.root = sid_root(MARIADB_ROOT, Path(root) if root else None)
+        self._launcher = root_launcher(self.root, MARIADB_ROOT.program)
+        super().__init__(
+            port=port,
+            base_dir=base_dir,
+            options=options,
+            startup_timeout=startup_timeout,
+            keep_files=keep_files,
+            mariadbd=self.root / MARIADB_ROOT.program,
+            install_db=self.root / "usr/bin/mariadb-install-db",
+        )
+        # The server's compiled-in paths are the host's /usr (MariaDB 10.11's files).
+        self.extra_args = [*self._root_paths(), *self.extra_args]
+
+    def _root_paths(self) -> list[str]:
+        share = self.root / "usr/share/mariadb"
+        return [
+            f"--basedir={self.root / 'usr'}",
+            f"--lc-messages-dir={share}",
+            f"--character-sets-dir={share / 'charsets'}",
+            f"--plugin-dir={self.root / 'usr/lib/mysql/plugin'}",
+        ]
+
+    def _mariadbd_command(self) -> list[str]:
+        return self._launcher
+
+    def _install_db_extras(self) -> tuple[list[str], dict[str, str]]:
+        # mariadb-install-db runs $MYSQLD_BOOTSTRAP (one program) for its bootstrap server,
+        # so the loader goes into a small script. --force skips its host name check, which
+        # would run the root's resolveip under the host's C library.
+        bootstrap = self.base_dir / "mariadbd-bootstrap"
+        bootstrap.write_text('#!/bin/sh\nexec ' + " ".join(map(shlex.quote, self._launcher))
+                             + ' "$@"\n')
+        bootstrap.chmod(0o755)
+        options = [opt for opt in self._root_paths() if not opt.startswith("--basedir=")]
+        return ["--force", *options], {"MYSQLD_BOOTSTRAP": str(bootstrap)}
+
+    def version(self) -> str:
+        """``mariadbd --version`` output, e.g. ``... Ver 11.8.9-MariaDB-4 from Debian ...``."""
+        return subprocess.run(
+            [*self._launcher, "--version"], capture_output=True, text=True, check=True
+        ).stdout.strip()

@@ -79,7 +79,8 @@ class Listener:
                  stopping: threading.Event, on_error: Callable[[BaseException], None], *,
                  batch_events: int = 2_000, batch_bytes: int = 1 << 20,
                  reconnect_seconds: float = 300.0,
-                 live: bool = True, workers: DecodeWorkers | None = None):
+                 live: bool = True, workers: DecodeWorkers | None = None,
+                 table_filter: Callable[[str, str], bool] | None = None):
         self.open_source = open_source
         self.column_info = column_info
         self.transaction = transaction
@@ -92,6 +93,7 @@ class Listener:
         self.reconnect_seconds = reconnect_seconds
         self.live = live
         self.workers = workers
+        self.table_filter = table_filter  # tables whose rows are decoded (None: all)
         self.boundary: tuple[str, int] | None = None
         self._ever_connected = False
         self._source: Source | None = None
@@ -143,7 +145,8 @@ class Listener:
         lost_since: float | None = None
         delay = 0.5
         while not self.stopping.is_set():
-            decoder = EventDecoder(schema_resolver=self._resolve)
+            decoder = EventDecoder(schema_resolver=self._resolve,
+                                   table_filter=self.table_filter)
             resume = self.boundary if lost_since is not None else None
             try:
                 self._source = self.open_source(resume, decoder)

@@ -165,8 +165,11 @@ class _Worker:
         # Without include_sql the statement annotations are read by no one.
         skipped = frozenset() if settings.include_sql else frozenset(
             {et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS})
-        self.decoder = EventDecoder(verify_checksums=settings.verify_checksums,
-                                    skipped_types=skipped)
+        table_filter = settings.change_filter
+        self.decoder = EventDecoder(
+            verify_checksums=settings.verify_checksums, skipped_types=skipped,
+            table_filter=None if table_filter is None or table_filter.everything
+            else table_filter.table)
         self.assembler = TransactionAssembler(
             change_filter=settings.change_filter, include_sql=settings.include_sql,
             max_buffered_changes=settings.max_buffered_changes, spill_dir=settings.spill_dir)

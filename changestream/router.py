@@ -12,7 +12,7 @@ import re
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -354,7 +354,7 @@ class Router:
                                   self.stats, self._stopping, self._fail,
                                   batch_events=s.batch_events,
                                   reconnect_seconds=s.reconnect_seconds, live=live,
-                                  workers=self._workers)
+                                  workers=self._workers, table_filter=self._table_filter())
         if resume is not None and resume.pending_xa:
             self._reload_prepared_xa(resume, assembler, column_ref)
         self._listener.start()
@@ -541,13 +541,18 @@ class Router:
 
         return transactional
 
+    def _table_filter(self) -> Callable[[str, str], bool] | None:
+        """Whether a table's rows are decoded at all (``None``: every table's are)."""
+        f = self.settings.filter
+        return None if f is None or f.everything else f.table
+
     def _reload_prepared_xa(self, resume: Position, assembler: TransactionAssembler,
                             column_ref: pykka.ActorRef[Any]) -> None:
         """Read again the XA transactions that were prepared but not resolved at ``resume``."""
         for xid, where in resume.pending_xa.items():
             file, _, pos = where.rpartition(":")
             decoder = EventDecoder(schema_resolver=lambda sc, h: column_ref.ask(
-                ResolveSchema(sc, h)))
+                ResolveSchema(sc, h)), table_filter=self._table_filter())
             reader = TransactionAssembler(
                 change_filter=self.settings.filter,
                 max_buffered_changes=self.settings.max_buffered_changes,

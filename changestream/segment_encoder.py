@@ -70,6 +70,10 @@ class _NotPlain(Exception):
     """The segment needs the general path."""
 
 
+# Stands for the row decoder of a table the filter leaves out: its rows are never decoded.
+_EXCLUDED: Any = object()
+
+
 class SegmentEncoder:
     """Encodes segments of plain transactions as the general path would (see the module
     docstring); shares ``decoder`` (format description, table maps) with that path."""
@@ -92,8 +96,9 @@ class SegmentEncoder:
         takes (``lines`` may then hold some records: discard them)."""
         try:
             return self._encode(file, data, offsets, stamp, lines)
-        except (_NotPlain, IndexError, struct.error, ValueError, KeyError,
-                UnicodeDecodeError):
+        # Anything wrong (an unknown collation too) is left to the general path, which
+        # names the event.
+        except (_NotPlain, LookupError, struct.error, ValueError, ArithmeticError):
             return None
 
     def _encode(self, file: str, data: bytes, offsets: Sequence[int], stamp: str,
@@ -147,11 +152,9 @@ class SegmentEncoder:
                 rows_decoder = tables.get(table_id)
                 if rows_decoder is None:
                     raise _NotPlain
-                schema = rows_decoder.schema
-                # Decoded even when filtered out: a malformed event fails as it would
-                # on the general path.
-                decoded = rows_decoder.decode_body(body, pos, kind, False)
-                if table_filter is None or table_filter(schema.database, schema.table):
+                if rows_decoder is not _EXCLUDED:  # a filtered-out table's rows: not read
+                    schema = rows_decoder.schema
+                    decoded = rows_decoder.decode_body(body, pos, kind, False)
                     shape = shape_of(schema)
                     ncols = len(shape.names)
                     if not shape.direct or len(decoded.present) != ncols or (
@@ -165,8 +168,11 @@ class SegmentEncoder:
                 key = data[at + key_start:body_end]
                 rows_decoder = table_maps.get(key)
                 if rows_decoder is None:
-                    table_id = decoder.register_table_map(data[at + HEADER_SIZE:body_end])[0]
-                    rows_decoder = table_maps[key] = decoder.row_decoder(table_id)
+                    table_id, _, schema = decoder.register_table_map(
+                        data[at + HEADER_SIZE:body_end])
+                    rows_decoder = table_maps[key] = _EXCLUDED if table_filter is not None \
+                        and not table_filter(schema.database, schema.table) \
+                        else decoder.row_decoder(table_id)
                     if len(table_maps) > 4096:
                         table_maps.clear()
                 if short_ids:

@@ -9,11 +9,13 @@ import uuid
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 import zstandard
 
 from changestream.decoding import event_types as et
 from changestream.decoding import field_types as ft
+from changestream.decoding.charsets import UnknownCollationError
 from changestream.decoding.events import (
     FL_COMPLETED_XA,
     FL_GROUP_COMMIT_ID,
@@ -42,6 +44,7 @@ from changestream.decoding.events import (
 )
 from changestream.decoding.gtid_tagged import decode_gtid_tagged, decode_previous_gtids
 from changestream.decoding.packed import read_packed_int
+from changestream.decoding.row_values import UnsupportedColumnType, value_reader
 from changestream.decoding.rows import RowImageDecoder, RowsFormatError
 from changestream.decoding.table_map import TableMapFormatError, parse_table_map
 from changestream.decoding.table_schema import TableSchema
@@ -89,6 +92,8 @@ class EventDecoder:
 
     ``checksum_alg`` is given for a live stream (the server's ``binlog_checksum``), whose
     first event arrives before any FORMAT_DESCRIPTION; for files it is learned from the FDE.
+    ``table_filter(database, table)`` false: the table's rows events are not decoded (their
+    RowsEvent has no rows), so a table nobody reads cannot stop the stream.
     """
 
     def __init__(
@@ -99,14 +104,17 @@ class EventDecoder:
         schema_resolver: SchemaResolver | None = None,
         table_cache_size: int = 4096,
         skipped_types: frozenset[int] = frozenset(),
+        table_filter: Callable[[str, str], bool] | None = None,
     ):
         self.verify_checksums = verify_checksums
+        self.table_filter = table_filter
         self.checksum_alg = checksum_alg
         self.schema_resolver = schema_resolver
         self.format_description: FormatDescriptionEvent | None = None
         self.tables: dict[int, TableMapEvent] = {}
-        self._row_decoders: dict[int, RowImageDecoder] = {}
-        self._decoders: OrderedDict[bytes, tuple[TableSchema, RowImageDecoder]] = OrderedDict()
+        # Per table id and per TABLE_MAP bytes: [schema, its row decoder once one is needed].
+        self._row_decoders: dict[int, list[Any]] = {}
+        self._decoders: OrderedDict[bytes, list[Any]] = OrderedDict()
         self._table_cache_size = table_cache_size
         self._post_header = dict(_DEFAULT_POST_HEADER)
         self._zstd = zstandard.ZstdDecompressor()
@@ -193,8 +201,8 @@ class EventDecoder:
             return handler(header, body)
         except BinlogError:
             raise
-        except (IndexError, struct.error, ValueError, KeyError, zlib.error,
-                zstandard.ZstdError, UnicodeDecodeError) as exc:
+        except (LookupError, struct.error, ValueError, ArithmeticError, zlib.error,
+                zstandard.ZstdError) as exc:
             raise BinlogError(f"corrupt {header.type_name} event: {exc}", file,
                               offset) from None
 
@@ -411,13 +419,13 @@ class EventDecoder:
             if self.schema_resolver is not None:
                 assert header is not None, "a schema resolver needs the event's header"
                 schema = self.schema_resolver(schema, header)
-            cached = (schema, RowImageDecoder(schema))
+            cached = [schema, None]
             self._decoders[key] = cached
             if len(self._decoders) > self._table_cache_size:
                 self._decoders.popitem(last=False)
         else:
             self._decoders.move_to_end(key)
-        self._row_decoders[table_id] = cached[1]
+        self._row_decoders[table_id] = cached
         return table_id, _U16(body, post - 2)[0], cached[0]
 
     def rows_header(self, type_code: int, body: bytes) -> tuple[int, int, int]:
@@ -436,16 +444,34 @@ class EventDecoder:
         return table_id, flags, pos
 
     def row_decoder(self, table_id: int) -> RowImageDecoder | None:
-        """The row decoder of the table the last TABLE_MAP with ``table_id`` described."""
-        return self._row_decoders.get(table_id)
+        """The row decoder of the table the last TABLE_MAP with ``table_id`` described,
+        made when first asked for (it needs a codec for every column)."""
+        entry = self._row_decoders.get(table_id)
+        if entry is None:
+            return None
+        if entry[1] is None:
+            entry[1] = RowImageDecoder(entry[0])
+        return entry[1]
 
     def _rows(self, h: EventHeader, body: bytes) -> Event:
         kind, _, compressed = et.ROWS_KINDS[h.type_code]
         table_id, flags, pos = self.rows_header(h.type_code, body)
-        decoder = self._row_decoders.get(table_id)
-        if decoder is None:
+        entry = self._row_decoders.get(table_id)
+        if entry is None:
             raise BinlogError(f"{h.type_name} event for table id {table_id}, which no "
                               "TABLE_MAP event before it described", h.file, h.offset)
+        schema = entry[0]
+        partial = h.type_code == et.PARTIAL_UPDATE_ROWS
+        if self.table_filter is not None and not self.table_filter(schema.database,
+                                                                   schema.table):
+            return RowsEvent(h, kind, table_id, flags, schema, (), None, [], partial,
+                             compressed)
+        try:
+            decoder = self.row_decoder(table_id)
+        except (UnknownCollationError, UnsupportedColumnType) as exc:
+            raise UnsupportedBinlogError(f"cannot decode rows of {_column_of(schema)}: {exc}",
+                                         h.file, h.offset) from None
+        assert decoder is not None
         if compressed:
             body = _uncompress_rows(body, pos, kind)
         try:
@@ -557,6 +583,16 @@ def _query_charset(status: bytes) -> int | None:
             size = p - pos
         pos += size
     return None
+
+
+def _column_of(schema: TableSchema) -> str:
+    """The table and the first column no value reader can be made for."""
+    for column in schema.columns:
+        try:
+            value_reader(column)
+        except (UnknownCollationError, UnsupportedColumnType):
+            return f"{schema.qualified_name} column {column.display_name}"
+    return schema.qualified_name
 
 
 def _old_temporal_hint(schema: TableSchema, decoder: EventDecoder) -> str:

@@ -19,8 +19,6 @@ if TYPE_CHECKING:
     from changestream.sink import SinkAdapter
     from changestream.stream import TransactionStream
 
-__version__ = "0.1.0"
-
 # Imported when first used: a decode worker process imports only what decoding needs.
 _HOMES = {
     "Batch": "changes", "Change": "changes", "Position": "changes",
@@ -52,7 +50,28 @@ __all__ = [
 ]
 
 
+def _version() -> str:
+    """The version pyproject.toml gives, as installed (an editable install too); from
+    pyproject.toml itself when run from a source tree that is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("changestream")
+    except PackageNotFoundError:
+        import tomllib
+        from pathlib import Path
+
+        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        try:
+            return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # looked up when asked for: importing stays quick
+        globals()[name] = value = _version()
+        return value
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'changestream' has no attribute {name!r}")
@@ -62,4 +81,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOMES])
+    return sorted({*globals(), *_HOMES, "__version__"})

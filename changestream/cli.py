@@ -102,9 +102,25 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     return config_check(args)
 
 
+class _PrintVersion(argparse.Action):
+    """``--version``: print ``changestream VERSION`` and exit 0 (the version is looked up
+    only then: the installed package's metadata, from pyproject.toml)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object):
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        import changestream
+
+        print(f"changestream {changestream.__version__}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="changestream",
                                      description="MySQL/MariaDB change-data-capture router")
+    parser.add_argument("--version", action=_PrintVersion)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("inspect", help="list the transactions in binlog files")
     p.add_argument("paths", nargs="+", metavar="FILE|DIR")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import codecs
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 from changestream.decoding.charset_tables import DECODING_TABLES, MULTIBYTE, PYTHON_CODECS
 from changestream.decoding.collation_ids import COLLATIONS
@@ -73,8 +74,9 @@ def _decodes_only(text: str, errors: str = "strict") -> tuple[bytes, int]:
 def _charmap(charset: str, table: str) -> codecs.CodecInfo:
     encoding_map = codecs.charmap_build(table)
 
-    def decode(data: bytes, errors: str = "strict") -> tuple[str, int]:
-        return codecs.charmap_decode(data, errors, table)
+    def decode(data: bytes, errors: str = "strict", _decode: Any = codecs.charmap_decode,
+               _table: str = table) -> tuple[str, int]:
+        return _decode(data, errors, _table)
 
     def encode(text: str, errors: str = "strict") -> tuple[bytes, int]:
         return codecs.charmap_encode(text, errors, encoding_map)

@@ -76,14 +76,23 @@ def connect(url: str) -> pymysql.Connection[Any]:
 
 @contextlib.contextmanager
 def private_servers() -> Iterator[list[str]]:
-    """The test suite's private MariaDB and MySQL servers, as URLs."""
-    from changestream.embedded import EmbeddedMariaDB
-    from tests.servers import PrivateMySQL
+    """The test suite's private servers (MariaDB 10.11, MySQL 9.x, and MariaDB 11.8 where
+    its root is built), as URLs."""
+    from changestream.embedded import EmbeddedMariaDB, ServerNotAvailableError
+    from tests import servers
 
-    with EmbeddedMariaDB() as mariadb, PrivateMySQL() as mysql:
-        mariadb.start()
-        mysql.start()
-        yield [mariadb.url, mysql.url]
+    with contextlib.ExitStack() as stack:
+        kinds: list[Any] = [EmbeddedMariaDB, servers.PrivateMySQL,
+                            getattr(servers, "PrivateMariaDB11", None)]
+        urls = []
+        for kind in filter(None, kinds):
+            try:
+                server = stack.enter_context(kind())
+            except ServerNotAvailableError as error:
+                print(f"skipped: {error}")
+                continue
+            urls.append(server.start().url)
+        yield urls
 
 
 class Server:

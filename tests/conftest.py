@@ -1,4 +1,5 @@
-"""Shared fixtures: one private MariaDB and one private MySQL server per test run.
+"""Shared fixtures: one private server per flavour and version per test run: MariaDB 10.11
+(Debian's), MariaDB 11.8 and MySQL 9.7 (each from a Debian sid root).
 
 The servers start on first use and stop at the end of the session. Tests share them, so
 a test works in a database of its own (see ``fresh_database``) and must not assume the
@@ -17,7 +18,10 @@ from typing import Any
 import pytest
 
 from changestream.embedded import EmbeddedMariaDB, ServerNotAvailableError
-from tests.servers import PrivateMySQL, require_server, skip_or_fail
+from tests.servers import PrivateMariaDB11, PrivateMySQL, require_server, skip_or_fail
+
+#: What the ``server`` fixture yields.
+Server = EmbeddedMariaDB | PrivateMySQL
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +29,18 @@ def mariadb() -> Iterator[EmbeddedMariaDB]:
     """A private MariaDB server (ROW binlog, full row metadata), started once per run."""
     try:
         server = EmbeddedMariaDB()
+    except ServerNotAvailableError as error:
+        skip_or_fail(str(error))
+    require_server(server)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def mariadb11() -> Iterator[PrivateMariaDB11]:
+    """A private MariaDB 11.8 server (Debian sid's), set up as ``mariadb``, started once per run."""
+    try:
+        server = PrivateMariaDB11()
     except ServerNotAvailableError as error:
         skip_or_fail(str(error))
     require_server(server)
@@ -44,14 +60,14 @@ def mysql() -> Iterator[PrivateMySQL]:
     server.close()
 
 
-@pytest.fixture(params=["mariadb", "mysql"])
-def server(request: pytest.FixtureRequest) -> EmbeddedMariaDB | PrivateMySQL:
-    """Each of the shared servers in turn."""
+@pytest.fixture(params=["mariadb", "mariadb11", "mysql"])
+def server(request: pytest.FixtureRequest) -> Server:
+    """Each of the shared servers in turn (``server.flavor`` is "mariadb" for both MariaDBs)."""
     return request.getfixturevalue(request.param)
 
 
 @pytest.fixture
-def fresh_database(request: pytest.FixtureRequest, server: EmbeddedMariaDB | PrivateMySQL) -> str:
+def fresh_database(request: pytest.FixtureRequest, server: Server) -> str:
     """An empty database named after the test, on ``server``."""
     name = re.sub(r"\W", "_", request.node.name)[:64]
     server.execute([f"DROP DATABASE IF EXISTS `{name}`", f"CREATE DATABASE `{name}`"])

@@ -46,6 +46,7 @@ __all__ = [
     "PrivateMariaDB11",
     "PrivateMySQL",
     "SidRoot",
+    "SidRootServer",
     "mysql_root",
     "require_server",
     "sid_root",
@@ -146,7 +147,28 @@ def require_server(server: EmbeddedServer) -> EmbeddedServer:
         skip_or_fail(str(error))
 
 
-class PrivateMySQL(EmbeddedServer):
+class SidRootServer:
+    """What a server run from a sid root adds: its root's programs under the root's loader."""
+
+    root: Path
+    _launcher: list[str]  # the server program under the root's loader
+
+    def _use_root(self, kind: SidRoot, root: str | os.PathLike[str] | None) -> None:
+        self.root = sid_root(kind, Path(root) if root else None)
+        self._launcher = root_launcher(self.root, kind.program)
+
+    def tool(self, name: str) -> list[str]:
+        """The command that runs the root's ``usr/bin/NAME`` (e.g. ``mysqlbinlog``)."""
+        return root_launcher(self.root, f"usr/bin/{name}")
+
+    def version(self) -> str:
+        """The server's ``--version`` line, e.g. ``... Ver 9.7.4-2 for Linux on x86_64 ...``."""
+        return subprocess.run(
+            [*self._launcher, "--version"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+
+class PrivateMySQL(SidRootServer, EmbeddedServer):
     """A private MySQL 9.x server with ROW binlogs, full row metadata and GTIDs on.
 
     Same interface as :class:`changestream.embedded.EmbeddedMariaDB`; ``options`` are
@@ -175,8 +197,7 @@ class PrivateMySQL(EmbeddedServer):
             startup_timeout=startup_timeout,
             keep_files=keep_files,
         )
-        self.root = mysql_root(Path(root) if root else None)
-        self._launcher = root_launcher(self.root, MYSQL_ROOT.program)
+        self._use_root(MYSQL_ROOT, root)
 
     def _base_args(self) -> list[str]:
         share = self.root / "usr/share/mysql"
@@ -190,12 +211,6 @@ class PrivateMySQL(EmbeddedServer):
             *self._user_args(),
             *_INIT_ARGS,
         ]
-
-    def version(self) -> str:
-        """``mysqld --version`` output, e.g. ``... Ver 9.7.4-2 for Linux on x86_64 ...``."""
-        return subprocess.run(
-            [*self._launcher, "--version"], capture_output=True, text=True, check=True
-        ).stdout.strip()
 
     def _template(self) -> Path:
         """An initialised data directory to copy, made once per mysqld build and init options."""
@@ -279,7 +294,7 @@ class PrivateMySQL(EmbeddedServer):
         ]
 
 
-class PrivateMariaDB11(EmbeddedMariaDB):
+class PrivateMariaDB11(SidRootServer, EmbeddedMariaDB):
     """A private MariaDB 11.8 server from the MariaDB sid root, set up as
     :class:`~changestream.embedded.EmbeddedMariaDB` sets up Debian's own (ROW binlog, full
     row images and metadata, annotated row events; MariaDB's GTIDs are always on).
@@ -299,8 +314,7 @@ class PrivateMariaDB11(EmbeddedMariaDB):
         keep_files: bool = False,
         root: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.root = sid_root(MARIADB_ROOT, Path(root) if root else None)
-        self._launcher = root_launcher(self.root, MARIADB_ROOT.program)
+        self._use_root(MARIADB_ROOT, root)
         super().__init__(
             port=port,
             base_dir=base_dir,
@@ -335,9 +349,3 @@ class PrivateMariaDB11(EmbeddedMariaDB):
         bootstrap.chmod(0o755)
         options = [opt for opt in self._root_paths() if not opt.startswith("--basedir=")]
         return ["--force", *options], {"MYSQLD_BOOTSTRAP": str(bootstrap)}
-
-    def version(self) -> str:
-        """``mariadbd --version`` output, e.g. ``... Ver 11.8.9-MariaDB-4 from Debian ...``."""
-        return subprocess.run(
-            [*self._launcher, "--version"], capture_output=True, text=True, check=True
-        ).stdout.strip()

@@ -12,14 +12,15 @@ from changestream.cli import main
 from changestream.scan import scan_transactions
 from changestream.sources.files import FileSource
 from tests.corpus.reference import require_corpus
+from tests.servers import SidRootServer
 
 pytestmark = pytest.mark.integration
 
 
 def _binlog_tool(server: Any) -> list[str]:
-    if "mariadb" in server.url:
-        return ["mariadb-binlog"]
-    return [*server._find_launcher()[:-1], str(server.root / "usr/bin/mysqlbinlog")]
+    """The server's own binlog decoder: the host's for MariaDB 10.11, else its root's."""
+    name = "mariadb-binlog" if server.flavor == "mariadb" else "mysqlbinlog"
+    return server.tool(name) if isinstance(server, SidRootServer) else [name]
 
 
 def _transactions(paths: list[Path]) -> list[Any]:

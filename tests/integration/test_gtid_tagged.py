@@ -23,8 +23,7 @@ TAG = "mytag"
 
 
 def _mysqlbinlog(server: Any, path: Path) -> str:
-    tool = [*server._find_launcher()[:-1], str(server.root / "usr/bin/mysqlbinlog")]
-    return subprocess.run([*tool, str(path)], capture_output=True, text=True,
+    return subprocess.run([*server.tool("mysqlbinlog"), str(path)], capture_output=True, text=True,
                           check=True).stdout
 
 

@@ -17,7 +17,8 @@ class EventHeader:
 
     ``offset`` is where the event starts in ``file``; for an event unpacked from a
     TRANSACTION_PAYLOAD it is the payload event's offset and ``payload_index`` says which
-    inner event it is. ``log_pos`` is the server's end position (0 for artificial events).
+    inner event it is. ``log_pos`` is the server's end position: 0 for artificial events,
+    and inside a transaction written by MariaDB 11.4+ (unless ``binlog_legacy_event_pos``).
     """
 
     timestamp: int
@@ -43,7 +44,7 @@ class EventHeader:
     def artificial(self) -> bool:
         """Sent by a server's dump thread but not in its binlog (e.g. the first ROTATE)."""
         return bool(self.flags & et.LOG_EVENT_ARTIFICIAL_F) or (
-            self.log_pos == 0 and self.type_code != et.FORMAT_DESCRIPTION
+            self.log_pos == 0 and self.type_code in (et.ROTATE, et.HEARTBEAT, et.HEARTBEAT_V2)
         )
 
 

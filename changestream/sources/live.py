@@ -39,6 +39,7 @@ ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 # Errors that end the connection rather than say something about the position: shutdown,
 # killed, interrupted (the router reconnects after them).
 _CONNECTION_ENDED = frozenset({1053, 1317, 1927, 2013})
+_HEARTBEATS = frozenset({et.HEARTBEAT, et.HEARTBEAT_V2})
 
 
 @dataclass(slots=True, frozen=True)
@@ -79,6 +80,10 @@ class LiveSource:
     has (the server sends EOF); otherwise it waits for new events until ``stop()``.
     ``annotations=False`` asks MariaDB not to send its ANNOTATE_ROWS events (the statements
     behind row events; often the bigger part of a binlog's bytes) when nobody reads them.
+
+    MariaDB 11.4+ writes the events inside a transaction with ``end_log_pos`` 0 (unless
+    ``binlog_legacy_event_pos`` is on): their offsets are counted on from the event before,
+    so from such a server ANNOTATE_ROWS events are always asked for, and left out here.
     """
 
     def __init__(self, connection: dict[str, Any], start: StartPosition | None = None, *,
@@ -95,6 +100,7 @@ class LiveSource:
         self.decoder = decoder
         self.is_mariadb = False
         self.server_version = ""
+        self._counts_offsets = False  # the server may send events without end_log_pos
         self._conn: pymysql.Connection[Any] | None = None
         self._stop = threading.Event()
         self.file: str | None = None
@@ -159,6 +165,8 @@ class LiveSource:
             version = self._query_one(conn, "SELECT VERSION()")
             self.server_version = str(version[0]) if version else ""
             self.is_mariadb = "mariadb" in self.server_version.lower()
+            self._counts_offsets = self.is_mariadb and self._query_one(
+                conn, "SHOW GLOBAL VARIABLES LIKE 'binlog_legacy_event_pos'") is not None
             checksum = self._query_one(conn, "SELECT @@global.binlog_checksum")
             alg = CHECKSUM_CRC32 if checksum and str(checksum[0]).upper() == "CRC32" \
                 else CHECKSUM_OFF
@@ -200,7 +208,7 @@ class LiveSource:
                 cur.execute("SET @slave_gtid_strict_mode = 0")
                 cur.execute("SET @slave_gtid_ignore_duplicates = 0")
             file, pos = "", 4
-        if self.is_mariadb and self.annotations:
+        if self.is_mariadb and (self.annotations or self._counts_offsets):
             flags |= BINLOG_SEND_ANNOTATE_ROWS_EVENT
         payload = struct.pack("<IHI", pos, flags, self.server_id) + file.encode()
         conn._execute_command(COM_BINLOG_DUMP, payload)
@@ -217,6 +225,8 @@ class LiveSource:
         buf = bytearray()
         big: list[bytes] = []  # pieces of a packet longer than 16 MB
         silence = max(10.0, 3 * self.heartbeat_seconds) if self.blocking else 120.0
+        drop_annotations = self._counts_offsets and not self.annotations
+        annotate = et.MARIADB_ANNOTATE_ROWS
         while True:
             start, n = 0, len(buf)
             while n - start >= 4:
@@ -232,10 +242,11 @@ class LiveSource:
                     log_pos = _U32(event, 13)[0]
                     if log_pos:
                         self.pos = log_pos
-                        yield RawEvent(self.file or "", log_pos - length + 1, event)
+                        offset = log_pos - length + 1
                     else:
-                        yield RawEvent(self.file or "", 4 if event[4] == et.FORMAT_DESCRIPTION
-                                       else self.pos, event)
+                        offset = self._offset_without_log_pos(event)
+                    if not (drop_annotations and event[4] == annotate):
+                        yield RawEvent(self.file or "", offset, event)
                     continue
                 payload = bytes(buf[body:start])
                 if length == 0xFFFFFF:
@@ -247,7 +258,7 @@ class LiveSource:
                 raw = self._packet(payload)
                 if raw is _EOF:
                     return
-                if raw is not None:
+                if raw is not None and not (drop_annotations and raw.data[4] == annotate):
                     yield raw
             if start:
                 del buf[:start]
@@ -301,11 +312,21 @@ class LiveSource:
             self.file = new_file.decode("utf-8", "replace")
             self.pos = struct.unpack_from("<Q", event, 19)[0]
             return raw
-        offset = log_pos - size if log_pos else (4 if type_code == et.FORMAT_DESCRIPTION
-                                                 else self.pos)
         if log_pos:
             self.pos = log_pos
-        return RawEvent(self.file or "", offset, event)
+            return RawEvent(self.file or "", log_pos - size, event)
+        return RawEvent(self.file or "", self._offset_without_log_pos(event), event)
+
+    def _offset_without_log_pos(self, event: bytes) -> int:
+        """Where an event sent with ``end_log_pos`` 0 starts: 4 for the format description;
+        else where the event before it ended (MariaDB 11.4+ writes 0 inside transactions),
+        and the position moves past it unless it is artificial (not in the file)."""
+        if event[4] == et.FORMAT_DESCRIPTION:
+            return 4
+        offset = self.pos
+        if not event[17] & et.LOG_EVENT_ARTIFICIAL_F and event[4] not in _HEARTBEATS:
+            self.pos = offset + len(event)
+        return offset
 
     def _where(self) -> str:
         return f"{self.file or '?'}:{self.pos}"

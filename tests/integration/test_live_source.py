@@ -13,6 +13,7 @@ from changestream.decoding.events import Event, RowsEvent, TransactionPayloadEve
 from changestream.scan import scan_transactions
 from changestream.sources.files import FileSource
 from changestream.sources.live import LiveSource, StartPosition
+from tests.servers import PrivateMariaDB11
 from tests.workloads import EXPECTED, types_table
 
 pytestmark = pytest.mark.integration
@@ -106,8 +107,8 @@ def test_live_and_file_sources_decode_identically(server: Any, fresh_database: s
 
 def test_mariadb_leaves_out_the_annotations_nobody_asked_for(server: Any,
                                                              fresh_database: str) -> None:
-    """Without ``annotations`` MariaDB does not send ANNOTATE_ROWS events; every other event
-    arrives as before, at the same offsets."""
+    """Without ``annotations`` there are no ANNOTATE_ROWS events (MariaDB before 11.4 does
+    not even send them); every other event arrives as before, at the same offsets."""
     if "mariadb" not in server.url:
         pytest.skip("ANNOTATE_ROWS and the dump flag that asks for it are MariaDB's")
     start = server.binlog_position()
@@ -121,6 +122,28 @@ def test_mariadb_leaves_out_the_annotations_nobody_asked_for(server: Any,
     annotate = et.MARIADB_ANNOTATE_ROWS
     assert any(code == annotate for _, code in read[True])
     assert read[False] == [(o, c) for o, c in read[True] if c != annotate]
+
+
+def test_live_offsets_are_the_files_where_mariadb_leaves_end_log_pos_out(
+        server: Any, fresh_database: str) -> None:
+    """MariaDB 11.4+ writes the events inside a transaction with ``end_log_pos`` 0 (its
+    ``binlog_legacy_event_pos`` is off by default): the live source still gives every event
+    its offset in the file, with and without annotations."""
+    start = server.binlog_position()
+    _workload(server, fresh_database)
+    files = [e for e in FileSource(server.binlog_files(), start_file=start[0],
+                                   start_pos=start[1]) if e.header.offset >= start[1]]
+    unlogged = [e for e in files if e.header.log_pos == 0
+                and e.header.type_code != et.FORMAT_DESCRIPTION]
+    assert bool(unlogged) == isinstance(server, PrivateMariaDB11)
+    assert not any(e.header.artificial for e in files)
+    connection = {"host": "127.0.0.1", "port": server.port, "user": "root", "password": ""}
+    for wanted in (True, False):
+        live = [(e.header.offset, e.header.type_code) for e in LiveSource(
+            connection, StartPosition("file", file=start[0], pos=start[1]), blocking=False,
+            annotations=wanted) if not e.header.artificial and e.header.offset >= start[1]]
+        assert live == [(e.header.offset, e.header.type_code) for e in files
+                        if wanted or e.header.type_code != et.MARIADB_ANNOTATE_ROWS]
 
 
 def test_every_column_type_decodes_exactly(server: Any, fresh_database: str) -> None:

@@ -199,6 +199,10 @@ class Listener:
                     self.boundary = event.end
                     self._send(batch, None)
                     stats.read_file, stats.read_pos = event.end
+                    stats.caught_up = False
+                    if event.timestamp:
+                        stats.last_event_ts = event.timestamp
+                    h = None  # read up to the ticket's end, past the last event decoded here
                     batch, at_boundary, batch_bytes = [], 0, 0
                     self._wait_if_paused()
                     continue
@@ -217,6 +221,9 @@ class Listener:
                     boundary = BoundaryType.STATEMENT  # what feed() would say, cheaper
                 else:
                     boundary = parser.feed(event)
+                    if code == et.ROTATE and h.artificial:  # where the server sends from
+                        stats.read_file = event.next_file  # type: ignore[attr-defined]
+                        stats.read_pos = event.position  # type: ignore[attr-defined]
                 if code == et.QUERY and boundary is BoundaryType.STATEMENT:
                     self._schema_change(event, decoder)  # type: ignore[arg-type]
                 if code in wanted:
@@ -254,9 +261,13 @@ class Listener:
             decoder.forget_table_maps()
 
     def _note_read(self, h: EventHeader) -> None:
-        """Where reading has got to (for status): updated per batch, not per event."""
+        """Where reading has got to (for status): updated per batch, not per event. Not
+        from what a server sends when a connection starts (its fake ROTATE, the binlog's
+        FORMAT_DESCRIPTION again): those are not where reading has got to."""
         stats = self.stats
         stats.caught_up = False
+        if h.artificial or (h.log_pos == 0 and h.type_code == et.FORMAT_DESCRIPTION):
+            return
         if h.timestamp and h.type_code != et.HEARTBEAT:
             stats.last_event_ts = h.timestamp
         stats.read_file, stats.read_pos = h.file, h.end

@@ -15,6 +15,7 @@ import pykka
 from changestream.changes import Batch, EncodedRun, Position, TransactionPart
 from changestream.errors import SinkError, SinkStoppedError
 from changestream.flow import Credits
+from changestream.metrics import count_tables
 from changestream.position_store import PositionStore
 from changestream.sink import SinkAdapter
 from changestream.stats import RouterStats
@@ -115,16 +116,22 @@ class SinkActor(pykka.ThreadingActor):
         self._parts, self._changes, self._bytes, self._position = [], 0, 0, None
         if parts:
             batch = Batch(self.batch_id, parts, position)
+            began = time.monotonic()
             self._write(batch)
+            took = time.monotonic() - began
             self.batch_id += 1
+            commit = next((p.last_commit_ts for p in reversed(parts) if p.last_commit_ts),
+                          None)
+            committed = commit.timestamp() if commit is not None else None
             with self.stats.lock:
                 self.stats.batches_delivered += 1
                 self.stats.changes_delivered += batch.changes
                 self.stats.transactions_delivered += sum(p.transactions for p in parts)
-                commit = next((p.last_commit_ts for p in reversed(parts) if p.last_commit_ts),
-                              None)
-                if commit is not None:
-                    self.stats.last_commit_ts = commit.timestamp()
+                if committed is not None:
+                    self.stats.last_commit_ts = committed
+            self.stats.metrics.batch_delivered(
+                took, None if committed is None else time.time() - committed,
+                count_tables(parts))
         if position is not None:
             if self.store is not None:
                 self.store.save(position, self.batch_id - 1)

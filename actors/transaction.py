@@ -74,7 +74,8 @@ class TransactionActor(pykka.ThreadingActor):
             assembler.note_delivered(run.gtids, run.file, run.end)
             position = assembler.position()
             parts = [EncodedRun(run.records, run.changes, run.transactions, run.last_commit_ts,
-                                Position(position.file, position.pos))] if run.changes else []
+                                Position(position.file, position.pos), tables=run.tables)
+                     ] if run.changes else []
             self.credits_out.take()
             self.sink.tell(Parts(parts, position))
 

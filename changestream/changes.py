@@ -139,6 +139,7 @@ class EncodedRun:
     last_commit_ts: dt.datetime | None
     position: Position  # file and offset after the last transaction
     complete: bool = True
+    tables: dict[tuple[str, str, str], int] | None = None  # changes by database, table, op
 
     @property
     def approx_bytes(self) -> int:

@@ -74,6 +74,7 @@ class SegmentTicket:
     worker: int
     events: int
     end: tuple[str, int]  # file and offset after the segment's last transaction
+    timestamp: int = 0  # of the segment's last event (for seconds behind the source)
 
 
 @dataclass(slots=True)
@@ -89,6 +90,8 @@ class WorkerRun:
     gtids: list[str]
     file: str
     end: int
+    # Changes by (database, table, op): the whole segment's, on its last run with changes.
+    tables: dict[tuple[str, str, str], int] | None = None
 
 
 SegmentResult = list[WorkerRun]
@@ -124,7 +127,8 @@ class DecodeWorkers:
             self._connections[worker].send(segment)
         except (OSError, EOFError) as exc:
             raise self._lost(worker, exc) from None
-        return SegmentTicket(worker, len(segment.offsets), end)
+        last = len(segment.data) - (end[1] - segment.offsets[-1])  # where its last event is
+        return SegmentTicket(worker, len(segment.offsets), end, _SIZE(segment.data, last)[0])
 
     def result(self, ticket: SegmentTicket) -> SegmentResult:
         """The result of ``ticket``'s segment; tickets must be redeemed in submit order."""
@@ -190,18 +194,27 @@ class _Worker:
         stamp = stamp or dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
         lines: list[bytes] = []
         done = None
+        tables: dict[tuple[str, str, str], int] = {}
         if self.encoder is not None:
             done = self.encoder.encode(segment.file, segment.data, segment.offsets, stamp,
                                        lines)
             self.fast_segments += done is not None
+            tables = self.encoder.table_counts
         if done is None:
             lines.clear()
-            done = self._assemble_generally(segment, stamp, lines)
-        return self._runs(done, lines, segment.file.rsplit("/", 1)[-1])
+            tables = {}
+            done = self._assemble_generally(segment, stamp, lines, tables)
+        runs = self._runs(done, lines, segment.file.rsplit("/", 1)[-1])
+        for run in reversed(runs):
+            if run.changes:
+                run.tables = tables
+                break
+        return runs
 
-    def _assemble_generally(self, segment: Segment, stamp: str,
-                            lines: list[bytes]) -> list[EncodedTransaction]:
-        """The segment through the router's own decoder, assembler and record encoder."""
+    def _assemble_generally(self, segment: Segment, stamp: str, lines: list[bytes],
+                            tables: dict[tuple[str, str, str], int]) -> list[EncodedTransaction]:
+        """The segment through the router's own decoder, assembler and record encoder
+        (``tables``: its changes counted by database, table and op)."""
         decode = self.decoder.decode
         feed = self.assembler.feed
         file, data, at = segment.file, segment.data, 0
@@ -221,6 +234,9 @@ class _Worker:
             done.append(EncodedTransaction(count, gtid, parts[-1].info.commit_ts
                                            if parts else None, end))
         lines.extend(record_lines(changes, self.settings.record_format, stamp))
+        for change in changes:
+            key = (change.database or "", change.table or "", change.op)
+            tables[key] = tables.get(key, 0) + 1
         return done
 
     def _runs(self, done: list[EncodedTransaction], lines: list[bytes],

@@ -18,6 +18,7 @@ from typing import Any
 
 import pykka
 import pymysql
+from prometheus_client import CollectorRegistry
 
 from changestream.actors.column_info import ColumnInfoActor
 from changestream.actors.listener import Listener, Source
@@ -181,6 +182,7 @@ class Router:
             self.spec.connection["ssl"] = settings.tls
         self.store = PositionStore(settings.position_file) if settings.position_file else None
         self.stats = RouterStats()
+        self.stats.metrics.expose_status(self.status)
         self._stopping = threading.Event()
         self._aborted = threading.Event()
         self._finished = threading.Event()
@@ -268,6 +270,12 @@ class Router:
                 "queue_depths": self.queue_depths(),
                 "uptime_seconds": round(time.time() - st.started, 3),
             }
+
+    @property
+    def metrics_registry(self) -> CollectorRegistry:
+        """This router's Prometheus metrics (a registry of its own, not the global one), as
+        ``GET /metrics`` serves them: ``prometheus_client.generate_latest(registry)``."""
+        return self.stats.metrics.registry
 
     def queue_depths(self) -> dict[str, int]:
         names = ("listener_to_transaction", "transaction_to_sink")

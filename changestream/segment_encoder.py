@@ -88,6 +88,8 @@ class SegmentEncoder:
         self._formats = FormatCache()
         self._table_maps: dict[bytes, RowImageDecoder | None] = {}
         self._format_description: FormatDescriptionEvent | None = None
+        # The last segment's changes by (database, table, op), for the router's metrics.
+        self.table_counts: dict[tuple[str, str, str], int] = {}
 
     def encode(self, file: str, data: bytes, offsets: Sequence[int], stamp: str,
                lines: list[bytes]) -> list[EncodedTransaction] | None:
@@ -125,6 +127,7 @@ class SegmentEncoder:
         short_ids = post == 6
         key_start = HEADER_SIZE + post - 2
         tables: dict[int, RowImageDecoder | None] = {}
+        counts = self.table_counts = {}
         done: list[EncodedTransaction] = []
         changes: list[tuple[Any, ...]] = []
         inside = began = False  # in a transaction; after its BEGIN (MariaDB's have none)
@@ -164,6 +167,8 @@ class SegmentEncoder:
                     _row_changes(changes, kind, schema.database, schema.table, shape.names,
                                  shape.direct_key, decoded.rows, sql, offset,
                                  formats_of(schema))
+                    counted = (schema.database, schema.table, kind)
+                    counts[counted] = counts.get(counted, 0) + len(decoded.rows)
             elif code == et.TABLE_MAP:
                 key = data[at + key_start:body_end]
                 rows_decoder = table_maps.get(key)

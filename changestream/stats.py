@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from changestream.changes import Position
+from changestream.metrics import RouterMetrics
 
 
 @dataclass(slots=True)
@@ -29,6 +30,8 @@ class RouterStats:
     delivered: Position | None = None
     last_commit_ts: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Histograms and per-table counters, observed per batch (Prometheus, see metrics.py).
+    metrics: RouterMetrics = field(default_factory=RouterMetrics, repr=False)
 
     def seconds_behind(self) -> float | None:
         """How far the reader is behind the server: 0 once it has read everything the

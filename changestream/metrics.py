@@ -1,0 +1,140 @@
+"""The router's Prometheus metrics, in a registry of its own (two routers in one process do
+not clash; nothing lands in ``prometheus_client``'s global registry).
+
+Measured per batch, never per change: the Sink actor reports each batch it delivered with
+:meth:`RouterMetrics.batch_delivered`; the counts and gauges of ``Router.status()`` are read
+when the registry is collected (a scrape of ``GET /metrics``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+TableCounts = dict[tuple[str, str, str], int]
+"""Changes by ``(database, table, op)``."""
+
+# Seconds. A batch is usually milliseconds (a file) to seconds (a table format's commit).
+BATCH_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                 10.0, 30.0, 60.0)
+# Seconds. Caught up, the lag is the batch's age (up to batch.max_seconds) plus the write;
+# catching up on an old binlog it is hours.
+LAG_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+               21600.0, 86400.0)
+
+# name, type, help, key of Router.status()
+_STATUS_METRICS = (
+    ("changestream_connected", "gauge", "1 while connected to the source", "connected"),
+    ("changestream_paused", "gauge", "1 while paused", "paused"),
+    ("changestream_seconds_behind_source", "gauge",
+     "seconds the reader is behind the server (0 when caught up)", "seconds_behind"),
+    ("changestream_transactions_delivered_total", "counter",
+     "committed transactions delivered to the sink", "transactions_delivered"),
+    ("changestream_changes_delivered_total", "counter", "changes delivered to the sink",
+     "changes_delivered"),
+    ("changestream_batches_delivered_total", "counter", "batches the sink made durable",
+     "batches_delivered"),
+    ("changestream_batch_retries_total", "counter", "batches the sink failed and retried",
+     "batch_retries"),
+    ("changestream_reconnects_total", "counter", "reconnections to the source",
+     "reconnects"),
+    ("changestream_events_read_total", "counter", "binlog events read", "events_read"),
+    ("changestream_worker_segments_total", "counter",
+     "segments of transactions handed to decode workers", "worker_segments"),
+    ("changestream_uptime_seconds", "gauge", "seconds since the router started",
+     "uptime_seconds"),
+)
+
+
+class RouterMetrics:
+    """A router's metrics: histograms and per-table counters it observes, and its status
+    (once :meth:`expose_status` is given it) read at each collection."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.batch_duration = Histogram(
+            "changestream_batch_duration_seconds",
+            "seconds the sink adapter took to make a batch durable (retries included)",
+            buckets=BATCH_BUCKETS, registry=self.registry)
+        self.delivery_lag = Histogram(
+            "changestream_delivery_lag_seconds",
+            "seconds from the commit on the source of a batch's last transaction to the "
+            "sink making the batch durable (one observation per batch)",
+            buckets=LAG_BUCKETS, registry=self.registry)
+        self.table_changes = Counter(
+            "changestream_table_changes_delivered",
+            "changes delivered to the sink, by database, table and op",
+            ["database", "table", "op"], registry=self.registry)
+        self._children: dict[tuple[str, str, str], Any] = {}
+
+    def expose_status(self, status: Callable[[], dict[str, Any]]) -> None:
+        """Collect the gauges and counters of ``status()`` (``Router.status``) with the rest."""
+        self.registry.register(_StatusCollector(status))
+
+    def batch_delivered(self, seconds: float, lag: float | None, tables: TableCounts) -> None:
+        """One batch made durable in ``seconds``, ``lag`` seconds after its last transaction
+        committed (``None``: no commit time known), with ``tables``' changes."""
+        self.batch_duration.observe(seconds)
+        if lag is not None:
+            # Commit times are the source's clock (MariaDB's to the second): a clock ahead of
+            # ours would make the lag negative, which is no lag.
+            self.delivery_lag.observe(max(0.0, lag))
+        children = self._children
+        for key, count in tables.items():
+            child = children.get(key)
+            if child is None:
+                child = children[key] = self.table_changes.labels(*key)
+            child.inc(count)
+
+    def text(self) -> bytes:
+        """Everything in the Prometheus text exposition format (0.0.4)."""
+        return generate_latest(self.registry)
+
+
+def count_tables(parts: Iterable[Any]) -> TableCounts:
+    """Changes of a batch's parts by ``(database, table, op)``: a decode worker's encoded run
+    brings its counts (``tables``), a transaction part's changes are counted here."""
+    counts: TableCounts = {}
+    get = counts.get
+    for part in parts:
+        changes = getattr(part, "changes", None)
+        if isinstance(changes, list):
+            for change in changes:
+                key = (change.database or "", change.table or "", change.op)
+                counts[key] = get(key, 0) + 1
+        else:
+            for key, count in (getattr(part, "tables", None) or {}).items():
+                counts[key] = get(key, 0) + count
+    return counts
+
+
+class _StatusCollector:
+    """The router's status as metrics, read when collected."""
+
+    def __init__(self, status: Callable[[], dict[str, Any]]):
+        self.status = status
+
+    def collect(self) -> Iterator[Metric]:
+        status = self.status()
+        for name, kind, help_text, key in _STATUS_METRICS:
+            value = status.get(key)
+            if value is None:
+                continue
+            family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            yield family(name, help_text, value=float(value))
+        depths = GaugeMetricFamily("changestream_queue_depth",
+                                   "messages in flight between the router's stages",
+                                   labels=["queue"])
+        for queue, depth in (status.get("queue_depths") or {}).items():
+            depths.add_metric([queue], depth)
+        yield depths
+        position = status.get("delivered_position")
+        if position:
+            offset = GaugeMetricFamily(
+                "changestream_delivered_position_offset",
+                "binlog offset after the last delivered transaction", labels=["file"])
+            offset.add_metric([position["file"]], position["pos"])
+            yield offset

@@ -1,8 +1,9 @@
 """The listener: reads the binlog source and routes its events, in batches, to the actors.
 
 Routing table (the change-stream design): TABLE_MAP events and schema-changing QUERY events
-go to the ColumnInfo actor (a TABLE_MAP is resolved there when the decoder first meets it;
-DDL is told to it in binlog order); GTID, QUERY, ROWS_QUERY / ANNOTATE_ROWS, rows events,
+go to ColumnInfo, in this thread and in binlog order (a TABLE_MAP is resolved there when the
+decoder first meets it; each DDL advances the schema history before the next event is
+read, so no lock or round trip is needed); GTID, QUERY, ROWS_QUERY / ANNOTATE_ROWS, rows events,
 XID, XA_PREPARE and TRANSACTION_PAYLOAD events go to the Transaction actor, which sends
 committed transactions on to the Sink actor.
 
@@ -26,18 +27,18 @@ from typing import Any, Protocol
 import pykka
 
 from changestream.boundary import BoundaryType, ParserState, TransactionBoundaryParser
+from changestream.column_info import ColumnInfo
 from changestream.ddl import parse_ddl
 from changestream.decode_workers import DecodeWorkers, SegmentTicket
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import Event, EventHeader, QueryEvent
-from changestream.decoding.table_schema import TableSchema
 from changestream.errors import ConnectionLostError, SourceError
 from changestream.flow import Credits, StoppedError
 from changestream.segments import Segmenter
 from changestream.stats import RouterStats
 
-from .messages import EndOfStream, EventBatch, ResetOpenTransaction, ResolveSchema, SchemaChange
+from .messages import EndOfStream, EventBatch, ResetOpenTransaction
 
 log = logging.getLogger("changestream")
 
@@ -74,7 +75,7 @@ SourceFactory = Callable[[tuple[str, int] | None, EventDecoder], Source]
 class Listener:
     """Reads a source in a thread and routes its events (see the module docstring)."""
 
-    def __init__(self, open_source: SourceFactory, column_info: pykka.ActorRef[Any],
+    def __init__(self, open_source: SourceFactory, column_info: ColumnInfo,
                  transaction: pykka.ActorRef[Any], credits: Credits, stats: RouterStats,
                  stopping: threading.Event, on_error: Callable[[BaseException], None], *,
                  batch_events: int = 2_000, batch_bytes: int = 1 << 20,
@@ -124,9 +125,6 @@ class Listener:
     def paused(self) -> bool:
         return not self._paused.is_set()
 
-    def _resolve(self, schema: TableSchema, header: EventHeader) -> TableSchema:
-        return self.column_info.ask(ResolveSchema(schema, header))
-
     def _run(self) -> None:
         reason = "end of source"
         try:
@@ -145,7 +143,7 @@ class Listener:
         lost_since: float | None = None
         delay = 0.5
         while not self.stopping.is_set():
-            decoder = EventDecoder(schema_resolver=self._resolve,
+            decoder = EventDecoder(schema_resolver=self.column_info.resolve,
                                    table_filter=self.table_filter)
             resume = self.boundary if lost_since is not None else None
             try:
@@ -256,7 +254,7 @@ class Listener:
         ddl = parse_ddl(event.query, event.database)
         if ddl is None:
             return
-        self.column_info.tell(SchemaChange(ddl, event.header))
+        self.column_info.apply_ddl(ddl, event)
         if decoder is not None:
             decoder.forget_table_maps()
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from changestream.changes import EncodedRun, Position, TransactionPart
-from changestream.ddl import DdlStatement
-from changestream.decoding.events import Event, EventHeader
-from changestream.decoding.table_schema import TableSchema
+from changestream.decoding.events import Event
 
 
 @dataclass(slots=True)
@@ -27,22 +25,6 @@ class EndOfStream:
     """The source has ended (or the router stops): deliver what is pending, then finish."""
 
     reason: str = "end of source"
-
-
-@dataclass(slots=True)
-class ResolveSchema:
-    """Ask ColumnInfo for the full schema of a TABLE_MAP read at ``header``."""
-
-    schema: TableSchema
-    header: EventHeader
-
-
-@dataclass(slots=True)
-class SchemaChange:
-    """A DDL statement, in binlog order among the TABLE_MAPs."""
-
-    ddl: DdlStatement
-    header: EventHeader
 
 
 @dataclass(slots=True)

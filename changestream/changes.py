@@ -25,6 +25,8 @@ class Position:
     after a start from a file offset on a server without GTIDs). ``pending_xa`` lists XA
     transactions that were prepared before this point but not yet committed or rolled back:
     ``{xid: "file:pos"}`` of each one's start, so a restart can read them again.
+    ``schema_history`` names the stored schema history state at this point, when one is
+    kept (see :mod:`changestream.schema.store`).
     """
 
     file: str
@@ -32,15 +34,20 @@ class Position:
     gtid_set: str | None = None
     flavor: str | None = None  # "mysql" or "mariadb"
     pending_xa: dict[str, str] = field(default_factory=dict)
+    schema_history: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "pos": self.pos, "gtid_set": self.gtid_set,
+        data = {"file": self.file, "pos": self.pos, "gtid_set": self.gtid_set,
                 "flavor": self.flavor, "pending_xa": dict(self.pending_xa)}
+        if self.schema_history is not None:
+            data["schema_history"] = self.schema_history
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Position:
         return cls(str(data["file"]), int(data["pos"]), data.get("gtid_set"),
-                   data.get("flavor"), dict(data.get("pending_xa") or {}))
+                   data.get("flavor"), dict(data.get("pending_xa") or {}),
+                   data.get("schema_history"))
 
     def __str__(self) -> str:
         gtid = f" gtid {self.gtid_set}" if self.gtid_set else ""

@@ -2,12 +2,17 @@
 
 When the server logs full row metadata (``binlog_row_metadata=FULL``) the TABLE_MAP event
 itself carries names, signedness, charsets, ENUM/SET labels and the primary key, and that is
-what is used. Otherwise the columns come from ``information_schema`` (cached per table, the
-cache dropped by every DDL that touches the table, in binlog order). A TABLE_MAP that does
-not fit the cached columns makes it read them again; when they still do not fit, decoding
-stops with :class:`SchemaMismatchError` naming the table and the binlog position, rather
-than emit values under the wrong names. Without either (files with minimal metadata and no
-server to ask) the columns are named ``@1``, ``@2`` ... and a warning says so once per table.
+what is used. Otherwise the names come from the schema history
+(:mod:`changestream.schema`): the table's definition at the event's position. A table the
+history does not know there, or whose definition does not fit the logged columns, stops
+decoding with :class:`SchemaMismatchError` naming the table and the binlog position, rather
+than emit values under names they were not written under.
+
+Without a history (``schema.history = "off"``) the names come from ``information_schema``
+as it is now (cached per table, dropped by every DDL on the table): right only while the
+table has not changed since the event was written. Without either (files with minimal
+metadata and no server to ask) the columns are named ``@1``, ``@2`` ... and a warning says
+so once per table.
 """
 
 from __future__ import annotations
@@ -20,9 +25,13 @@ from typing import Any
 
 from changestream.ddl import DdlStatement
 from changestream.decoding import field_types as ft
-from changestream.decoding.events import EventHeader
+from changestream.decoding.events import EventHeader, QueryEvent
+from changestream.decoding.query_status import parse_query_status
 from changestream.decoding.table_schema import Column, TableSchema
 from changestream.errors import SourceError
+from changestream.schema.definition import apply_definition, type_mismatch
+from changestream.schema.history import SchemaHistory
+from changestream.schema.tracker import SchemaTracker
 
 log = logging.getLogger("changestream")
 
@@ -114,19 +123,57 @@ def _replace(column: Column, changes: dict[str, Any]) -> Column:
 class ColumnInfo:
     """Tables' columns over time; see the module docstring for where they come from.
 
-    ``lookup`` reads ``information_schema`` (``None`` when there is no server to ask).
+    ``tracker`` keeps a schema history (``None``: none is kept); ``lookup`` reads
+    ``information_schema`` (used only without a history; ``None``: no server to ask).
     """
 
-    def __init__(self, lookup: CatalogLookup | None = None):
+    def __init__(self, lookup: CatalogLookup | None = None,
+                 tracker: SchemaTracker | None = None, history_needed: str | None = None):
         self.lookup = lookup
+        self.tracker = tracker
+        # Why a table without names in its TABLE_MAP cannot be read (no history kept).
+        self.history_needed = history_needed
         self._catalog: dict[tuple[str, str], list[CatalogColumn]] = {}
         self._warned: set[tuple[str, str]] = set()
+
+    @property
+    def history(self) -> SchemaHistory | None:
+        return self.tracker.history if self.tracker is not None else None
 
     def resolve(self, schema: TableSchema, header: EventHeader) -> TableSchema:
         """The full schema for a TABLE_MAP's ``schema`` read at ``header``."""
         if schema.names_logged:
             return schema
+        if self.tracker is not None:
+            return self._from_history(schema, header, self.tracker.history)
+        if self.history_needed is not None:
+            raise SchemaMismatchError(
+                f"rows of {schema.qualified_name} at {header.file} offset {header.offset} "
+                "carry no column names (binlog_row_metadata is not FULL) and no schema history "
+                f"is kept: {self.history_needed}")
         return self._from_catalog(schema, header)
+
+    def _from_history(self, schema: TableSchema, header: EventHeader,
+                      history: SchemaHistory) -> TableSchema:
+        definition = history.table(schema.database, schema.table)
+        where = f"rows of {schema.qualified_name} at {header.file} offset {header.offset}"
+        if definition is None:
+            raise SchemaMismatchError(
+                f"{where} carry no column names (binlog_row_metadata is not FULL) and the "
+                "schema history does not know the table at this position (it was created or "
+                "changed before the history begins). Start from a position after its last "
+                "change (e.g. --start latest, which seeds the history from the server), or "
+                "set binlog_row_metadata=FULL on the server")
+        columns = definition.logged_columns(len(schema.columns))
+        mismatch = (f"logged {len(schema.columns)} columns, the history has "
+                    f"{len(definition.columns)}") if columns is None else \
+            type_mismatch(schema, columns)
+        if columns is None or mismatch is not None:
+            raise SchemaMismatchError(
+                f"{where} do not fit the table's definition in the schema history: "
+                f"{mismatch}. A DDL was missed or applied wrongly; `changestream schema show` "
+                "prints the history")
+        return apply_definition(schema, columns, definition.primary_key, "schema_history")
 
     def _from_catalog(self, schema: TableSchema, header: EventHeader) -> TableSchema:
         key = (schema.database, schema.table)
@@ -153,7 +200,16 @@ class ColumnInfo:
                 "binlog carries the columns itself")
         return _enrich(schema, catalog)
 
-    def apply_ddl(self, ddl: DdlStatement) -> None:
+    def apply_ddl(self, ddl: DdlStatement, event: QueryEvent) -> None:
+        """Bring the history (or the catalog cache) past ``ddl``, logged in ``event``."""
+        if self.tracker is not None:
+            h = event.header
+            self.tracker.apply(ddl, event.statement, event.database,
+                               parse_query_status(event.status), h.file, h.offset, h.end)
+            return
+        self.forget(ddl)
+
+    def forget(self, ddl: DdlStatement) -> None:
         """Forget what ``ddl`` may have changed, so the next TABLE_MAP reads it again."""
         if ddl.kind in ("drop_database", "create_database") and ddl.database:
             for key in [k for k in self._catalog if k[0] == ddl.database]:

@@ -53,6 +53,16 @@ class SourceConfig:
 
 
 @dataclass(slots=True)
+class SchemaConfig:
+    """The schema history (see docs/schema-history.md): ``history`` auto, on or off;
+    ``shadow_server`` the command that runs the shadow server's program ("": the host's
+    mariadbd or mysqld)."""
+
+    history: str = "auto"
+    shadow_server: str = ""
+
+
+@dataclass(slots=True)
 class StartConfig:
     at: str = "earliest"
     until: str = ""
@@ -109,6 +119,7 @@ class Config:
     """The whole configuration; see ``config/changestream.toml`` for every key."""
 
     source: SourceConfig = field(default_factory=SourceConfig)
+    schema: SchemaConfig = field(default_factory=SchemaConfig)
     start: StartConfig = field(default_factory=StartConfig)
     filter: FilterConfig = field(default_factory=FilterConfig)
     transactions: TransactionsConfig = field(default_factory=TransactionsConfig)
@@ -262,6 +273,8 @@ def _validate(config: Config) -> None:
         StartPosition.parse(config.start.at)
     except ValueError as exc:
         raise ConfigError(f"start.at: {exc}") from None
+    if config.schema.history not in ("auto", "on", "off"):
+        raise ConfigError(f"schema.history: {config.schema.history!r} is not auto, on or off")
     if config.start.until not in ("", "caught-up"):
         raise ConfigError(f"start.until: {config.start.until!r} is not '' or 'caught-up'")
     if config.sink.format not in FORMATS:

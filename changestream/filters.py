@@ -86,9 +86,10 @@ class ChangeFilter:
         database = statement.database or default_db
         if database is None:
             return self._include is None
-        return self._database(database)
+        return self.database(database)
 
-    def _database(self, database: str) -> bool:
+    def database(self, database: str) -> bool:
+        """Whether some table of ``database`` may be delivered."""
         # Excluded only by a pattern for the whole database (``shop``, ``shop.*``), not by
         # one for some of its tables (``shop.?`` would match the text ``shop.*``).
         for p in self.exclude:

@@ -138,3 +138,11 @@ class _StatusCollector:
                 "binlog offset after the last delivered transaction", labels=["file"])
             offset.add_metric([position["file"]], position["pos"])
             yield offset
+        history = status.get("schema_history")
+        if history:
+            yield GaugeMetricFamily("changestream_schema_history_tables",
+                                    "tables the schema history knows at the read position",
+                                    value=history["tables"])
+            yield CounterMetricFamily("changestream_schema_history_ddl_applied",
+                                      "DDL statements the schema history applied",
+                                      value=history["ddl_applied"])

@@ -8,15 +8,27 @@ from pathlib import Path
 
 from changestream.changes import Position
 from changestream.errors import ConfigError
+from changestream.schema.history import SchemaHistory
+from changestream.schema.store import SchemaHistoryStore
 
 
 class PositionStore:
     """A position file, replaced atomically (write, fsync, rename, fsync the folder), so a
-    crash at any moment leaves either the old or the new position, never a torn one."""
+    crash at any moment leaves either the old or the new position, never a torn one.
+
+    With a schema history attached (:meth:`keep_history`), each position is saved with the
+    history's state at that position, stored beside it first."""
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self.last_batch_id = 0
+        self.history: SchemaHistory | None = None
+        self.history_store = SchemaHistoryStore(self.path)
+        self._pruned: str | None = None
+
+    def keep_history(self, history: SchemaHistory | None) -> None:
+        """Save ``history``'s state with every position from now on."""
+        self.history = history
 
     def load(self) -> Position | None:
         """The saved position, or ``None`` when nothing was saved yet."""
@@ -39,6 +51,11 @@ class PositionStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
         data = position.as_dict()
+        digest = None
+        if self.history is not None:
+            digest, state = self.history.stored_at(position.file, position.pos)
+            self.history_store.save(digest, state)
+            data["schema_history"] = digest
         if batch_id is not None:
             data["batch_id"] = self.last_batch_id = batch_id
         with open(tmp, "w") as f:
@@ -51,3 +68,6 @@ class PositionStore:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+        if digest is not None and digest != self._pruned:
+            self.history_store.prune(keep=digest)
+            self._pruned = digest

@@ -20,9 +20,8 @@ import pykka
 import pymysql
 from prometheus_client import CollectorRegistry
 
-from changestream.actors.column_info import ColumnInfoActor
 from changestream.actors.listener import Listener, Source
-from changestream.actors.messages import ResolveSchema, Tick
+from changestream.actors.messages import Tick
 from changestream.actors.sink import BatchSettings, SinkActor
 from changestream.actors.transaction import TransactionActor
 from changestream.assembler import TransactionAssembler
@@ -52,6 +51,8 @@ from changestream.gtid import (
 from changestream.plugins import make_sink
 from changestream.position_store import PositionStore
 from changestream.preflight import Finding, run_preflight
+from changestream.schema.startup import HistorySettings, open_history, scan_queries
+from changestream.schema.tracker import SchemaTracker
 from changestream.sink import SinkAdapter
 from changestream.source_url import SourceSpec, parse_source_url
 from changestream.sources.files import FileSource
@@ -86,6 +87,7 @@ class RouterSettings:
     message_changes: int = 5_000
     in_flight: int = 4
     schema_from_server: bool = True
+    schema: HistorySettings = field(default_factory=HistorySettings)
     verify_checksums: bool = True
     tls: ssl.SSLContext | None = None
 
@@ -108,7 +110,10 @@ class RouterSettings:
             spill_dir=config.transactions.spill_dir or None,
             include_sql=config.transactions.include_sql,
             decode_workers=s.decode_workers,
-            schema_from_server=s.schema_from_server, verify_checksums=s.verify_checksums,
+            schema_from_server=s.schema_from_server,
+            schema=HistorySettings(config.schema.history,
+                                   config.schema.shadow_server or None),
+            verify_checksums=s.verify_checksums,
             tls=tls_context(s.tls))
 
     def __post_init__(self) -> None:
@@ -192,6 +197,7 @@ class Router:
         self._actors: list[pykka.ActorRef[Any]] = []
         self._credits: list[Credits] = []
         self._workers: DecodeWorkers | None = None
+        self._tracker: SchemaTracker | None = None
 
     # -- control ---------------------------------------------------------------------------
 
@@ -269,7 +275,16 @@ class Router:
                 "worker_segments": st.worker_segments,
                 "queue_depths": self.queue_depths(),
                 "uptime_seconds": round(time.time() - st.started, 3),
+                "schema_history": self._history_status(),
             }
+
+    def _history_status(self) -> dict[str, Any] | None:
+        tracker = self._tracker
+        if tracker is None:
+            return None
+        history = tracker.history
+        return {"origin": history.origin, "tables": len(history.current.tables),
+                "ddl_applied": history.ddl_applied, "ddl_not_delivered": history.pending}
 
     @property
     def metrics_registry(self) -> CollectorRegistry:
@@ -335,7 +350,7 @@ class Router:
         credits_in = Credits(s.in_flight, self._aborted)
         credits_out = Credits(s.in_flight, self._aborted)
         self._credits = [credits_in, credits_out]
-        column_info = ColumnInfo(self._catalog_lookup())
+        column_info = self._column_info(resume, start)
         assembler = TransactionAssembler(
             gtid_set=gtid_base, change_filter=s.filter,
             max_buffered_changes=s.max_buffered_changes, spill_dir=s.spill_dir,
@@ -350,21 +365,20 @@ class Router:
         self._workers = self._decode_workers()
         transaction_ref = TransactionActor.start(assembler, sink_ref, credits_in, credits_out,
                                                  self._fail, message_changes, self._workers)
-        column_ref = ColumnInfoActor.start(column_info)
-        self._actors = [column_ref, transaction_ref, sink_ref]
+        self._actors = [transaction_ref, sink_ref]
         live = self.spec.kind == "server"
 
         def open_source(at: tuple[str, int] | None, decoder: EventDecoder) -> Source:
             begin = StartPosition("file", file=at[0], pos=at[1]) if at else start
             return _Stream(self._source(begin, decoder), decoder)
 
-        self._listener = Listener(open_source, column_ref, transaction_ref, credits_in,
+        self._listener = Listener(open_source, column_info, transaction_ref, credits_in,
                                   self.stats, self._stopping, self._fail,
                                   batch_events=s.batch_events,
                                   reconnect_seconds=s.reconnect_seconds, live=live,
                                   workers=self._workers, table_filter=self._table_filter())
         if resume is not None and resume.pending_xa:
-            self._reload_prepared_xa(resume, assembler, column_ref)
+            self._reload_prepared_xa(resume, assembler, column_info)
         self._listener.start()
         ticker = threading.Thread(target=self._tick, args=(sink_ref,), daemon=True,
                                   name="changestream-ticker")
@@ -398,6 +412,9 @@ class Router:
         if self._workers is not None:
             self._workers.close()
             self._workers = None
+        if self._tracker is not None:
+            self._tracker.shadow.close()
+            self._tracker = None
 
     def _decode_workers(self) -> DecodeWorkers | None:
         """Worker processes for plain DML transactions, when the sink takes encoded records
@@ -520,6 +537,25 @@ class Router:
                           verify_checksums=s.verify_checksums, decoder=decoder,
                           annotations=s.include_sql)
 
+    def _column_info(self, resume: Position | None, start: StartPosition) -> ColumnInfo:
+        """Where rows events get their column names: the TABLE_MAP, else the schema history
+        (opened here for a server source), else ``information_schema``."""
+        if self.spec.kind != "server":
+            return ColumnInfo(None)
+        opened = open_history(
+            self.settings.schema, self._connect,
+            lambda begin, head: scan_queries(self._source(begin, EventDecoder(),
+                                                          follow=False), head),
+            start, resume, self.store.history_store if self.store else None,
+            self.settings.filter.database)
+        if opened.tracker is None:
+            lookup = self._catalog_lookup() if self.settings.schema.mode == "off" else None
+            return ColumnInfo(lookup, None, opened.missing_reason)
+        self._tracker = opened.tracker
+        if self.store is not None:
+            self.store.keep_history(opened.tracker.history)
+        return ColumnInfo(None, opened.tracker)
+
     def _catalog_lookup(self) -> Any:
         if self.spec.kind != "server" or not self.settings.schema_from_server:
             return None
@@ -555,12 +591,12 @@ class Router:
         return None if f is None or f.everything else f.table
 
     def _reload_prepared_xa(self, resume: Position, assembler: TransactionAssembler,
-                            column_ref: pykka.ActorRef[Any]) -> None:
+                            column_info: ColumnInfo) -> None:
         """Read again the XA transactions that were prepared but not resolved at ``resume``."""
         for xid, where in resume.pending_xa.items():
             file, _, pos = where.rpartition(":")
-            decoder = EventDecoder(schema_resolver=lambda sc, h: column_ref.ask(
-                ResolveSchema(sc, h)), table_filter=self._table_filter())
+            decoder = EventDecoder(schema_resolver=column_info.resolve,
+                                   table_filter=self._table_filter())
             reader = TransactionAssembler(
                 change_filter=self.settings.filter,
                 max_buffered_changes=self.settings.max_buffered_changes,

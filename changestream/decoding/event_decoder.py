@@ -299,7 +299,8 @@ class EventDecoder:
             raw = mariadb_uncompress(raw)
         charset = _query_charset(status)
         return QueryEvent(h, thread_id, exec_time, error_code, database,
-                          raw.decode("utf-8", "replace"), charset, compressed)
+                          raw.decode("utf-8", "replace"), charset, compressed, raw,
+                          bytes(status))
 
     def _xid(self, h: EventHeader, body: bytes) -> Event:
         return XidEvent(h, _U64(body, 0)[0])

@@ -88,6 +88,8 @@ class QueryEvent(Event):
     query: str
     charset: int | None = None
     compressed: bool = False
+    statement: bytes = b""  # the query as logged (in the client's character set)
+    status: bytes = b""  # the status variables (see decoding.query_status)
 
 
 @dataclass(slots=True)

@@ -1,6 +1,7 @@
 """Column names when the server does not log them (binlog_row_metadata=MINIMAL): the router
-reads information_schema, follows DDL in binlog order, and stops with a clear error rather
-than put values under the wrong names."""
+keeps a schema history (seeded from the server, advanced by each DDL in binlog order, stored
+with the position) and stops with a clear error rather than put values under the wrong
+names; with the history turned off it reads information_schema as it is now."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 from changestream.column_info import SchemaMismatchError
 from changestream.filters import ChangeFilter
 from changestream.router import Router, RouterSettings
+from changestream.schema.startup import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
+from tests.servers import shadow_command
 
 pytestmark = pytest.mark.integration
 
@@ -30,10 +33,11 @@ def minimal_metadata(server: Any) -> Iterator[Any]:
 
 
 def _run(server: Any, db: str, start: tuple[str, int], out: Path,
-         position: Path | None = None) -> None:
+         position: Path | None = None, history: str = "on") -> None:
     Router(RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}",
                           until="caught-up", filter=ChangeFilter(include=[db]),
-                          position_file=str(position) if position else None),
+                          position_file=str(position) if position else None,
+                          schema=HistorySettings(history, shadow_command(server))),
            JsonLinesSink(out)).run()
 
 
@@ -42,7 +46,7 @@ def _rows(out: Path) -> list[tuple[str, Any, Any]]:
     return [(r["op"], r["before"], r["after"]) for r in records if r["op"] != "ddl"]
 
 
-def test_names_come_from_information_schema_and_follow_ddl_in_order(
+def test_names_come_from_the_history_and_follow_ddl_in_order(
         minimal_metadata: Any, fresh_database: str, tmp_path: Path) -> None:
     server, db = minimal_metadata, fresh_database
     server.execute(f"CREATE TABLE `{db}`.t (id INT UNSIGNED PRIMARY KEY, name VARCHAR(10), "
@@ -51,17 +55,18 @@ def test_names_come_from_information_schema_and_follow_ddl_in_order(
     server.execute([f"INSERT INTO `{db}`.t VALUES (4294967295, 'x', 'b')",
                     f"UPDATE `{db}`.t SET name = 'y'"])
     out, position = tmp_path / "out.jsonl", tmp_path / "position.json"
-    _run(server, db, start, out, position)  # caught up before the ALTER below
+    _run(server, db, start, out, position)  # seeded; caught up before the ALTER below
+    assert list(tmp_path.glob("position.json.schema-*.json")), "no stored history"
     server.execute([f"ALTER TABLE `{db}`.t ADD COLUMN extra INT",
                     f"INSERT INTO `{db}`.t VALUES (2, 'z', 'a', 7)"])
-    _run(server, db, start, out, position)  # resumes: the ALTER, then the new row
+    _run(server, db, start, out, position)  # resumes with the stored history
     row = {"id": 4294967295, "name": "x", "kind": "b"}
     assert _rows(out) == [("insert", None, row),
                           ("update", row, {**row, "name": "y"}),
                           ("insert", None, {"id": 2, "name": "z", "kind": "a", "extra": 7})]
 
 
-def test_rows_that_no_longer_fit_stop_with_an_error_naming_table_and_position(
+def test_rows_from_before_a_ddl_the_history_cannot_see_past_stop_with_an_error(
         minimal_metadata: Any, fresh_database: str, tmp_path: Path) -> None:
     server, db = minimal_metadata, fresh_database
     server.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, name VARCHAR(10))")
@@ -72,7 +77,20 @@ def test_rows_that_no_longer_fit_stop_with_an_error_naming_table_and_position(
         _run(server, db, start, tmp_path / "out.jsonl")
     message = str(error.value)
     assert f"{db}.t" in message and start[0] in message and "offset" in message
-    assert "binlog_row_metadata=FULL" in message
+    assert "binlog_row_metadata=FULL" in message and "--start latest" in message
+
+
+def test_without_the_history_rows_that_no_longer_fit_stop_with_an_error(
+        minimal_metadata: Any, fresh_database: str, tmp_path: Path) -> None:
+    server, db = minimal_metadata, fresh_database
+    server.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, name VARCHAR(10))")
+    start = server.binlog_position()
+    server.execute([f"INSERT INTO `{db}`.t VALUES (1, 'x')",
+                    f"ALTER TABLE `{db}`.t DROP COLUMN name"])
+    with pytest.raises(SchemaMismatchError) as error:
+        _run(server, db, start, tmp_path / "out.jsonl", history="off")
+    message = str(error.value)
+    assert f"{db}.t" in message and start[0] in message and "information_schema" in message
 
 
 def test_ddl_read_in_order_updates_the_names(minimal_metadata: Any, fresh_database: str,

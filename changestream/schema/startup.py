@@ -1,0 +1,252 @@
+"""Opening the schema history when the router starts.
+
+Three ways, in this order:
+
+1. **Stored**: the position resumed from names a stored state (the position file's
+   ``schema_history``): it is loaded and the shadow server rebuilt from it.
+2. **Seeded**: otherwise the server's catalog is copied onto the shadow (``SHOW CREATE``
+   of every database and table), between two reads of the binlog head ``h1`` and ``h2``.
+   The binlog from the start position to ``h2`` is then scanned for DDL (QUERY events
+   only, nothing else decoded): a table that a DDL in that stretch touches may have had
+   another definition at the start, so it is left out of the seed (and learnt from its
+   CREATE TABLE, if the stretch holds one). Every other table had its seeded definition
+   all along. No lock is taken.
+3. **None**: the history is off (``schema.history = "off"``); or ``auto`` and the server
+   logs full row metadata (every TABLE_MAP names its columns, so nothing needs a history);
+   or ``auto`` and no server program for the shadow is installed. Rows whose TABLE_MAP
+   carries no column names then stop the router, unless the history was turned off on
+   purpose (names are then read from ``information_schema`` as it is now).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+from changestream.changes import Position
+from changestream.ddl import parse_ddl
+from changestream.decoding import event_types as et
+from changestream.decoding.events import QueryEvent
+from changestream.embedded import ServerNotAvailableError, ServerStartError
+from changestream.errors import ConfigError, SourceError
+from changestream.schema.definition import TableKey
+from changestream.schema.history import SchemaHistory, SchemaState, binlog_order
+from changestream.schema.shadow import SYSTEM_DATABASES, ShadowServer, ShadowSettings, quote
+from changestream.schema.store import SchemaHistoryStore
+from changestream.schema.tracker import REPLAYED, SchemaTracker
+from changestream.sources.live import LiveSource, StartPosition
+
+log = logging.getLogger("changestream")
+
+HISTORY_MODES = ("auto", "on", "off")
+_U16 = struct.Struct("<H").unpack_from
+
+QueryScan = Callable[[StartPosition, tuple[str, int]], Iterator[QueryEvent]]
+"""``(from, to) -> the QUERY events of the binlog between the two positions``."""
+
+
+@dataclass(slots=True, frozen=True)
+class HistorySettings:
+    """``mode``: "auto" (kept when a shadow server can run), "on" (required) or "off".
+    ``shadow_server``: the command that runs the shadow's server program (None: the
+    host's ``mariadbd``/``mysqld``)."""
+
+    mode: str = "auto"
+    shadow_server: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in HISTORY_MODES:
+            raise ConfigError(f"schema.history: {self.mode!r} is not one of "
+                              f"{', '.join(HISTORY_MODES)}")
+
+
+@dataclass(slots=True)
+class OpenedHistory:
+    """What :func:`open_history` gives the router."""
+
+    tracker: SchemaTracker | None
+    #: Why rows without logged names cannot be read (None: they can, or the history is off).
+    missing_reason: str | None = None
+
+
+def open_history(settings: HistorySettings, connect: Callable[[], pymysql.Connection[Any]],
+                 scan: QueryScan, start: StartPosition, resume: Position | None,
+                 store: SchemaHistoryStore | None,
+                 scope: Callable[[str], bool] | None = None) -> OpenedHistory:
+    """The schema history for a router reading a server from ``start`` (see the module
+    docstring); ``resume`` is the position it resumes from, if any. It keeps the tables
+    of the databases ``scope`` says yes to (default: every database)."""
+    scope = scope or (lambda database: True)
+    if settings.mode == "off":
+        return OpenedHistory(None)
+    conn = connect()
+    try:
+        flavor, lower_case, metadata = _server_facts(conn)
+    finally:
+        conn.close()
+    if settings.mode == "auto" and metadata == "FULL":
+        # Every TABLE_MAP carries its table's names, types and key: no history needed.
+        log.info("no schema history kept: the server logs full row metadata")
+        return OpenedHistory(None, "the server logged full row metadata when the router "
+                             "started; set schema.history = on to keep one")
+    try:
+        shadow = ShadowServer(ShadowSettings(flavor, settings.shadow_server, lower_case))
+    except (ServerNotAvailableError, ServerStartError) as exc:
+        reason = (f"the schema history needs a {flavor} server program on this host for its "
+                  f"shadow server ({exc}); install one or set schema.shadow_server, or set "
+                  "binlog_row_metadata=FULL on the source")
+        if settings.mode == "on":
+            raise ConfigError(f"schema.history is on but {reason}") from None
+        log.warning("no schema history: %s", reason)
+        return OpenedHistory(None, reason)
+    try:
+        history = _stored(flavor, shadow, resume, store) or _seeded(
+            flavor, shadow, connect, scan, start, scope)
+    except BaseException:
+        shadow.close()
+        raise
+    return OpenedHistory(SchemaTracker(history, shadow, scope))
+
+
+def _server_facts(conn: pymysql.Connection[Any]) -> tuple[str, int, str]:
+    """Flavor, ``lower_case_table_names`` and ``binlog_row_metadata`` ("" before MySQL
+    8.0.1 / MariaDB 10.5, which log no metadata)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT VERSION(), @@lower_case_table_names")
+        version, lower_case = cur.fetchone()
+        cur.execute("SHOW GLOBAL VARIABLES LIKE 'binlog_row_metadata'")
+        row = cur.fetchone()
+    flavor = "mariadb" if "mariadb" in str(version).lower() else "mysql"
+    return flavor, int(lower_case), str(row[1]).upper() if row else ""
+
+
+def _stored(flavor: str, shadow: ShadowServer, resume: Position | None,
+            store: SchemaHistoryStore | None) -> SchemaHistory | None:
+    if resume is None or resume.schema_history is None or store is None:
+        return None
+    stored_flavor, state = store.load(resume.schema_history)
+    if stored_flavor != flavor:
+        raise ConfigError(f"the stored schema history {store.path(resume.schema_history)} is "
+                          f"of a {stored_flavor} server, the source is {flavor}")
+    began = time.monotonic()
+    restore(shadow, state)
+    log.info("schema history: %d tables at %s:%d restored in %.2fs", len(state.tables),
+             resume.file, resume.pos, time.monotonic() - began)
+    return SchemaHistory(flavor, state, origin="stored")
+
+
+def restore(shadow: ShadowServer, state: SchemaState) -> None:
+    """Create ``state``'s databases and tables on the (empty) shadow."""
+    for create in state.databases.values():
+        shadow.run(create)
+    for (database, _), definition in sorted(state.tables.items()):
+        shadow.run(f"USE {quote(database)}")
+        shadow.run(definition.create_sql)
+
+
+def _seeded(flavor: str, shadow: ShadowServer, connect: Callable[[], pymysql.Connection[Any]],
+            scan: QueryScan, start: StartPosition,
+            scope: Callable[[str], bool]) -> SchemaHistory:
+    began = time.monotonic()
+    conn = connect()
+    try:
+        _copy_catalog(conn, shadow, scope)
+        head = _head(conn)
+    finally:
+        conn.close()
+    touched, touched_databases = _touched(scan, start, head)
+    for key in sorted(touched):
+        shadow.run(f"DROP TABLE IF EXISTS {quote(key[0])}.{quote(key[1])}")
+    databases = shadow.databases()
+    for name in touched_databases:
+        shadow.run(f"DROP DATABASE IF EXISTS {quote(name)}")
+        databases.pop(name, None)
+    keys = [(db, table) for db in databases for table in shadow.tables(db)]
+    tables = {k: d for k, d in shadow.read(keys).items() if d is not None}
+    state = SchemaState(databases, tables)
+    log.info("schema history: seeded with %d tables from the server in %.2fs (%d left out: a "
+             "DDL between the start and the head changes them)", len(tables),
+             time.monotonic() - began, len(touched))
+    return SchemaHistory(flavor, state, origin="seed")
+
+
+def _copy_catalog(conn: pymysql.Connection[Any], shadow: ShadowServer,
+                  scope: Callable[[str], bool]) -> None:
+    """Every database in ``scope`` and its base tables, created alike on the shadow."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW DATABASES")
+        names = [str(n) for (n,) in cur.fetchall()
+                 if str(n).lower() not in SYSTEM_DATABASES and scope(str(n))]
+        for name in names:
+            cur.execute(f"SHOW CREATE DATABASE {quote(name)}")
+            shadow.run(str(cur.fetchone()[1]))
+            cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA "
+                        "= %s AND TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED')", (name,))
+            tables = [str(t) for (t,) in cur.fetchall()]
+            shadow.run(f"USE {quote(name)}")
+            for table in tables:
+                try:
+                    cur.execute(f"SHOW CREATE TABLE {quote(name)}.{quote(table)}")
+                except pymysql.MySQLError as exc:  # dropped meanwhile: the scan sees its DROP
+                    log.debug("schema history seed: %s.%s: %s", name, table, exc)
+                    continue
+                shadow.run(str(cur.fetchone()[1]))
+
+
+def _head(conn: pymysql.Connection[Any]) -> tuple[str, int]:
+    with conn.cursor() as cur:
+        try:
+            cur.execute("SHOW BINARY LOG STATUS")
+        except pymysql.MySQLError:
+            cur.execute("SHOW MASTER STATUS")
+        row = cur.fetchone()
+    if row is None:
+        raise SourceError("the server reports no binlog position: is log_bin on?")
+    return str(row[0]), int(row[1])
+
+
+def _touched(scan: QueryScan, start: StartPosition,
+             head: tuple[str, int]) -> tuple[set[TableKey], set[str]]:
+    """Tables and databases a DDL between ``start`` and ``head`` changes."""
+    tables: set[TableKey] = set()
+    databases: set[str] = set()
+    if start.kind == "file" and binlog_order(start.file or "", start.pos) >= \
+            binlog_order(*head):
+        return tables, databases
+    for event in scan(start, head):
+        ddl = parse_ddl(event.query, event.database)
+        if ddl is None or ddl.kind not in REPLAYED:
+            continue
+        if ddl.kind.endswith("_database"):
+            databases.add(ddl.database or event.database)
+        tables.update((t.database or event.database, t.table) for t in ddl.tables)
+    return tables, databases
+
+
+def scan_queries(source: LiveSource, head: tuple[str, int]) -> Iterator[QueryEvent]:
+    """The QUERY events ``source`` (not blocking) reads before ``head``; no other event is
+    decoded. The source is stopped at the end."""
+    end = binlog_order(*head)
+    try:
+        for raw in source.raw_events():
+            if raw is None:
+                continue
+            data = raw.data
+            artificial = _U16(data, 17)[0] & et.LOG_EVENT_ARTIFICIAL_F
+            if artificial or data[4] in (et.FORMAT_DESCRIPTION, et.ROTATE):
+                continue
+            if binlog_order(raw.file, raw.offset) >= end:
+                return
+            if data[4] in (et.QUERY, et.MARIADB_QUERY_COMPRESSED):
+                assert source.decoder is not None
+                event = source.decoder.decode(data, raw.file, raw.offset)
+                if isinstance(event, QueryEvent):
+                    yield event
+    finally:
+        source.stop()

@@ -1,0 +1,68 @@
+"""Where the schema history is stored: beside the position file, one file per state.
+
+A state is stored as ``<position file>.schema-<digest>.json`` before the position that
+refers to it (the position file's ``schema_history`` key) is written, so a crash at any
+moment leaves a position whose state is on disk. States no position refers to any more
+are removed after the position moved on. DDL is rare, so most positions refer to the
+state the one before them did and nothing is written for the history.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+
+from changestream.errors import ConfigError
+from changestream.schema.history import HISTORY_FORMAT, SchemaState
+
+
+class SchemaHistoryStore:
+    """The stored states of one position file."""
+
+    def __init__(self, position_file: str | os.PathLike[str]):
+        self.position_file = Path(position_file)
+        self._written: str | None = None
+
+    def path(self, digest: str) -> Path:
+        return self.position_file.with_name(f"{self.position_file.name}.schema-{digest}.json")
+
+    def save(self, digest: str, data: bytes) -> None:
+        """Store a state durably (write, fsync, rename) unless it is stored already."""
+        if digest == self._written:
+            return
+        path = self.path(digest)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        self._written = digest
+
+    def prune(self, keep: str) -> None:
+        """Remove every stored state but ``keep`` (call after the position refers to it)."""
+        prefix = f"{self.position_file.name}.schema-"
+        for path in self.position_file.parent.glob(prefix + "*.json"):
+            if path != self.path(keep):
+                path.unlink(missing_ok=True)
+
+    def load(self, digest: str) -> tuple[str, SchemaState]:
+        """The flavor and state stored under ``digest``."""
+        path = self.path(digest)
+        try:
+            data = orjson.loads(path.read_bytes())
+        except FileNotFoundError:
+            raise ConfigError(
+                f"position file {self.position_file} refers to the schema history {path}, "
+                "which is missing; restore it, or remove the position's schema_history key "
+                "to rebuild the history from the server") from None
+        except orjson.JSONDecodeError as exc:
+            raise ConfigError(f"schema history {path} is not JSON ({exc})") from None
+        if data.get("format") != HISTORY_FORMAT:
+            raise ConfigError(f"schema history {path} has format {data.get('format')!r}, "
+                              f"this changestream reads {HISTORY_FORMAT}")
+        return str(data.get("flavor")), SchemaState.from_dict(data)

@@ -28,7 +28,7 @@ from changestream.decoding import field_types as ft
 from changestream.decoding.events import EventHeader, QueryEvent
 from changestream.decoding.query_status import parse_query_status
 from changestream.decoding.table_schema import Column, TableSchema
-from changestream.errors import SourceError
+from changestream.errors import ConfigError, SourceError
 from changestream.schema.definition import apply_definition, type_mismatch
 from changestream.schema.history import SchemaHistory
 from changestream.schema.tracker import SchemaTracker
@@ -120,6 +120,10 @@ def _replace(column: Column, changes: dict[str, Any]) -> Column:
     return replace(column, **changes)
 
 
+# DDL statements kept, while no history is open, to bring one opened later up to date.
+MAX_EARLY_DDL = 10_000
+
+
 class ColumnInfo:
     """Tables' columns over time; see the module docstring for where they come from.
 
@@ -128,11 +132,16 @@ class ColumnInfo:
     """
 
     def __init__(self, lookup: CatalogLookup | None = None,
-                 tracker: SchemaTracker | None = None, history_needed: str | None = None):
+                 tracker: SchemaTracker | None = None,
+                 open_tracker: Callable[[EventHeader, bool], SchemaTracker] | None = None):
         self.lookup = lookup
         self.tracker = tracker
-        # Why a table without names in its TABLE_MAP cannot be read (no history kept).
-        self.history_needed = history_needed
+        # Opens a history when the first TABLE_MAP without names comes: valid where reading
+        # began (then the DDL read since is applied to it) or, when that DDL was too much to
+        # keep (``False``), at the TABLE_MAP itself.
+        self.open_tracker = open_tracker
+        self._early_ddl: list[tuple[DdlStatement, QueryEvent]] | None = (
+            [] if open_tracker is not None else None)
         self._catalog: dict[tuple[str, str], list[CatalogColumn]] = {}
         self._warned: set[tuple[str, str]] = set()
 
@@ -144,14 +153,24 @@ class ColumnInfo:
         """The full schema for a TABLE_MAP's ``schema`` read at ``header``."""
         if schema.names_logged:
             return schema
+        if self.tracker is None and self.open_tracker is not None:
+            self._open_history(schema, header, self.open_tracker)
         if self.tracker is not None:
             return self._from_history(schema, header, self.tracker.history)
-        if self.history_needed is not None:
+        return self._from_catalog(schema, header)
+
+    def _open_history(self, schema: TableSchema, header: EventHeader,
+                      open_tracker: Callable[[EventHeader, bool], SchemaTracker]) -> None:
+        early, self._early_ddl, self.open_tracker = self._early_ddl, None, None
+        try:
+            tracker = open_tracker(header, early is not None)
+        except ConfigError as exc:
             raise SchemaMismatchError(
                 f"rows of {schema.qualified_name} at {header.file} offset {header.offset} "
-                "carry no column names (binlog_row_metadata is not FULL) and no schema history "
-                f"is kept: {self.history_needed}")
-        return self._from_catalog(schema, header)
+                f"carry no column names (binlog_row_metadata is not FULL), and {exc}") from None
+        for ddl, event in early or ():
+            self._apply(tracker, ddl, event)
+        self.tracker = tracker
 
     def _from_history(self, schema: TableSchema, header: EventHeader,
                       history: SchemaHistory) -> TableSchema:
@@ -203,11 +222,20 @@ class ColumnInfo:
     def apply_ddl(self, ddl: DdlStatement, event: QueryEvent) -> None:
         """Bring the history (or the catalog cache) past ``ddl``, logged in ``event``."""
         if self.tracker is not None:
-            h = event.header
-            self.tracker.apply(ddl, event.statement, event.database,
-                               parse_query_status(event.status), h.file, h.offset, h.end)
+            self._apply(self.tracker, ddl, event)
             return
+        if self._early_ddl is not None:
+            if len(self._early_ddl) < MAX_EARLY_DDL:
+                self._early_ddl.append((ddl, event))
+            else:
+                self._early_ddl = None
         self.forget(ddl)
+
+    @staticmethod
+    def _apply(tracker: SchemaTracker, ddl: DdlStatement, event: QueryEvent) -> None:
+        h = event.header
+        tracker.apply(ddl, event.statement, event.database, parse_query_status(event.status),
+                      h.file, h.offset, h.end)
 
     def forget(self, ddl: DdlStatement) -> None:
         """Forget what ``ddl`` may have changed, so the next TABLE_MAP reads it again."""

@@ -21,6 +21,7 @@ says how to initialise a data directory and which command line starts the server
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import hashlib
 import logging
@@ -93,6 +94,15 @@ def option_args(options: ServerOptions | None) -> list[str]:
     return args
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux for SIGKILL when the parent dies."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the finalizer is all there is
+        pass
+
+
 def _tail(path: Path, lines: int = 25) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -133,6 +143,7 @@ class EmbeddedServer:
         startup_timeout: float = 60.0,
         keep_files: bool = False,
         binlog: bool = True,
+        dies_with_parent: bool = False,
     ) -> None:
         self.host = "127.0.0.1"
         self.user = "root"
@@ -146,6 +157,9 @@ class EmbeddedServer:
         self.startup_timeout = startup_timeout
         self.keep_files = keep_files
         self.binlog = binlog
+        # Killed by the kernel when the process that started it dies, even by SIGKILL (a
+        # helper server such as the schema history's shadow must not outlive its router).
+        self.dies_with_parent = dies_with_parent
         self._process: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
@@ -257,6 +271,7 @@ class EmbeddedServer:
                 stdout=out_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C in the terminal must not kill it mid-test
+                preexec_fn=_die_with_parent if self.dies_with_parent else None,
             )
         if self._finalizer is not None:
             self._finalizer.detach()
@@ -464,6 +479,7 @@ class EmbeddedMariaDB(EmbeddedServer):
         startup_timeout: float = 60.0,
         keep_files: bool = False,
         binlog: bool = True,
+        dies_with_parent: bool = False,
         mariadbd: str | os.PathLike[str] | None = None,
         install_db: str | os.PathLike[str] | None = None,
         launcher: Sequence[str] = (),
@@ -475,6 +491,7 @@ class EmbeddedMariaDB(EmbeddedServer):
             startup_timeout=startup_timeout,
             keep_files=keep_files,
             binlog=binlog,
+            dies_with_parent=dies_with_parent,
         )
         install = "install it with: apt-get install mariadb-server"
         self.mariadbd = _program(mariadbd, "mariadbd", "/usr/sbin/mariadbd", install)
@@ -605,6 +622,7 @@ class EmbeddedMySQL(EmbeddedServer):
         startup_timeout: float = 60.0,
         keep_files: bool = False,
         binlog: bool = True,
+        dies_with_parent: bool = False,
         mysqld: str | os.PathLike[str] | None = None,
         launcher: Sequence[str] = (),
     ) -> None:
@@ -615,6 +633,7 @@ class EmbeddedMySQL(EmbeddedServer):
             startup_timeout=startup_timeout,
             keep_files=keep_files,
             binlog=binlog,
+            dies_with_parent=dies_with_parent,
         )
         self.mysqld = _program(mysqld, "mysqld", "/usr/sbin/mysqld",
                                "install MySQL 8.0 or later, or give its mysqld")

@@ -13,7 +13,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pykka
@@ -33,6 +33,7 @@ from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import (
     Event,
+    EventHeader,
     GtidEvent,
     MariadbGtidEvent,
     MariadbGtidListEvent,
@@ -51,7 +52,12 @@ from changestream.gtid import (
 from changestream.plugins import make_sink
 from changestream.position_store import PositionStore
 from changestream.preflight import Finding, run_preflight
-from changestream.schema.startup import HistorySettings, open_history, scan_queries
+from changestream.schema.startup import (
+    HistorySettings,
+    open_history,
+    open_history_at,
+    scan_queries,
+)
 from changestream.schema.tracker import SchemaTracker
 from changestream.sink import SinkAdapter
 from changestream.source_url import SourceSpec, parse_source_url
@@ -539,22 +545,37 @@ class Router:
 
     def _column_info(self, resume: Position | None, start: StartPosition) -> ColumnInfo:
         """Where rows events get their column names: the TABLE_MAP, else the schema history
-        (opened here for a server source), else ``information_schema``."""
+        (for a server source: opened here or when first needed), else ``information_schema``
+        (only with the history off)."""
         if self.spec.kind != "server":
             return ColumnInfo(None)
-        opened = open_history(
-            self.settings.schema, self._connect,
-            lambda begin, head: scan_queries(self._source(begin, EventDecoder(),
-                                                          follow=False), head),
-            start, resume, self.store.history_store if self.store else None,
-            self.settings.filter.database)
-        if opened.tracker is None:
-            lookup = self._catalog_lookup() if self.settings.schema.mode == "off" else None
-            return ColumnInfo(lookup, None, opened.missing_reason)
-        self._tracker = opened.tracker
-        if self.store is not None:
-            self.store.keep_history(opened.tracker.history)
-        return ColumnInfo(None, opened.tracker)
+        schema = self.settings.schema
+        if schema.shadow_dir is None and self.settings.position_file:
+            schema = replace(schema, shadow_dir=self.settings.position_file + ".shadow")
+        history_store = self.store.history_store if self.store else None
+
+        def scan(begin: StartPosition, head: tuple[str, int]) -> Iterator[Any]:
+            return scan_queries(self._source(begin, EventDecoder(), follow=False), head)
+
+        def opened(tracker: SchemaTracker) -> SchemaTracker:
+            self._tracker = tracker
+            if self.store is not None:
+                self.store.keep_history(tracker.history)
+            return tracker
+
+        def open_at(header: EventHeader, from_start: bool) -> SchemaTracker:
+            at = start if from_start else StartPosition("file", file=header.file,
+                                                        pos=header.offset)
+            return opened(open_history_at(schema, self._connect, scan, at, None, history_store,
+                                          self.settings.filter.database))
+
+        result = open_history(schema, self._connect, scan, start, resume, history_store,
+                              self.settings.filter.database)
+        if result.tracker is not None:
+            return ColumnInfo(None, opened(result.tracker))
+        if result.lazy:
+            return ColumnInfo(None, None, open_at)
+        return ColumnInfo(self._catalog_lookup())
 
     def _catalog_lookup(self) -> Any:
         if self.spec.kind != "server" or not self.settings.schema_from_server:

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shlex
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pymysql
@@ -61,12 +64,16 @@ class ShadowSettings:
 
     ``command`` runs the server program (the last word; what comes before it is a launcher,
     e.g. another root's dynamic loader): ``None`` means the host's ``mariadbd`` or ``mysqld``
-    as found on the PATH. ``lower_case_table_names`` must be the source's.
+    as found on the PATH. ``lower_case_table_names`` must be the source's. ``base_dir``
+    holds its files, in a folder named after the process (the router uses
+    ``<position file>.shadow``: what a router killed with SIGKILL left there is removed by
+    the next one; the server itself dies with its router).
     """
 
     flavor: str
     command: str | None = None
     lower_case_table_names: int = 0
+    base_dir: str | None = None  # emptied and reused (None: a new temporary directory)
 
 
 class ShadowServer:
@@ -96,6 +103,8 @@ class ShadowServer:
         with contextlib.suppress(pymysql.MySQLError):
             self._conn.close()
         self.server.close()
+        if self.settings.base_dir:
+            shutil.rmtree(self.server.base_dir, ignore_errors=True)
 
     # -- statements ------------------------------------------------------------------
 
@@ -211,6 +220,29 @@ class ShadowServer:
             return list(cur.fetchall())
 
 
+def _private_dir(parent: Path) -> Path:
+    """``parent/<pid>``, emptied, after removing what routers that are gone left there (a
+    router killed with SIGKILL cannot clean up; its shadow server dies with it, but a
+    bootstrap it was running may still be writing in its folder for a moment)."""
+    parent.mkdir(parents=True, exist_ok=True)
+    for stale in parent.iterdir():
+        if stale.name.isdigit() and int(stale.name) != os.getpid() and not _alive(int(stale.name)):
+            shutil.rmtree(stale, ignore_errors=True)
+    own = parent / str(os.getpid())
+    shutil.rmtree(own, ignore_errors=True)
+    return own
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def quote(name: str) -> str:
     """``name`` as a quoted identifier."""
     return "`" + name.replace("`", "``") + "`"
@@ -221,8 +253,11 @@ def _make_server(settings: ShadowSettings) -> EmbeddedServer:
     program, launcher = (words[-1], words[:-1]) if words else (None, [])
     lower = ([f"--lower-case-table-names={settings.lower_case_table_names}"]
              if settings.lower_case_table_names else [])
+    base_dir = _private_dir(Path(settings.base_dir)) if settings.base_dir else None
     if settings.flavor == "mysql":
         return EmbeddedMySQL(binlog=False, mysqld=program, launcher=launcher,
-                             options=[*_MYSQL_OPTIONS, *lower])
+                             options=[*_MYSQL_OPTIONS, *lower], base_dir=base_dir,
+                             dies_with_parent=True)
     return EmbeddedMariaDB(binlog=False, mariadbd=program, launcher=launcher,
-                           options=[*_MARIADB_OPTIONS, *lower])
+                           options=[*_MARIADB_OPTIONS, *lower], base_dir=base_dir,
+                           dies_with_parent=True)

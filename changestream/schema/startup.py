@@ -11,11 +11,13 @@ Three ways, in this order:
    another definition at the start, so it is left out of the seed (and learnt from its
    CREATE TABLE, if the stretch holds one). Every other table had its seeded definition
    all along. No lock is taken.
-3. **None**: the history is off (``schema.history = "off"``); or ``auto`` and the server
-   logs full row metadata (every TABLE_MAP names its columns, so nothing needs a history);
-   or ``auto`` and no server program for the shadow is installed. Rows whose TABLE_MAP
-   carries no column names then stop the router, unless the history was turned off on
-   purpose (names are then read from ``information_schema`` as it is now).
+3. **Later**: with ``schema.history = "auto"`` (the default) and nothing stored, the
+   history is opened (seeded as in 2, from that point) when the first TABLE_MAP without
+   column names is read; a server that logs full row metadata never needs one. There are
+   no DDL between a transaction's start and its TABLE_MAP, so the seed is valid there.
+
+With ``schema.history = "off"`` there is none: rows without logged names are named from
+``information_schema`` as it is now (wrong once the table changed since).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class HistorySettings:
 
     mode: str = "auto"
     shadow_server: str | None = None
+    shadow_dir: str | None = None  # where the shadow keeps its files (None: a temporary one)
 
     def __post_init__(self) -> None:
         if self.mode not in HISTORY_MODES:
@@ -68,11 +71,11 @@ class HistorySettings:
 
 @dataclass(slots=True)
 class OpenedHistory:
-    """What :func:`open_history` gives the router."""
+    """What :func:`open_history` gives the router: a tracker, or none and whether to open
+    one when the first rows without logged column names come (``lazy``)."""
 
     tracker: SchemaTracker | None
-    #: Why rows without logged names cannot be read (None: they can, or the history is off).
-    missing_reason: str | None = None
+    lazy: bool = False
 
 
 def open_history(settings: HistorySettings, connect: Callable[[], pymysql.Connection[Any]],
@@ -81,49 +84,55 @@ def open_history(settings: HistorySettings, connect: Callable[[], pymysql.Connec
                  scope: Callable[[str], bool] | None = None) -> OpenedHistory:
     """The schema history for a router reading a server from ``start`` (see the module
     docstring); ``resume`` is the position it resumes from, if any. It keeps the tables
-    of the databases ``scope`` says yes to (default: every database)."""
-    scope = scope or (lambda database: True)
+    of the databases ``scope`` says yes to (default: every database).
+
+    ``auto`` opens it now only to restore a stored one; otherwise when the first TABLE_MAP
+    without column names is read (:func:`open_history_at`): a source whose binlog always
+    names its columns never starts a shadow server. Raises :class:`ConfigError` when the
+    history must be opened now and cannot be."""
     if settings.mode == "off":
         return OpenedHistory(None)
+    stored = resume is not None and resume.schema_history is not None and store is not None
+    if settings.mode == "auto" and not stored:
+        return OpenedHistory(None, lazy=True)
+    return OpenedHistory(open_history_at(settings, connect, scan, start, resume, store, scope))
+
+
+def open_history_at(settings: HistorySettings, connect: Callable[[], pymysql.Connection[Any]],
+                    scan: QueryScan, start: StartPosition, resume: Position | None,
+                    store: SchemaHistoryStore | None,
+                    scope: Callable[[str], bool] | None = None) -> SchemaTracker:
+    """A schema history valid at ``start`` (restored from ``resume``'s stored state, else
+    seeded from the server). Raises :class:`ConfigError` when no shadow server can run."""
+    scope = scope or (lambda database: True)
     conn = connect()
     try:
-        flavor, lower_case, metadata = _server_facts(conn)
+        flavor, lower_case = _server_facts(conn)
     finally:
         conn.close()
-    if settings.mode == "auto" and metadata == "FULL":
-        # Every TABLE_MAP carries its table's names, types and key: no history needed.
-        log.info("no schema history kept: the server logs full row metadata")
-        return OpenedHistory(None, "the server logged full row metadata when the router "
-                             "started; set schema.history = on to keep one")
     try:
-        shadow = ShadowServer(ShadowSettings(flavor, settings.shadow_server, lower_case))
+        shadow = ShadowServer(ShadowSettings(flavor, settings.shadow_server, lower_case,
+                                             settings.shadow_dir))
     except (ServerNotAvailableError, ServerStartError) as exc:
-        reason = (f"the schema history needs a {flavor} server program on this host for its "
-                  f"shadow server ({exc}); install one or set schema.shadow_server, or set "
-                  "binlog_row_metadata=FULL on the source")
-        if settings.mode == "on":
-            raise ConfigError(f"schema.history is on but {reason}") from None
-        log.warning("no schema history: %s", reason)
-        return OpenedHistory(None, reason)
+        raise ConfigError(
+            f"the schema history needs a {flavor} server program on this host for its shadow "
+            f"server ({exc}); install one or set schema.shadow_server, or set "
+            "binlog_row_metadata=FULL on the source") from None
     try:
         history = _stored(flavor, shadow, resume, store) or _seeded(
             flavor, shadow, connect, scan, start, scope)
     except BaseException:
         shadow.close()
         raise
-    return OpenedHistory(SchemaTracker(history, shadow, scope))
+    return SchemaTracker(history, shadow, scope)
 
 
-def _server_facts(conn: pymysql.Connection[Any]) -> tuple[str, int, str]:
-    """Flavor, ``lower_case_table_names`` and ``binlog_row_metadata`` ("" before MySQL
-    8.0.1 / MariaDB 10.5, which log no metadata)."""
+def _server_facts(conn: pymysql.Connection[Any]) -> tuple[str, int]:
+    """Flavor and ``lower_case_table_names``."""
     with conn.cursor() as cur:
         cur.execute("SELECT VERSION(), @@lower_case_table_names")
         version, lower_case = cur.fetchone()
-        cur.execute("SHOW GLOBAL VARIABLES LIKE 'binlog_row_metadata'")
-        row = cur.fetchone()
-    flavor = "mariadb" if "mariadb" in str(version).lower() else "mysql"
-    return flavor, int(lower_case), str(row[1]).upper() if row else ""
+    return ("mariadb" if "mariadb" in str(version).lower() else "mysql"), int(lower_case)
 
 
 def _stored(flavor: str, shadow: ShadowServer, resume: Position | None,

@@ -1,0 +1,176 @@
+"""The schema history against a randomized workload of row changes and DDL of every kind.
+
+The same seeded workload runs twice on each server: in databases ``m_*`` while the server
+logs ``binlog_row_metadata=MINIMAL`` (no column names: the router must take them from its
+schema history) and in ``f_*`` while it logs ``FULL`` (the names are in every TABLE_MAP).
+The change records must be equal but for the database names. The MINIMAL side is read in
+chunks, the router stopping at random points and restarting behind the DDL that ran while
+it was stopped; and once through ``changestream run`` killed with SIGKILL again and again.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from changestream.filters import ChangeFilter
+from changestream.router import Router, RouterSettings
+from changestream.schema.startup import HistorySettings
+from changestream.sinks.jsonl import JsonLinesSink
+from tests.schema_workload import DDL_KINDS, SchemaWorkload
+from tests.servers import shadow_command
+
+pytestmark = pytest.mark.integration
+
+SEED = 20261123
+
+
+@pytest.fixture
+def metadata(server: Any) -> Iterator[Callable[[str], None]]:
+    """Sets the server's binlog_row_metadata; FULL again afterwards."""
+    yield lambda value: server.execute(f"SET GLOBAL binlog_row_metadata = {value}")
+    server.execute("SET GLOBAL binlog_row_metadata = FULL")
+
+
+def _settings(server: Any, prefix: str, start: tuple[str, int],
+              position: Path | None, history: str = "auto") -> RouterSettings:
+    return RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}",
+                          until="caught-up",
+                          filter=ChangeFilter(include=[f"{prefix}a", f"{prefix}b"]),
+                          position_file=str(position) if position else None,
+                          schema=HistorySettings(history, shadow_command(server)))
+
+
+def _run(server: Any, prefix: str, start: tuple[str, int], out: Path,
+         position: Path | None = None, history: str = "auto") -> Router:
+    router = Router(_settings(server, prefix, start, position, history), JsonLinesSink(out))
+    router.run()
+    return router
+
+
+def _changes(out: Path, prefix: str, dedupe: bool = False) -> list[tuple[Any, ...]]:
+    """The records without what differs between the two runs (database names, positions,
+    GTIDs, times); with ``dedupe`` a transaction delivered twice counts once."""
+    seen: set[tuple[str, int]] = set()
+    changes = []
+    for line in out.read_bytes().splitlines():
+        record = orjson.loads(line)
+        key = (record["transaction"]["id"], record["transaction"]["seq"])
+        if dedupe and key in seen:
+            continue
+        seen.add(key)
+        database = (record["database"] or "").removeprefix(prefix)
+        if record["op"] == "ddl":
+            changes.append(("ddl", database, record["table"]))
+        else:
+            changes.append((record["op"], database, record["table"], record["before"],
+                            record["after"], record["primary_key"]))
+    return changes
+
+
+def _workload(server: Any, prefix: str) -> SchemaWorkload:
+    return SchemaWorkload(server.execute, prefix, SEED, server.flavor)
+
+
+def _chunks(workload: SchemaWorkload) -> list[Callable[[], None]]:
+    """The workload cut at random points: set-up, every DDL kind once, then random steps."""
+    cuts = random.Random(SEED)
+    steps: list[Callable[[], None]] = [workload.create]
+    steps.append(workload.run_every_ddl_kind)
+    steps += [workload.step] * 40
+    chunks, current = [], []
+    for step in steps:
+        current.append(step)
+        if cuts.random() < 0.2:
+            chunks.append(current)
+            current = []
+    chunks.append(current)
+
+    def runner(chunk: list[Callable[[], None]]) -> Callable[[], None]:
+        return lambda: [step() for step in chunk] and None
+
+    return [runner(c) for c in chunks if c]
+
+
+def test_minimal_metadata_gives_the_records_full_metadata_gives_across_restarts(
+        server: Any, metadata: Callable[[str], None], tmp_path: Path) -> None:
+    minimal, full = _workload(server, "m_"), _workload(server, "f_")
+
+    metadata("FULL")
+    full_start = server.binlog_position()
+    for chunk in _chunks(full):
+        chunk()
+    _run(server, "f_", full_start, tmp_path / "full.jsonl")
+
+    metadata("MINIMAL")
+    start = server.binlog_position()
+    out, position = tmp_path / "minimal.jsonl", tmp_path / "position.json"
+    restarts = 0
+    for chunk in _chunks(minimal):
+        chunk()  # DDL runs while the router is stopped: it restarts behind it
+        router = _run(server, "m_", start, out, position)
+        restarts += 1
+    metadata("FULL")
+
+    assert minimal.kinds_run == full.kinds_run == set(DDL_KINDS), \
+        set(DDL_KINDS) - minimal.kinds_run
+    assert restarts >= 5
+    full_changes = _changes(tmp_path / "full.jsonl", "f_")
+    assert sum(1 for c in full_changes if c[0] != "ddl") > 100
+    assert _changes(out, "m_") == full_changes
+    stored = list(tmp_path.glob("position.json.schema-*.json"))
+    assert len(stored) == 1, "one stored history state, the one the position names"
+    assert orjson.loads(position.read_bytes())["schema_history"] in stored[0].name
+    assert router.stats.changes_delivered >= 0
+
+
+def test_a_router_killed_again_and_again_in_ddl_heavy_stretches_loses_nothing(
+        server: Any, metadata: Callable[[str], None], tmp_path: Path) -> None:
+    metadata("MINIMAL")
+    start = server.binlog_position()
+    workload = _workload(server, "k_")
+    workload.create()
+    for _ in range(5):
+        workload.run_every_ddl_kind()
+    metadata("FULL")
+    reference = tmp_path / "reference.jsonl"
+    _run(server, "k_", start, reference, history="on")
+
+    out, position = tmp_path / "killed.jsonl", tmp_path / "position.json"
+    env = {**os.environ, "CHANGESTREAM_SCHEMA_SHADOW_SERVER": shadow_command(server) or "",
+           "CHANGESTREAM_SOURCE_DECODE_WORKERS": "0"}
+    command = [sys.executable, "-m", "changestream.cli", "run", "--source", server.url,
+               "--start", f"{start[0]}:{start[1]}", "--until", "caught-up",
+               "--include", "k_a", "--include", "k_b", "--position-file", str(position),
+               "--sink", f"jsonl:{out}", "--batch-changes", "3"]
+    delays = random.Random(SEED)
+    kills = 0
+    for _ in range(6):  # killed at random moments, each run getting a little further
+        process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE)
+        try:
+            process.wait(timeout=delays.uniform(1.0, 3.0))
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            kills += 1
+            continue
+        stderr = process.stderr.read().decode() if process.stderr else ""
+        assert process.returncode == 0, stderr
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert kills >= 3, "the router finished before it could be killed three times"
+    time.sleep(0.5)  # the shadow servers die with their routers
+    stray = subprocess.run(["pgrep", "-f", f"{position}.shadow"], capture_output=True)
+    assert stray.stdout == b"", "a shadow server outlived its router"
+    assert not any(Path(f"{position}.shadow").iterdir()), "shadow files left behind"
+    assert _changes(out, "k_", dedupe=True) == _changes(reference, "k_")

@@ -117,6 +117,12 @@ class _PrintVersion(argparse.Action):
         parser.exit()
 
 
+def add_schema_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from changestream.schema.commands import add_parser
+
+    add_parser(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="changestream",
                                      description="MySQL/MariaDB change-data-capture router")
@@ -182,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "resolved (environment applied, secrets masked)")
     c.add_argument("file", nargs="?", help="TOML configuration file (default: none)")
     c.set_defaults(func=cmd_config_check)
+    add_schema_parser(sub)
     p = sub.add_parser("quickstart", help="a private MariaDB, a sample workload, the router "
                        "landing it into local Spark (Iceberg) tables, and the result shown")
     p.add_argument("--dir", default="changestream-quickstart",

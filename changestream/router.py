@@ -561,6 +561,7 @@ class Router:
             self._tracker = tracker
             if self.store is not None:
                 self.store.keep_history(tracker.history)
+                tracker.skip = self.store.history_store.skips()
             return tracker
 
         def open_at(header: EventHeader, from_start: bool) -> SchemaTracker:

@@ -33,6 +33,7 @@ _SIZES = {0: 4, 1: 8, 2: -4, 3: 4, 4: 6, 5: -1, 6: -1, 7: 2, 8: 2, 9: 8, 10: 4, 
 # TRADITIONAL, ...) are left out: the server logs their parts as bits of their own.
 _SQL_MODES_COMMON = {0: "REAL_AS_FLOAT", 1: "PIPES_AS_CONCAT", 2: "ANSI_QUOTES",
                      3: "IGNORE_SPACE", 5: "ONLY_FULL_GROUP_BY", 6: "NO_UNSIGNED_SUBTRACTION",
+                     7: "NO_DIR_IN_CREATE",
                      19: "NO_AUTO_VALUE_ON_ZERO", 20: "NO_BACKSLASH_ESCAPES",
                      21: "STRICT_TRANS_TABLES", 22: "STRICT_ALL_TABLES", 23: "NO_ZERO_IN_DATE",
                      24: "NO_ZERO_DATE", 25: "INVALID_DATES", 26: "ERROR_FOR_DIVISION_BY_ZERO",
@@ -40,7 +41,7 @@ _SQL_MODES_COMMON = {0: "REAL_AS_FLOAT", 1: "PIPES_AS_CONCAT", 2: "ANSI_QUOTES",
                      31: "PAD_CHAR_TO_FULL_LENGTH"}
 _SQL_MODES = {
     "mysql": {**_SQL_MODES_COMMON, 32: "TIME_TRUNCATE_FRACTIONAL"},
-    "mariadb": {**_SQL_MODES_COMMON, 4: "IGNORE_BAD_TABLE_OPTIONS", 7: "NO_DIR_IN_CREATE",
+    "mariadb": {**_SQL_MODES_COMMON, 4: "IGNORE_BAD_TABLE_OPTIONS",
                 13: "NO_KEY_OPTIONS", 14: "NO_TABLE_OPTIONS", 15: "NO_FIELD_OPTIONS",
                 28: "NO_AUTO_CREATE_USER", 32: "EMPTY_STRING_IS_NULL",
                 33: "SIMULTANEOUS_ASSIGNMENT", 34: "TIME_ROUND_FRACTIONAL"},

@@ -114,25 +114,29 @@ class ShadowServer:
         try:
             self._conn.query(statement)
         except pymysql.MySQLError as exc:
-            code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
-            message = exc.args[1] if len(exc.args) > 1 else str(exc)
-            raise ShadowError(str(message), code) from None
+            raise _shadow_error(exc) from None
 
     def run(self, sql: str) -> None:
-        """Run a statement of changestream's own (restoring tables, dropping unknown ones)."""
+        """Run a statement of changestream's own (restoring tables, dropping unknown ones).
+        Raises :class:`ShadowError`."""
         self._session = None
-        with self._conn.cursor() as cur:
-            cur.execute("SET SESSION sql_mode = ''")
-            cur.execute("SET NAMES utf8mb4")
-            cur.execute("SET SESSION foreign_key_checks = 0")
-            cur.execute(sql)
+        try:
+            with self._conn.cursor() as cur:
+                cur.execute("SET SESSION sql_mode = 'NO_DIR_IN_CREATE'")
+                cur.execute("SET NAMES utf8mb4")
+                cur.execute("SET SESSION foreign_key_checks = 0")
+                cur.execute(sql)
+        except pymysql.MySQLError as exc:
+            raise _shadow_error(exc) from None
 
     def _set_session(self, database: str, status: QueryStatus) -> None:
         session = (database, status)
         if session == self._session:
             return
+        # The shadow may lack an engine the source has, and the source's DATA DIRECTORY.
         modes = [m for m in status.sql_mode_names(self.flavor)
-                 if m != "NO_ENGINE_SUBSTITUTION"]  # the shadow lacks some engines
+                 if m not in ("NO_ENGINE_SUBSTITUTION", "NO_DIR_IN_CREATE")]
+        modes.append("NO_DIR_IN_CREATE")
         settings = [f"sql_mode = '{','.join(modes)}'", "foreign_key_checks = 0"]
         if status.client_charset is not None:
             settings += [f"character_set_client = {self._charset_of(status.client_charset)}",
@@ -218,6 +222,12 @@ class ShadowServer:
                 self._session = None
             cur.execute(sql, args)
             return list(cur.fetchall())
+
+
+def _shadow_error(exc: pymysql.MySQLError) -> ShadowError:
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
+    message = exc.args[1] if len(exc.args) > 1 else str(exc)
+    return ShadowError(str(message), code)
 
 
 def _private_dir(parent: Path) -> Path:

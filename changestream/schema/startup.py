@@ -39,7 +39,13 @@ from changestream.embedded import ServerNotAvailableError, ServerStartError
 from changestream.errors import ConfigError, SourceError
 from changestream.schema.definition import TableKey
 from changestream.schema.history import SchemaHistory, SchemaState, binlog_order
-from changestream.schema.shadow import SYSTEM_DATABASES, ShadowServer, ShadowSettings, quote
+from changestream.schema.shadow import (
+    SYSTEM_DATABASES,
+    ShadowError,
+    ShadowServer,
+    ShadowSettings,
+    quote,
+)
 from changestream.schema.store import SchemaHistoryStore
 from changestream.schema.tracker import REPLAYED, SchemaTracker
 from changestream.sources.live import LiveSource, StartPosition
@@ -205,7 +211,12 @@ def _copy_catalog(conn: pymysql.Connection[Any], shadow: ShadowServer,
                 except pymysql.MySQLError as exc:  # dropped meanwhile: the scan sees its DROP
                     log.debug("schema history seed: %s.%s: %s", name, table, exc)
                     continue
-                shadow.run(str(cur.fetchone()[1]))
+                try:
+                    shadow.run(str(cur.fetchone()[1]))
+                except ShadowError as exc:
+                    log.warning("schema history: the shadow %s server cannot create %s.%s "
+                                "(%s); the table stays unknown to the history", shadow.flavor,
+                                name, table, exc)
 
 
 def _head(conn: pymysql.Connection[Any]) -> tuple[str, int]:

@@ -25,6 +25,22 @@ class SchemaHistoryStore:
         self.position_file = Path(position_file)
         self._written: str | None = None
 
+    @property
+    def skip_file(self) -> Path:
+        """DDL statements to leave out (``changestream schema skip``), one FILE:POS a line."""
+        return self.position_file.with_name(f"{self.position_file.name}.schema-skip")
+
+    def skips(self) -> set[str]:
+        try:
+            lines = self.skip_file.read_text().splitlines()
+        except FileNotFoundError:
+            return set()
+        return {line.strip() for line in lines if line.strip()}
+
+    def add_skip(self, where: str) -> None:
+        with open(self.skip_file, "a") as f:
+            f.write(where + "\n")
+
     def path(self, digest: str) -> Path:
         return self.position_file.with_name(f"{self.position_file.name}.schema-{digest}.json")
 

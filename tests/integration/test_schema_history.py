@@ -26,6 +26,7 @@ import pytest
 from changestream.filters import ChangeFilter
 from changestream.router import Router, RouterSettings
 from changestream.schema.startup import HistorySettings
+from changestream.schema.tracker import SchemaHistoryError
 from changestream.sinks.jsonl import JsonLinesSink
 from tests.schema_workload import DDL_KINDS, SchemaWorkload
 from tests.servers import shadow_command
@@ -174,3 +175,69 @@ def test_a_router_killed_again_and_again_in_ddl_heavy_stretches_loses_nothing(
     assert stray.stdout == b"", "a shadow server outlived its router"
     assert not any(Path(f"{position}.shadow").iterdir()), "shadow files left behind"
     assert _changes(out, "k_", dedupe=True) == _changes(reference, "k_")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "changestream.cli", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_ddl_the_shadow_cannot_run_stops_the_router_and_can_be_skipped_or_reseeded(
+        mariadb11: Any, tmp_path: Path) -> None:
+    """MariaDB 11.8's VECTOR type, with the host's MariaDB 10.11 as the shadow (which does
+    not know it): the router stops naming the statement and its position; `changestream
+    schema skip` lets it go on (that table then unknown), `reseed` takes it from the server."""
+    server = mariadb11
+    server.execute(["SET GLOBAL binlog_row_metadata = MINIMAL", "DROP DATABASE IF EXISTS vec",
+                    "CREATE DATABASE vec", "CREATE TABLE vec.t (id INT PRIMARY KEY, a INT)"])
+    try:
+        start = server.binlog_position()
+        server.execute(["INSERT INTO vec.t VALUES (1, 10)",
+                        "CREATE TABLE vec.v (id INT PRIMARY KEY, e VECTOR(3))",
+                        "INSERT INTO vec.t VALUES (2, 20)"])
+        ddl_at = next(f"{e.header.file.rsplit('/', 1)[-1]}:{e.header.offset}"
+                      for e in _query_events(server, start) if "VECTOR" in e.query)
+        out, position = tmp_path / "out.jsonl", tmp_path / "position.json"
+
+        def run() -> None:
+            Router(RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}",
+                                  until="caught-up", filter=ChangeFilter(include=["vec"]),
+                                  position_file=str(position),
+                                  schema=HistorySettings("on", None)),  # the host's 10.11
+                   JsonLinesSink(out)).run()
+
+        with pytest.raises(SchemaHistoryError) as error:
+            run()
+        message = str(error.value)
+        assert ddl_at in message and "CREATE TABLE vec.v" in message
+        assert f"changestream schema skip {ddl_at}" in message
+
+        skipped = _cli("schema", "skip", ddl_at, "--position-file", str(position))
+        assert skipped.returncode == 0, skipped.stderr
+        run()
+        rows = [r["after"] for r in map(orjson.loads, out.read_bytes().splitlines())
+                if r["op"] == "insert"]
+        assert rows == [{"id": 1, "a": 10}, {"id": 2, "a": 20}]
+
+        shown = _cli("schema", "show", "--position-file", str(position), "vec.t")
+        assert shown.returncode == 0, shown.stderr
+        assert "vec.t: primary key (id)" in shown.stdout and "  a int(11)" in shown.stdout
+        assert _cli("schema", "show", "--position-file", str(position),
+                    "vec.v").returncode == 2  # skipped: not in the history
+
+        reseeded = _cli("schema", "reseed", "--position-file", str(position), "--source",
+                        server.url, "--shadow-server", shadow_command(server) or "")
+        assert reseeded.returncode == 0, reseeded.stderr
+        shown = _cli("schema", "show", "--position-file", str(position), "--format", "json")
+        tables = orjson.loads(shown.stdout)["tables"]["vec"]
+        assert [c["column_type"] for c in tables["v"]["columns"]] == ["int(11)", "vector(3)"]
+    finally:
+        server.execute("SET GLOBAL binlog_row_metadata = FULL")
+
+
+def _query_events(server: Any, start: tuple[str, int]) -> list[Any]:
+    from changestream.decoding.events import QueryEvent
+    from changestream.sources.files import FileSource
+
+    return [e for e in FileSource(server.binlog_files(), start_file=start[0],
+                                  start_pos=start[1]) if isinstance(e, QueryEvent)]

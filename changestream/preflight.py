@@ -11,6 +11,7 @@ from typing import Any
 import pymysql
 
 from changestream.errors import SourceError
+from changestream.schema.shadow import shadow_problem
 
 log = logging.getLogger("changestream")
 
@@ -54,9 +55,10 @@ def _grants(cur: Any) -> set[str]:
     return privileges
 
 
-def check_server(connection: pymysql.Connection[Any], *,
-                 schema_from_server: bool = True) -> list[Finding]:
-    """Every check on a connected server, in order."""
+def check_server(connection: pymysql.Connection[Any], *, schema_from_server: bool = True,
+                 history: str = "auto", shadow_server: str | None = None) -> list[Finding]:
+    """Every check on a connected server, in order (``history``/``shadow_server``: the
+    schema history's settings, for where column names come from)."""
     out: list[Finding] = []
     with connection.cursor() as cur:
         cur.execute("SELECT VERSION()")
@@ -85,15 +87,8 @@ def check_server(connection: pymysql.Connection[Any], *,
                            f"binlog_row_image is {image}: rows would lack the columns that did "
                            "not change; set binlog_row_image=FULL"))
         metadata = _variable(cur, "binlog_row_metadata")
-        if metadata == "FULL":
-            out.append(Finding("row metadata", "ok", "binlog_row_metadata is FULL"))
-        else:
-            fallback = ("column names come from information_schema (a router behind a later "
-                        "ALTER stops with an error)" if schema_from_server else
-                        "columns are named @1, @2, ... (schema_from_server is off)")
-            out.append(Finding("row metadata", "warning",
-                               f"binlog_row_metadata is {metadata or 'not available'}: "
-                               f"{fallback}; set binlog_row_metadata=FULL"))
+        out.append(_metadata_finding(metadata, "mariadb" if mariadb else "mysql", history,
+                                     shadow_server))
         if mariadb:
             out.append(Finding("GTIDs", "ok", "MariaDB logs GTIDs for every transaction"))
         else:
@@ -114,7 +109,8 @@ def check_server(connection: pymysql.Connection[Any], *,
         if not privileges & {"REPLICATION CLIENT", "BINLOG MONITOR", "SUPER"}:
             missing.append("BINLOG MONITOR" if mariadb and v >= (10, 5, 0)
                            else "REPLICATION CLIENT")
-        if schema_from_server and metadata != "FULL" and "SELECT" not in privileges:
+        if metadata != "FULL" and "SELECT" not in privileges and (
+                history != "off" or schema_from_server):
             missing.append("SELECT")
         out.append(Finding("grants", "error" if missing else "ok",
                            f"the user lacks {', '.join(missing)}: GRANT {', '.join(missing)} "
@@ -123,10 +119,33 @@ def check_server(connection: pymysql.Connection[Any], *,
     return out
 
 
+def _metadata_finding(metadata: str | None, flavor: str, history: str,
+                      shadow_server: str | None) -> Finding:
+    """Where column names come from when the binlog does not carry them."""
+    if metadata == "FULL":
+        return Finding("row metadata", "ok", "binlog_row_metadata is FULL")
+    what = f"binlog_row_metadata is {metadata or 'not available'}"
+    if history == "off":
+        return Finding("row metadata", "warning",
+                       f"{what} and schema.history is off: column names come from "
+                       "information_schema as it is now (wrong for rows written before a "
+                       "later ALTER); turn the history on or set binlog_row_metadata=FULL")
+    problem = shadow_problem(flavor, shadow_server)
+    if problem is None:
+        return Finding("row metadata", "ok",
+                       f"{what}: column names come from the schema history")
+    return Finding("row metadata", "error" if history == "on" else "warning",
+                   f"{what} and the schema history cannot run its shadow server ({problem}): "
+                   "rows will stop the router; install the server program, set "
+                   "schema.shadow_server, or set binlog_row_metadata=FULL")
+
+
 def run_preflight(connection: pymysql.Connection[Any], *,
-                  schema_from_server: bool = True) -> list[Finding]:
+                  schema_from_server: bool = True, history: str = "auto",
+                  shadow_server: str | None = None) -> list[Finding]:
     """Check the server; log warnings; raise :class:`PreflightError` listing every error."""
-    findings = check_server(connection, schema_from_server=schema_from_server)
+    findings = check_server(connection, schema_from_server=schema_from_server,
+                            history=history, shadow_server=shadow_server)
     for f in findings:
         if f.level == "warning":
             log.warning("pre-flight %s: %s", f.check, f.message)

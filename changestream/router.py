@@ -255,7 +255,9 @@ class Router:
             return []
         conn = self._connect()
         try:
-            return run_preflight(conn, schema_from_server=self.settings.schema_from_server)
+            return run_preflight(conn, schema_from_server=self.settings.schema_from_server,
+                                 history=self.settings.schema.mode,
+                                 shadow_server=self.settings.schema.shadow_server)
         finally:
             conn.close()
 

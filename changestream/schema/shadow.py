@@ -23,7 +23,12 @@ from typing import Any
 import pymysql
 
 from changestream.decoding.query_status import QueryStatus
-from changestream.embedded import EmbeddedMariaDB, EmbeddedMySQL, EmbeddedServer
+from changestream.embedded import (
+    EmbeddedMariaDB,
+    EmbeddedMySQL,
+    EmbeddedServer,
+    ServerNotAvailableError,
+)
 from changestream.schema.definition import ColumnDefinition, TableDefinition, TableKey
 
 log = logging.getLogger("changestream")
@@ -222,6 +227,15 @@ class ShadowServer:
                 self._session = None
             cur.execute(sql, args)
             return list(cur.fetchall())
+
+
+def shadow_problem(flavor: str, command: str | None) -> str | None:
+    """Why no shadow server of ``flavor`` can run here (``None``: one can)."""
+    try:
+        _make_server(ShadowSettings(flavor, command))
+    except ServerNotAvailableError as exc:
+        return str(exc)
+    return None
 
 
 def _shadow_error(exc: pymysql.MySQLError) -> ShadowError:

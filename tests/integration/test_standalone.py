@@ -22,7 +22,9 @@ from changestream.errors import SourceError
 from changestream.filters import ChangeFilter
 from changestream.preflight import PreflightError
 from changestream.router import Router, RouterSettings
+from changestream.schema.startup import HistorySettings
 from changestream.sinks.callback import CallbackSink
+from tests.servers import shadow_command
 from tests.workloads import wait_for
 
 pytestmark = pytest.mark.integration
@@ -39,6 +41,28 @@ def test_preflight_passes_on_a_server_set_up_for_cdc(server: Any) -> None:
     assert {f.check for f in findings} >= {"server version", "binary log", "binlog format",
                                             "row image", "row metadata", "GTIDs", "grants"}
     assert all(f.level == "ok" for f in findings), findings
+
+
+def test_preflight_minimal_metadata_is_fine_with_the_schema_history(server: Any) -> None:
+    server.execute("SET GLOBAL binlog_row_metadata = 'MINIMAL'")
+    try:
+        def metadata_finding(history: str, shadow: str | None) -> Any:
+            router = Router(RouterSettings(source=server.url,
+                                           schema=HistorySettings(history, shadow)),
+                            CallbackSink(lambda batch: None))
+            return next(f for f in router.preflight() if f.check == "row metadata")
+
+        found = metadata_finding("auto", shadow_command(server))
+        assert (found.level, "schema history" in found.message) == ("ok", True)
+        found = metadata_finding("off", None)
+        assert found.level == "warning" and "information_schema" in found.message
+        found = metadata_finding("auto", "/nonexistent/mariadbd")
+        assert found.level == "warning" and "shadow server" in found.message
+        with pytest.raises(PreflightError) as error:
+            metadata_finding("on", "/nonexistent/mariadbd")
+        assert "schema.shadow_server" in str(error.value)
+    finally:
+        server.execute("SET GLOBAL binlog_row_metadata = 'FULL'")
 
 
 def test_preflight_says_what_to_change(server: Any) -> None:

@@ -27,9 +27,9 @@ from changestream.ddl import DdlStatement
 from changestream.decoding import field_types as ft
 from changestream.decoding.events import EventHeader, QueryEvent
 from changestream.decoding.query_status import parse_query_status
-from changestream.decoding.table_schema import Column, TableSchema
+from changestream.decoding.table_schema import Column, TableSchema, may_hold_address
 from changestream.errors import ConfigError, SourceError
-from changestream.schema.definition import apply_definition, type_mismatch
+from changestream.schema.definition import ADDRESS_TYPES, apply_definition, type_mismatch
 from changestream.schema.history import SchemaHistory
 from changestream.schema.tracker import SchemaTracker
 
@@ -133,9 +133,11 @@ class ColumnInfo:
 
     def __init__(self, lookup: CatalogLookup | None = None,
                  tracker: SchemaTracker | None = None,
-                 open_tracker: Callable[[EventHeader, bool], SchemaTracker] | None = None):
+                 open_tracker: Callable[[EventHeader, bool], SchemaTracker] | None = None,
+                 mariadb: bool = False):
         self.lookup = lookup
         self.tracker = tracker
+        self.mariadb = mariadb  # the source is MariaDB (its UUID/INET types need the history)
         # Opens a history when the first TABLE_MAP without names comes: valid where reading
         # began (then the DDL read since is applied to it) or, when that DDL was too much to
         # keep (``False``), at the TABLE_MAP itself.
@@ -152,12 +154,35 @@ class ColumnInfo:
     def resolve(self, schema: TableSchema, header: EventHeader) -> TableSchema:
         """The full schema for a TABLE_MAP's ``schema`` read at ``header``."""
         if schema.names_logged:
+            if self.mariadb and may_hold_address(schema):
+                return self._address_types(schema, header)
             return schema
         if self.tracker is None and self.open_tracker is not None:
             self._open_history(schema, header, self.open_tracker)
         if self.tracker is not None:
             return self._from_history(schema, header, self.tracker.history)
         return self._from_catalog(schema, header)
+
+    def _address_types(self, schema: TableSchema, header: EventHeader) -> TableSchema:
+        """``schema`` with MariaDB's UUID/INET6/INET4 columns (logged as BINARY) marked, as
+        the history has them at ``header``; as logged when no history can be kept."""
+        if self.tracker is None and self.open_tracker is not None:
+            try:
+                self._open_history(schema, header, self.open_tracker)
+            except SchemaMismatchError as exc:
+                log.warning("UUID/INET6/INET4 values of %s are given as bytes: %s",
+                            schema.qualified_name, exc)
+        definition = self.history.table(schema.database, schema.table) if self.history \
+            else None
+        if definition is None:
+            return schema
+        kinds = {c.name: c.data_type for c in definition.columns
+                 if c.data_type in ADDRESS_TYPES}
+        if not kinds:
+            return schema
+        columns = tuple(replace(c, text_type=kinds[c.name]) if c.name in kinds
+                        and c.type_code == ft.STRING else c for c in schema.columns)
+        return schema.with_columns(columns)
 
     def _open_history(self, schema: TableSchema, header: EventHeader,
                       open_tracker: Callable[[EventHeader, bool], SchemaTracker]) -> None:

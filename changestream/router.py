@@ -574,11 +574,12 @@ class Router:
 
         result = open_history(schema, self._connect, scan, start, resume, history_store,
                               self.settings.filter.database)
+        mariadb = result.flavor == "mariadb"
         if result.tracker is not None:
-            return ColumnInfo(None, opened(result.tracker))
+            return ColumnInfo(None, opened(result.tracker), mariadb=mariadb)
         if result.lazy:
-            return ColumnInfo(None, None, open_at)
-        return ColumnInfo(self._catalog_lookup())
+            return ColumnInfo(None, None, open_at, mariadb=mariadb)
+        return ColumnInfo(self._catalog_lookup(), mariadb=mariadb)
 
     def _catalog_lookup(self) -> Any:
         if self.spec.kind != "server" or not self.settings.schema_from_server:

@@ -24,6 +24,7 @@ from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_CRC32, HEADER_SIZE, EventDecoder
 from changestream.decoding.events import FL_COMPLETED_XA, FL_PREPARED_XA, FL_STANDALONE, Event
 from changestream.decoding.table_map import TableMapFormatError, parse_table_map
+from changestream.decoding.table_schema import may_hold_address
 from changestream.errors import SourceError
 from changestream.sources.raw import RawEvent
 
@@ -155,15 +156,20 @@ class Segmenter:
             data.startswith(statement, start)
 
     def _table_has_names(self, data: bytes) -> bool:
-        """Whether a TABLE_MAP logs its columns' names (cached by its bytes but for the
-        table id, as the decoder caches schemas)."""
+        """Whether a TABLE_MAP logs everything a worker needs (its columns' names, and no
+        column that may be MariaDB's UUID/INET6/INET4); cached by its bytes but for the
+        table id, as the decoder caches schemas."""
         post = self.decoder.post_header_length(et.TABLE_MAP)
         end = self._body_end(data)
         key = data[HEADER_SIZE + post - 2:end]
         known = self._names_logged.get(key)
         if known is None:
             try:
-                known = parse_table_map(data[HEADER_SIZE:end], post)[2].names_logged
+                fde = self.decoder.format_description
+                mariadb = fde is not None and fde.is_mariadb
+                schema = parse_table_map(data[HEADER_SIZE:end], post, mariadb)[2]
+                # MariaDB's UUID/INET columns need the router's schema history.
+                known = schema.names_logged and not (mariadb and may_hold_address(schema))
             except (TableMapFormatError, IndexError, struct.error, ValueError):
                 known = False  # decoded here, where the error names the place
             if len(self._names_logged) > 4096:

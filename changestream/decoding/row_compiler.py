@@ -99,7 +99,7 @@ class _Writer:
             out.append(f"{indent}except ValueError:")
             out.append(f"{indent}    {v} = {generic}(buf, pos)[0]")
             out.append(f"{indent}pos += 3")
-        elif t in (ft.VARCHAR, ft.VAR_STRING, ft.STRING):
+        elif t in (ft.VARCHAR, ft.VAR_STRING, ft.STRING) and c.text_type is None:
             codec = _codec(c)
             pad = c.max_length if t == ft.STRING and codec is None else 0
             self._prefixed(c, v, indent, 1 if c.max_length < 256 else 2, codec, pad, generic)

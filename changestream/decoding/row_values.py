@@ -14,6 +14,7 @@ GEOMETRY as bytes (SRID + WKB), VECTOR as a list of floats.
 from __future__ import annotations
 
 import datetime as dt
+import socket
 import struct
 from collections.abc import Callable
 from decimal import Decimal
@@ -301,6 +302,26 @@ _UNSIGNED_FIXED = {ft.TINY: (_U8, 1), ft.SHORT: (_U16, 2), ft.LONG: (_U32, 4),
                    ft.LONGLONG: (_U64, 8)}
 
 
+def address_text(kind: str, raw: bytes) -> str:
+    """A MariaDB UUID, INET6 or INET4 value as the server prints it."""
+    if kind == "uuid":
+        h = raw.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    if kind == "inet4":
+        return socket.inet_ntop(socket.AF_INET, raw)
+    return socket.inet_ntop(socket.AF_INET6, raw)
+
+
+def _address(raw: ValueReader, kind: str) -> ValueReader:
+    def read(buf: bytes, pos: int) -> tuple[Any, int]:
+        value, pos = raw(buf, pos)
+        # BINARY drops trailing zero bytes in the row image: pad back to the full width.
+        width = 4 if kind == "inet4" else 16
+        return address_text(kind, bytes(value).ljust(width, b"\0")), pos
+
+    return read
+
+
 def value_reader(column: Column) -> ValueReader:
     """The reader for one column's values, chosen from its type and metadata."""
     t = column.type_code
@@ -333,6 +354,8 @@ def value_reader(column: Column) -> ValueReader:
         return _read_year
     if t in (ft.VARCHAR, ft.VAR_STRING):
         return _text(_length_prefixed(1 if column.max_length < 256 else 2), _codec(column))
+    if t == ft.STRING and column.text_type is not None:
+        return _address(_length_prefixed(1), column.text_type)
     if t == ft.STRING:
         codec = _codec(column)
         pad = column.max_length if codec is None else 0

@@ -33,6 +33,9 @@ class Column:
     scale: int = 0
     fsp: int = 0
     bits: int = 0
+    # MariaDB's UUID, INET6 and INET4 are logged as BINARY(16)/BINARY(4); the schema history
+    # knows them ("uuid", "inet6", "inet4") and their values are then given as text.
+    text_type: str | None = None
 
     @property
     def type_name(self) -> str:
@@ -42,6 +45,16 @@ class Column:
     def display_name(self) -> str:
         """The column's name, or ``@N`` (1-based, as mysqlbinlog prints) when it is unknown."""
         return self.name if self.name is not None else f"@{self.index + 1}"
+
+
+BINARY_COLLATION = 63
+
+
+def may_hold_address(schema: TableSchema) -> bool:
+    """Whether a MariaDB table may have UUID/INET6/INET4 columns (logged as BINARY(16) or
+    BINARY(4)), whose type only the schema history knows."""
+    return any(c.type_code == ft.STRING and c.collation == BINARY_COLLATION
+               and c.max_length in (4, 16) and c.text_type is None for c in schema.columns)
 
 
 @dataclass(slots=True)

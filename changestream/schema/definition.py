@@ -17,6 +17,9 @@ from changestream.decoding.table_schema import Column, TableSchema
 TableKey = tuple[str, str]
 """``(database, table)``."""
 
+#: MariaDB's types that are logged as BINARY and given as text (see Column.text_type).
+ADDRESS_TYPES = frozenset({"uuid", "inet6", "inet4"})
+
 
 @dataclass(slots=True, frozen=True)
 class ColumnDefinition:
@@ -147,6 +150,8 @@ def apply_definition(schema: TableSchema, columns: tuple[ColumnDefinition, ...],
             changes["enum_values"] = defined.labels()
         if defined.data_type == "set" and column.set_values is None:
             changes["set_values"] = defined.labels()
+        if defined.data_type in ADDRESS_TYPES and column.type_code == ft.STRING:
+            changes["text_type"] = defined.data_type
         named.append(_with(column, changes))
     positions = {c.name: i for i, c in enumerate(columns)}
     key = tuple(positions[n] for n in primary_key if n in positions) or None

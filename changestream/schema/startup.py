@@ -82,6 +82,7 @@ class OpenedHistory:
 
     tracker: SchemaTracker | None
     lazy: bool = False
+    flavor: str = ""  # the source's: "mysql" or "mariadb"
 
 
 def open_history(settings: HistorySettings, connect: Callable[[], pymysql.Connection[Any]],
@@ -96,12 +97,18 @@ def open_history(settings: HistorySettings, connect: Callable[[], pymysql.Connec
     without column names is read (:func:`open_history_at`): a source whose binlog always
     names its columns never starts a shadow server. Raises :class:`ConfigError` when the
     history must be opened now and cannot be."""
+    conn = connect()
+    try:
+        flavor, _ = _server_facts(conn)
+    finally:
+        conn.close()
     if settings.mode == "off":
-        return OpenedHistory(None)
+        return OpenedHistory(None, flavor=flavor)
     stored = resume is not None and resume.schema_history is not None and store is not None
     if settings.mode == "auto" and not stored:
-        return OpenedHistory(None, lazy=True)
-    return OpenedHistory(open_history_at(settings, connect, scan, start, resume, store, scope))
+        return OpenedHistory(None, lazy=True, flavor=flavor)
+    return OpenedHistory(open_history_at(settings, connect, scan, start, resume, store, scope),
+                         flavor=flavor)
 
 
 def open_history_at(settings: HistorySettings, connect: Callable[[], pymysql.Connection[Any]],

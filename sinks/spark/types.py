@@ -169,6 +169,8 @@ def column_mapping(column: Column) -> FieldMapping:
     if t == ft.BOOL:
         return m(T.BooleanType(), pa.bool_(), bool)
     if t in ft.CHARACTER_TYPES:
+        if column.text_type is not None:  # MariaDB UUID, INET6, INET4: their text
+            return m(T.StringType(), pa.string(), _text)
         if _is_binary(column):
             return m(T.BinaryType(), pa.binary(), _binary)
         return m(T.StringType(), pa.string(), _text)

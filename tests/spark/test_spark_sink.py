@@ -130,6 +130,28 @@ def test_callback_splits_a_table_whose_schema_changes_within_the_batch(spark: An
     assert got["info"].ddl == ["ALTER TABLE orders ADD COLUMN amount DECIMAL(8,2)"]
 
 
+def test_mariadb_uuid_and_inet_columns_land_as_text(spark: Any) -> None:
+    """Logged as BINARY(16)/BINARY(4); the schema history marks them (Column.text_type)."""
+    binary = {"collation": 63, "max_length": 16}
+    schema = TableSchema("shop", "hosts", (
+        col(0, "id", ft.LONG), col(1, "u", ft.STRING, text_type="uuid", **binary),
+        col(2, "ip", ft.STRING, text_type="inet6", **binary),
+        col(3, "v4", ft.STRING, text_type="inet4", collation=63, max_length=4),
+        col(4, "raw", ft.STRING, **binary)), primary_key=(0,), names_logged=True)
+    row = {"id": 1, "u": "6ccd780c-baba-1026-9564-5b8c656024db", "ip": "::ffff:10.0.0.1",
+           "v4": "10.0.0.1", "raw": b"\x00" * 16}
+    got: dict[str, Any] = {}
+    sink = make_sink("spark:callback", spark=spark,
+                     function=lambda i, frames, info: got.update(frames=frames))
+    sink.open()
+    sink.write(batch(1, [Binlog().transaction([("insert", schema, None, row)])]))
+    [frame] = got["frames"]["shop.hosts"]
+    types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+    assert [types[n] for n in ("u", "ip", "v4", "raw")] == ["string"] * 3 + ["binary"]
+    landed_row = values(frame.collect()[0])
+    assert {k: landed_row[k] for k in row} == row
+
+
 # -- parquet ------------------------------------------------------------------------------
 
 

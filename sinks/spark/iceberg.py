@@ -32,8 +32,19 @@ from .frames import TableRun, changelog_table, rows_table, to_dataframe
 from .types import METADATA, METADATA_NAMES, FieldMapping
 
 logger = logging.getLogger("changestream.sinks.spark")
-# DDL that changes which rows a table holds or what it is called: mirrors do not follow it.
-_NOT_MIRRORED = frozenset({"truncate_table", "rename_table", "drop_table"})
+#: DDL kinds that change which rows a table holds, what it is called or whether it exists:
+#: the landing applies them to the mirrors (and marks the changelogs) in binlog order.
+MIRRORED_DDL = frozenset({"truncate_table", "rename_table", "drop_table", "drop_database",
+                          "alter_table"})
+
+
+
+def mirrored_ddl(change: Change) -> bool:
+    """Whether a DDL change is one the mirrors follow (see :data:`MIRRORED_DDL`)."""
+    ddl = parse_ddl(change.sql or "", change.database)
+    return ddl is not None and ddl.kind in MIRRORED_DDL and (
+        ddl.kind != "alter_table" or bool(ddl.renames))
+
 
 PROPERTY = "changestream.position"
 CHANGELOG_SUFFIX = "__changelog"
@@ -77,6 +88,10 @@ class IcebergLanding:
     def __init__(self, catalog: str = "changestream"):
         self.catalog = catalog
         self.control = f"{_q(catalog)}.`_changestream`.`batches`"
+        # One row per DDL applied to the mirrors: a batch landed again after a crash skips
+        # everything up to the last one (the state of the tables is already past it).
+        self.ddl_log = f"{_q(catalog)}.`_changestream`.`ddl`"
+        self.ddl_done: Position | None = None
         self.committed: dict[str, Position | None] = {}  # per Iceberg table
         self.schemas: dict[str, dict[str, str]] = {}  # column -> type, per Iceberg table
         self.renames: dict[str, dict[str, str]] = {}  # source table -> {new: old} from DDL
@@ -96,14 +111,22 @@ class IcebergLanding:
         return bool(spark.catalog.tableExists(name))
 
     def _stored_position(self, spark: Any, name: str) -> Position | None:
-        """The position in the newest snapshot (of the current history) that has one."""
-        rows = spark.sql(
-            f"SELECT s.summary['{PROPERTY}'] AS p, h.made_current_at AS t FROM "
-            f"{name}.snapshots s "
-            f"JOIN {name}.history h ON s.snapshot_id = h.snapshot_id "
-            f"WHERE h.is_current_ancestor AND s.summary['{PROPERTY}'] IS NOT NULL "
-            "ORDER BY t DESC LIMIT 1").collect()
-        return positions.decode(rows[0]["p"]) if rows else None
+        """The position of the newest commit that has one: walked back from the table's
+        current snapshot along its parents (commit times can tie within a millisecond)."""
+        current = spark.sql(f"SELECT snapshot_id FROM {name}.refs WHERE name = 'main'") \
+            .collect()
+        if not current:
+            return None
+        snapshots = {r["snapshot_id"]: (r["parent_id"], r["p"]) for r in spark.sql(
+            f"SELECT snapshot_id, parent_id, summary['{PROPERTY}'] AS p FROM {name}.snapshots"
+        ).collect()}
+        at = current[0]["snapshot_id"]
+        while at in snapshots:
+            parent, stored = snapshots[at]
+            if stored is not None:
+                return positions.decode(stored)
+            at = parent
+        return None
 
     def open(self, spark: Any) -> Position | None:
         self.committed.clear()
@@ -115,6 +138,8 @@ class IcebergLanding:
             self.position = None
         else:
             self.position = self._stored_position(spark, self.control)
+        self.ddl_done = self._stored_position(spark, self.ddl_log) \
+            if self._exists(spark, self.ddl_log) else None
         return self.position
 
     def _committed(self, spark: Any, name: str) -> Position | None:
@@ -135,12 +160,6 @@ class IcebergLanding:
             old, new = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
             if old != new:
                 self.renames.setdefault(table, {})[new] = old
-        ddl = parse_ddl(change.sql, change.database)
-        if ddl is not None and ddl.kind in _NOT_MIRRORED:
-            logger.warning("spark sink (iceberg): %s is not applied to the mirror tables "
-                           "(%s): they no longer equal the source; re-create them from a "
-                           "snapshot", ddl.kind.replace("_", " ").upper(),
-                           ", ".join(str(t) for t in ddl.tables) or change.database)
         commit_ts = change.transaction.commit_ts if change.transaction else None
         added = added_column_defaults(change.sql, commit_ts)
         if added:
@@ -255,7 +274,8 @@ class IcebergLanding:
         if not changes or last is None:
             return 0
         keys = run.key_names
-        source = self._keyed_source(run, changes) if keys else self._row_source(run, changes)
+        source = self._keyed_source(run, changes) if keys else \
+            self._row_source(spark, name, run, changes)
         from pyspark.sql import types as T
 
         df = to_dataframe(spark, source, run.fields, (("_op", T.StringType()),))
@@ -308,9 +328,12 @@ class IcebergLanding:
         return rows_table(run.fields, [image for _, image in last.values()],
                           {"_op": (_string(), ops)})
 
-    def _row_source(self, run: TableRun, changes: list[Change]) -> Any:
-        """Tables without a primary key: the net count of each full row; rows gone from the
-        source are deleted (every copy that matches), new rows inserted (as many copies)."""
+    def _row_source(self, spark: Any, name: str, run: TableRun,
+                    changes: list[Change]) -> Any:
+        """Tables without a primary key are multisets: each changed row value is deleted
+        (every copy) and inserted again as many times as the mirror had it plus the net
+        count the changes add, so a DELETE of one of several equal rows removes one, as the
+        server did."""
         names = [f.name for f in run.fields]
         net: dict[tuple[Any, ...], list[Any]] = {}
         for c in changes:
@@ -323,15 +346,178 @@ class IcebergLanding:
                 key = tuple(_hashable(image.get(n)) for n in names)
                 entry = net.setdefault(key, [0, image])
                 entry[0] += step
+        changed = [(count, image) for count, image in net.values() if count != 0]
+        copies = self._copies(spark, name, run, [image for _, image in changed])
         images, ops = [], []
-        for count, image in net.values():
-            if count < 0:
-                images.append(image)
-                ops.append("delete")
-            for _ in range(max(count, 0)):
+        for (count, image), have in zip(changed, copies):
+            images.append(image)
+            ops.append("delete")
+            for _ in range(max(have + count, 0)):
                 images.append(image)
                 ops.append("upsert")
         return rows_table(run.fields, images, {"_op": (_string(), ops)})
+
+    def _copies(self, spark: Any, name: str, run: TableRun,
+                images: list[dict[str, Any]]) -> list[int]:
+        """How many rows of mirror ``name`` equal each of ``images``."""
+        if not images:
+            return []
+        import pyarrow as pa
+
+        source = rows_table(run.fields, images,
+                            {"_rid": (pa.int64(), list(range(len(images))))})
+        from pyspark.sql import types as T
+
+        df = to_dataframe(spark, source, run.fields, (("_rid", T.LongType()),))
+        view = f"changestream_rows_{uuid.uuid4().hex}"
+        df.createOrReplaceTempView(view)
+        on = " AND ".join(f"t.{_q(f.name)} <=> s.{_q(f.name)}" for f in run.fields)
+        try:
+            counts = {r["_rid"]: r["n"] for r in spark.sql(
+                f"SELECT s._rid, count(t._m) AS n FROM {view} s LEFT JOIN "
+                f"(SELECT *, 1 AS _m FROM {name}) t ON {on} GROUP BY s._rid").collect()}
+        finally:
+            spark.catalog.dropTempView(view)
+        return [int(counts.get(i, 0)) for i in range(len(images))]
+
+    # -- DDL that the mirrors follow ----------------------------------------------------
+
+    def apply_ddl(self, spark: Any, change: Change, position: Position | None) -> None:
+        """Apply a TRUNCATE, RENAME or DROP (logged in ``change``, its transaction ending at
+        ``position``) to the mirrors and changelogs. Each step is skipped when a commit at
+        or after ``position`` shows it done, so a batch landed again after a crash does not
+        repeat it."""
+        ddl = parse_ddl(change.sql or "", change.database)
+        if ddl is None or ddl.kind not in MIRRORED_DDL:
+            return
+        database = change.database or ""
+
+        def key(name: Any) -> tuple[str, str]:
+            return (name.database or database, name.table)
+
+        if ddl.kind == "truncate_table":
+            for name in ddl.tables:
+                self._truncate(spark, key(name), change, position)
+        elif ddl.kind == "drop_table":
+            for name in ddl.tables:
+                self._drop(spark, key(name), change, position)
+        elif ddl.kind == "drop_database":
+            for table in self._mirrored_tables(spark, ddl.database or database):
+                self._drop(spark, (ddl.database or database, table), change, position)
+        else:  # RENAME TABLE a TO b, ... and ALTER TABLE a RENAME TO b
+            for old, new in ddl.renames:
+                self._rename(spark, key(old), key(new), position)
+
+    def record_ddl(self, spark: Any, change: Change, position: Position) -> None:
+        """Note that everything up to ``position`` (a DDL just applied) is landed."""
+        from pyspark.sql import types as T
+
+        if not self._exists(spark, self.ddl_log):
+            spark.sql(f"CREATE TABLE {self.ddl_log} (position STRING, statement STRING) "
+                      "USING iceberg TBLPROPERTIES ('format-version'='2')")
+        encoded = positions.encode(position)
+        spark.createDataFrame([(encoded, change.sql)], T.StructType([
+            T.StructField("position", T.StringType()),
+            T.StructField("statement", T.StringType())])) \
+            .writeTo(self.ddl_log).option(f"snapshot-property.{PROPERTY}", encoded).append()
+        self.ddl_done = position
+
+    def _names(self, table: tuple[str, str]) -> tuple[str, str]:
+        database, name = table
+        mirror = f"{_q(self.catalog)}.{_q(database)}.{_q(name)}"
+        changelog = f"{_q(self.catalog)}.{_q(database)}.{_q(name + CHANGELOG_SUFFIX)}"
+        return mirror, changelog
+
+    def _forget(self, *names: str) -> None:
+        for name in names:
+            self.committed.pop(name, None)
+            self.schemas.pop(name, None)
+
+    def _mirrored_tables(self, spark: Any, database: str) -> list[str]:
+        namespace = f"{_q(self.catalog)}.{_q(database)}"
+        try:
+            rows = spark.sql(f"SHOW TABLES IN {namespace}").collect()
+        except Exception:  # no such namespace: nothing was landed for that database
+            return []
+        names = {r["tableName"] for r in rows}
+        tables = {n.removesuffix(CHANGELOG_SUFFIX) for n in names}
+        return sorted(tables)
+
+    def _mark(self, spark: Any, changelog: str, op: str, change: Change,
+              position: Position | None) -> None:
+        """One changelog row saying what happened to the table (``_op`` truncate/drop)."""
+        if position is None or not self._exists(spark, changelog) or \
+                not positions.is_after(position, self._committed(spark, changelog)):
+            return
+        t = change.transaction
+        from pyspark.sql import functions as F
+
+        have = self._table_columns(spark, changelog)
+        values = {"_op": op, "_transaction_id": t.id if t else None,
+                  "_gtid": t.gtid if t else None,
+                  "_xid": None if t is None or t.xid is None else str(t.xid),
+                  "_seq": change.seq, "_binlog_file": change.file, "_binlog_pos": change.pos}
+        row = spark.range(1).select(
+            [F.lit(values.get(c)).cast(ty).alias(c) if c != "_commit_ts" else
+             F.lit(t.commit_ts if t else None).cast(ty).alias(c) for c, ty in have.items()])
+        row.writeTo(changelog).option(f"snapshot-property.{PROPERTY}",
+                                      positions.encode(position)).append()
+        self.committed[changelog] = position
+
+    def _truncate(self, spark: Any, table: tuple[str, str], change: Change,
+                  position: Position | None) -> None:
+        mirror, changelog = self._names(table)
+        if position is not None and self._exists(spark, mirror) and \
+                positions.is_after(position, self._committed(spark, mirror)):
+            self._with_properties(spark, position,
+                                  lambda: spark.sql(f"DELETE FROM {mirror}"))
+            self.committed[mirror] = position
+        self._mark(spark, changelog, "truncate", change, position)
+
+    def _drop(self, spark: Any, table: tuple[str, str], change: Change,
+              position: Position | None) -> None:
+        mirror, changelog = self._names(table)
+        self._mark(spark, changelog, "drop", change, position)
+        if self._exists(spark, mirror):
+            spark.sql(f"DROP TABLE {mirror} PURGE")
+        self._forget(mirror)
+        self.renames.pop(f"{table[0]}.{table[1]}", None)
+        self.defaults.pop(f"{table[0]}.{table[1]}", None)
+
+    def _rename(self, spark: Any, old: tuple[str, str], new: tuple[str, str],
+                position: Position | None) -> None:
+        """A Hadoop catalog cannot rename tables: the mirror and the changelog are copied
+        under the new name (one atomic commit each, carrying ``position``) and the old ones
+        dropped."""
+        for source, target in zip(self._names(old), self._names(new)):
+            if not self._exists(spark, source):
+                continue
+            done = self._exists(spark, target) and position is not None and \
+                not positions.is_after(position, self._committed(spark, target))
+            if not done:
+                if self._exists(spark, target):  # what a crash left of an earlier try
+                    spark.sql(f"DROP TABLE {target} PURGE")
+                spark.sql(f"CREATE NAMESPACE IF NOT EXISTS "
+                          f"{_q(self.catalog)}.{_q(new[0])}")
+                props = ("TBLPROPERTIES ('format-version'='2', 'write.delete.mode'="
+                         "'merge-on-read', 'write.update.mode'='merge-on-read', "
+                         "'write.merge.mode'='merge-on-read')")
+                partition = " PARTITIONED BY (days(_commit_ts))" \
+                    if source.endswith(_q(old[1] + CHANGELOG_SUFFIX)) else ""
+                sql = (f"CREATE TABLE {target} USING iceberg{partition} {props} "
+                       f"AS SELECT * FROM {source}")
+                if position is not None:
+                    self._with_properties(spark, position, lambda sql=sql: spark.sql(sql))
+                else:
+                    spark.sql(sql)
+            spark.sql(f"DROP TABLE {source} PURGE")
+            self._forget(source, target)
+            if position is not None:
+                self.committed[target] = position
+        for hints in (self.renames, self.defaults):
+            moved = hints.pop(f"{old[0]}.{old[1]}", None)
+            if moved is not None:
+                hints[f"{new[0]}.{new[1]}"] = moved
 
     def commit_batch(self, spark: Any, batch_id: int, position: Position) -> None:
         from pyspark.sql import types as T

@@ -25,6 +25,7 @@ from changestream.errors import SinkError
 
 from . import positions
 from .frames import TableRun, changelog_dataframe, table_runs, transaction_positions
+from .iceberg import mirrored_ddl
 
 logger = logging.getLogger("changestream.sinks.spark")
 
@@ -204,16 +205,38 @@ class SparkSink:
 
     def _land_iceberg(self, parts: list[TransactionPart], runs: list[TableRun],
                       batch: Batch) -> dict[str, int]:
+        """Land the batch's rows table by table, in stretches cut at each DDL the mirrors
+        follow (TRUNCATE, RENAME, DROP), which is applied between them."""
         landing = self._landing
+        rows: dict[str, int] = {}
+        if landing.ddl_done is not None:  # a batch cut short after some of its DDL
+            parts = positions.new_parts(parts, landing.ddl_done, transaction_positions(parts))
+            runs = table_runs(parts)
+
+        def land(stretch: list[TableRun]) -> None:
+            for run in stretch:
+                landed = landing.land_changelog(self.spark, run)
+                landing.land_mirror(self.spark, run)
+                rows[run.name] = rows.get(run.name, 0) + landed
+
+        cuts = [(i, c) for i, part in enumerate(parts) for c in part.changes
+                if c.op == "ddl" and mirrored_ddl(c)]
         for part in parts:
             for change in part.changes:
                 if change.op == "ddl":
                     landing.note_ddl(change)
-        rows: dict[str, int] = {}
-        for run in runs:
-            landed = landing.land_changelog(self.spark, run)
-            landing.land_mirror(self.spark, run)
-            rows[run.name] = rows.get(run.name, 0) + landed
+        if not cuts:
+            land(runs)
+        else:
+            ends = transaction_positions(parts)
+            done = 0
+            for index, change in cuts:
+                land(table_runs(parts[done:index]))
+                landing.apply_ddl(self.spark, change, ends[index])
+                if ends[index] is not None:
+                    landing.record_ddl(self.spark, change, ends[index])
+                done = index + 1
+            land(table_runs(parts[done:]))
         landing.commit_batch(self.spark, batch.id, batch.position)
         return rows
 

@@ -41,6 +41,7 @@ from changestream.decoding.rows import ABSENT
 from changestream.filters import ChangeFilter
 from changestream.gtid import GtidProgress, MariadbGtidState, MysqlGtidSet
 from changestream.row_shapes import SchemaShape, ShapeCache
+from changestream.schema.definition import definition_after
 from changestream.spill import SpillFile
 
 log = logging.getLogger("changestream")
@@ -397,9 +398,11 @@ class TransactionAssembler:
         if ddl is not None and (self.filter is None or self.filter.ddl(ddl, event.database)):
             table = ddl.tables[0] if ddl.tables else None
             database = (table.database if table else ddl.database) or event.database or None
+            name = table.table if table else None
             group.changes.append(Change(
-                "ddl", database, table.table if table else None, None, None, None, event.query,
-                self.file, event.header.offset, 0))
+                "ddl", database, name, None, None, None, event.query,
+                self.file, event.header.offset, 0,
+                schema=definition_after(event.schema_change, database, name)))
             self._commit(event)
         else:
             self._finish_empty(event, group.gtid)

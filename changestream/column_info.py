@@ -259,8 +259,9 @@ class ColumnInfo:
     @staticmethod
     def _apply(tracker: SchemaTracker, ddl: DdlStatement, event: QueryEvent) -> None:
         h = event.header
-        tracker.apply(ddl, event.statement, event.database, parse_query_status(event.status),
-                      h.file, h.offset, h.end)
+        event.schema_change = tracker.apply(ddl, event.statement, event.database,
+                                            parse_query_status(event.status), h.file,
+                                            h.offset, h.end)
 
     def forget(self, ddl: DdlStatement) -> None:
         """Forget what ``ddl`` may have changed, so the next TABLE_MAP reads it again."""

@@ -57,6 +57,7 @@ from changestream.schema.startup import (
     open_history,
     open_history_at,
     scan_queries,
+    scan_server_id,
 )
 from changestream.schema.tracker import SchemaTracker
 from changestream.sink import SinkAdapter
@@ -204,6 +205,7 @@ class Router:
         self._credits: list[Credits] = []
         self._workers: DecodeWorkers | None = None
         self._tracker: SchemaTracker | None = None
+        self._saved: Position | None = None  # what the position file held at the start
 
     # -- control ---------------------------------------------------------------------------
 
@@ -319,6 +321,7 @@ class Router:
         sink_position = self.sink.open()
         try:
             saved = self.store.load() if self.store else None
+            self._saved = saved
             override = self._override()
             resume = override or _later(saved, sink_position)
             if resume is not None:
@@ -557,7 +560,11 @@ class Router:
         history_store = self.store.history_store if self.store else None
 
         def scan(begin: StartPosition, head: tuple[str, int]) -> Iterator[Any]:
-            return scan_queries(self._source(begin, EventDecoder(), follow=False), head)
+            # A second replica connection while the router's own may be open: another id.
+            return scan_queries(LiveSource(
+                self.spec.connection, begin, server_id=scan_server_id(self.settings.server_id),
+                blocking=False, verify_checksums=self.settings.verify_checksums,
+                decoder=EventDecoder()), head)
 
         def opened(tracker: SchemaTracker) -> SchemaTracker:
             self._tracker = tracker
@@ -572,14 +579,34 @@ class Router:
             return opened(open_history_at(schema, self._connect, scan, at, None, history_store,
                                           self.settings.filter.database))
 
+        wanted = bool(getattr(self.sink, "wants_schema_history", False))
+        if wanted and schema.mode == "auto":
+            try:
+                return ColumnInfo(None, opened(open_history_at(
+                    schema, self._connect, scan, start, resume, history_store,
+                    self.settings.filter.database, self._saved)),
+                    mariadb=self._flavor() == "mariadb")
+            except ConfigError as exc:
+                log.warning("the sink follows DDL best with a schema history, which cannot be "
+                            "kept: %s; its tables change shape when rows of the new shape "
+                            "come", exc)
         result = open_history(schema, self._connect, scan, start, resume, history_store,
-                              self.settings.filter.database)
+                              self.settings.filter.database, self._saved)
         mariadb = result.flavor == "mariadb"
         if result.tracker is not None:
             return ColumnInfo(None, opened(result.tracker), mariadb=mariadb)
         if result.lazy:
             return ColumnInfo(None, None, open_at, mariadb=mariadb)
         return ColumnInfo(self._catalog_lookup(), mariadb=mariadb)
+
+    def _flavor(self) -> str:
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT VERSION()")
+                return "mariadb" if "mariadb" in str(cur.fetchone()[0]).lower() else "mysql"
+        finally:
+            conn.close()
 
     def _catalog_lookup(self) -> Any:
         if self.spec.kind != "server" or not self.settings.schema_from_server:

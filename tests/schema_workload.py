@@ -363,13 +363,17 @@ class SchemaWorkload:
         return True
 
     def _ddl_primary_key(self) -> bool:
-        tables = self.tables()
-        for db, table in tables:
+        """ADD PRIMARY KEY on a keyless table whose ``id`` values are distinct, else DROP
+        PRIMARY KEY. (Never a new AUTO_INCREMENT key: the values the server gives existing
+        rows are not in the binlog, so no mirror could follow without a snapshot.)"""
+        for db, table in self.tables():
             columns = self.columns(db, table)
-            if not any(c.key == "PRI" for c in columns) and not table.startswith("bag"):
-                self.execute([f"ALTER TABLE {db}.`{table}` ADD COLUMN pk{self.counter} INT "
-                              "NOT NULL AUTO_INCREMENT FIRST, ADD PRIMARY KEY "
-                              f"(pk{self.counter})"])
+            if any(c.key == "PRI" for c in columns) or not any(c.name == "id" for c in columns):
+                continue
+            rows = self.execute(f"SELECT COUNT(*), COUNT(DISTINCT id), COUNT(id) FROM "
+                                f"{db}.`{table}`")[0]
+            if rows[0] == rows[1] == rows[2]:
+                self.execute(f"ALTER TABLE {db}.`{table}` ADD PRIMARY KEY (id)")
                 return True
         found = self._table_with(self._plain)
         if found is None:
@@ -393,16 +397,16 @@ class SchemaWorkload:
         return True
 
     def _ddl_generated_invisible(self) -> bool:
-        found = self._table_with(lambda c: self._plain(c) and c.data_type in ("int", "bigint"))
-        if found is None:
-            return False
-        db, table, columns = found
-        column = next(c for c in columns if self._plain(c) and c.data_type in ("int", "bigint")
-                      and c.key != "PRI")
-        kind = self.random.choice(["STORED", "VIRTUAL"])
-        self.execute(f"ALTER TABLE {db}.`{table}` ADD COLUMN g{self.counter} BIGINT AS "
-                     f"(`{column.name}` * 2) {kind}, ADD COLUMN i{self.counter} INT "
-                     "DEFAULT 7 INVISIBLE")
+        """A new table with a stored and a virtual generated column and an invisible one
+        (added to a table with rows, their values for those rows would not be in the
+        binlog)."""
+        name = f"gen{self.counter}"
+        self.execute([f"CREATE TABLE {self.a}.`{name}` (id INT PRIMARY KEY, n INT, "
+                      "g BIGINT AS (n * 2) STORED, v BIGINT AS (n + 1) VIRTUAL, "
+                      "i INT DEFAULT 7 INVISIBLE)",
+                      f"INSERT INTO {self.a}.`{name}` (id, n) VALUES (1, 10), (2, 20)",
+                      f"INSERT INTO {self.a}.`{name}` (id, n, i) VALUES (3, 30, 3)",
+                      f"UPDATE {self.a}.`{name}` SET n = n + 1 WHERE id = 1"])
         return True
 
 

@@ -90,6 +90,8 @@ class QueryEvent(Event):
     compressed: bool = False
     statement: bytes = b""  # the query as logged (in the client's character set)
     status: bytes = b""  # the status variables (see decoding.query_status)
+    # What a DDL changed, when a schema history is kept (a schema.SchemaChangeSet).
+    schema_change: Any = None
 
 
 @dataclass(slots=True)

@@ -26,7 +26,12 @@ from changestream.errors import ChangestreamError, ConfigError
 from changestream.position_store import PositionStore
 from changestream.schema.definition import TableDefinition
 from changestream.schema.history import SchemaState, encode_state
-from changestream.schema.startup import HistorySettings, open_history_at, scan_queries
+from changestream.schema.startup import (
+    HistorySettings,
+    open_history_at,
+    scan_queries,
+    scan_server_id,
+)
 from changestream.schema.store import SchemaHistoryStore
 from changestream.sources.live import LiveSource, StartPosition
 
@@ -136,7 +141,8 @@ def cmd_reseed(args: argparse.Namespace) -> int:
 
         def scan(begin: StartPosition, head: tuple[str, int]) -> Any:
             return scan_queries(LiveSource(router.spec.connection, begin,
-                                           server_id=settings.server_id, blocking=False),
+                                           server_id=scan_server_id(settings.server_id),
+                                           blocking=False),
                                 head)
 
         tracker = open_history_at(

@@ -160,3 +160,61 @@ def apply_definition(schema: TableSchema, columns: tuple[ColumnDefinition, ...],
 
 def _with(column: Column, changes: dict[str, Any]) -> Column:
     return replace(column, **changes)
+
+
+_TYPE_CODES = {
+    "tinyint": ft.TINY, "smallint": ft.SHORT, "mediumint": ft.INT24, "int": ft.LONG,
+    "integer": ft.LONG, "bigint": ft.LONGLONG, "float": ft.FLOAT, "double": ft.DOUBLE,
+    "real": ft.DOUBLE, "decimal": ft.NEWDECIMAL, "numeric": ft.NEWDECIMAL, "date": ft.DATE,
+    "datetime": ft.DATETIME2, "timestamp": ft.TIMESTAMP2, "time": ft.TIME2, "year": ft.YEAR,
+    "char": ft.STRING, "binary": ft.STRING, "varchar": ft.VARCHAR, "varbinary": ft.VARCHAR,
+    "enum": ft.ENUM, "set": ft.SET, "bit": ft.BIT, "json": ft.JSON, "vector": ft.VECTOR,
+    "uuid": ft.STRING, "inet6": ft.STRING, "inet4": ft.STRING,
+    "tinyblob": ft.BLOB, "blob": ft.BLOB, "mediumblob": ft.BLOB, "longblob": ft.BLOB,
+    "tinytext": ft.BLOB, "text": ft.BLOB, "mediumtext": ft.BLOB, "longtext": ft.BLOB,
+}
+_BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
+_NUMBERS = re.compile(r"\((\d+)(?:,(\d+))?\)")
+
+
+def definition_schema(definition: TableDefinition) -> TableSchema:
+    """A table's definition as a :class:`TableSchema` (what a TABLE_MAP of a row image of
+    every column would say): for sinks that shape their tables before rows come."""
+    columns = []
+    for i, c in enumerate(definition.columns):
+        type_code = _TYPE_CODES.get(c.data_type, ft.GEOMETRY if "geo" in c.data_type or
+                                    c.data_type in ("point", "linestring", "polygon",
+                                                    "multipoint", "multilinestring",
+                                                    "multipolygon") else ft.VARCHAR)
+        numbers = _NUMBERS.search(c.column_type)
+        first = int(numbers.group(1)) if numbers else 0
+        second = int(numbers.group(2)) if numbers and numbers.group(2) else 0
+        fields: dict[str, Any] = {"name": c.name, "unsigned": c.unsigned,
+                                  "collation": 63 if c.data_type in _BINARY else c.collation_id,
+                                  "visible": not c.invisible}
+        if type_code == ft.NEWDECIMAL:
+            fields.update(precision=first, scale=second)
+        elif type_code in (ft.DATETIME2, ft.TIMESTAMP2, ft.TIME2):
+            fields["fsp"] = first
+        elif c.data_type in ("enum", "set"):
+            fields["enum_values" if c.data_type == "enum" else "set_values"] = c.labels()
+        elif c.data_type in ADDRESS_TYPES:
+            fields.update(text_type=c.data_type, max_length=4 if c.data_type == "inet4" else 16)
+        elif type_code in (ft.STRING, ft.VARCHAR):
+            fields["max_length"] = first
+        columns.append(Column(i, type_code, **fields))
+    positions = {c.name: i for i, c in enumerate(definition.columns)}
+    key = tuple(positions[n] for n in definition.primary_key if n in positions) or None
+    return TableSchema(definition.database, definition.table, tuple(columns),
+                       primary_key=key, names_logged=True, signedness_logged=True,
+                       charsets_logged=True, source="schema_history")
+
+
+def definition_after(change_set: Any, database: str | None,
+                     table: str | None) -> TableSchema | None:
+    """The shape ``database.table`` has after a DDL (a ``SchemaChangeSet``), when the schema
+    history knows it; ``None`` otherwise (no history, another table, or dropped)."""
+    if change_set is None or database is None or table is None:
+        return None
+    definition = change_set.tables.get((database, table))
+    return definition_schema(definition) if definition is not None else None

@@ -35,6 +35,7 @@ from changestream.changes import Position
 from changestream.ddl import parse_ddl
 from changestream.decoding import event_types as et
 from changestream.decoding.events import QueryEvent
+from changestream.decoding.query_status import parse_query_status
 from changestream.embedded import ServerNotAvailableError, ServerStartError
 from changestream.errors import ConfigError, SourceError
 from changestream.schema.definition import TableKey
@@ -88,10 +89,12 @@ class OpenedHistory:
 def open_history(settings: HistorySettings, connect: Callable[[], pymysql.Connection[Any]],
                  scan: QueryScan, start: StartPosition, resume: Position | None,
                  store: SchemaHistoryStore | None,
-                 scope: Callable[[str], bool] | None = None) -> OpenedHistory:
+                 scope: Callable[[str], bool] | None = None,
+                 saved: Position | None = None) -> OpenedHistory:
     """The schema history for a router reading a server from ``start`` (see the module
-    docstring); ``resume`` is the position it resumes from, if any. It keeps the tables
-    of the databases ``scope`` says yes to (default: every database).
+    docstring); ``resume`` is the position it resumes from, if any, and ``saved`` the
+    position file's (which names the stored state). It keeps the tables of the databases
+    ``scope`` says yes to (default: every database).
 
     ``auto`` opens it now only to restore a stored one; otherwise when the first TABLE_MAP
     without column names is read (:func:`open_history_at`): a source whose binlog always
@@ -104,19 +107,23 @@ def open_history(settings: HistorySettings, connect: Callable[[], pymysql.Connec
         conn.close()
     if settings.mode == "off":
         return OpenedHistory(None, flavor=flavor)
-    stored = resume is not None and resume.schema_history is not None and store is not None
+    stored = saved is not None and saved.schema_history is not None and store is not None
     if settings.mode == "auto" and not stored:
         return OpenedHistory(None, lazy=True, flavor=flavor)
-    return OpenedHistory(open_history_at(settings, connect, scan, start, resume, store, scope),
-                         flavor=flavor)
+    return OpenedHistory(open_history_at(settings, connect, scan, start, resume, store, scope,
+                                         saved), flavor=flavor)
 
 
 def open_history_at(settings: HistorySettings, connect: Callable[[], pymysql.Connection[Any]],
                     scan: QueryScan, start: StartPosition, resume: Position | None,
                     store: SchemaHistoryStore | None,
-                    scope: Callable[[str], bool] | None = None) -> SchemaTracker:
-    """A schema history valid at ``start`` (restored from ``resume``'s stored state, else
-    seeded from the server). Raises :class:`ConfigError` when no shadow server can run."""
+                    scope: Callable[[str], bool] | None = None,
+                    saved: Position | None = None) -> SchemaTracker:
+    """A schema history valid at ``start`` (where reading begins; ``resume`` as a
+    position, if known). It is the state stored with ``saved`` when that is not after
+    ``resume`` (brought forward by the DDL between them: a sink may have landed further
+    than the position file says), else seeded from the server. Raises
+    :class:`ConfigError` when no shadow server can run."""
     scope = scope or (lambda database: True)
     conn = connect()
     try:
@@ -132,12 +139,29 @@ def open_history_at(settings: HistorySettings, connect: Callable[[], pymysql.Con
             f"server ({exc}); install one or set schema.shadow_server, or set "
             "binlog_row_metadata=FULL on the source") from None
     try:
-        history = _stored(flavor, shadow, resume, store) or _seeded(
-            flavor, shadow, connect, scan, start, scope)
+        history = _stored(flavor, shadow, saved, resume, store)
+        if history is None:
+            return SchemaTracker(_seeded(flavor, shadow, connect, scan, start, scope), shadow,
+                                 scope)
+        tracker = SchemaTracker(history, shadow, scope)
+        if saved is not None and resume is not None and \
+                binlog_order(saved.file, saved.pos) < binlog_order(resume.file, resume.pos):
+            _catch_up(tracker, scan(StartPosition("file", file=saved.file, pos=saved.pos),
+                                    (resume.file, resume.pos)))
+        return tracker
     except BaseException:
         shadow.close()
         raise
-    return SchemaTracker(history, shadow, scope)
+
+
+def _catch_up(tracker: SchemaTracker, events: Iterator[QueryEvent]) -> None:
+    """Apply the DDL among ``events`` (between the stored state and the resume point)."""
+    for event in events:
+        ddl = parse_ddl(event.query, event.database)
+        if ddl is not None:
+            h = event.header
+            tracker.apply(ddl, event.statement, event.database,
+                          parse_query_status(event.status), h.file, h.offset, h.end)
 
 
 def _server_facts(conn: pymysql.Connection[Any]) -> tuple[str, int]:
@@ -148,18 +172,23 @@ def _server_facts(conn: pymysql.Connection[Any]) -> tuple[str, int]:
     return ("mariadb" if "mariadb" in str(version).lower() else "mysql"), int(lower_case)
 
 
-def _stored(flavor: str, shadow: ShadowServer, resume: Position | None,
-            store: SchemaHistoryStore | None) -> SchemaHistory | None:
-    if resume is None or resume.schema_history is None or store is None:
+def _stored(flavor: str, shadow: ShadowServer, saved: Position | None,
+            resume: Position | None, store: SchemaHistoryStore | None) -> SchemaHistory | None:
+    if saved is None or saved.schema_history is None or store is None:
         return None
-    stored_flavor, state = store.load(resume.schema_history)
+    if resume is None or binlog_order(saved.file, saved.pos) > binlog_order(resume.file,
+                                                                            resume.pos):
+        log.warning("schema history: the stored one is at %s, after where reading starts "
+                    "(%s): seeding it again", saved, resume or "the configured start")
+        return None
+    stored_flavor, state = store.load(saved.schema_history)
     if stored_flavor != flavor:
-        raise ConfigError(f"the stored schema history {store.path(resume.schema_history)} is "
+        raise ConfigError(f"the stored schema history {store.path(saved.schema_history)} is "
                           f"of a {stored_flavor} server, the source is {flavor}")
     began = time.monotonic()
     restore(shadow, state)
     log.info("schema history: %d tables at %s:%d restored in %.2fs", len(state.tables),
-             resume.file, resume.pos, time.monotonic() - began)
+             saved.file, saved.pos, time.monotonic() - began)
     return SchemaHistory(flavor, state, origin="stored")
 
 
@@ -254,6 +283,12 @@ def _touched(scan: QueryScan, start: StartPosition,
             databases.add(ddl.database or event.database)
         tables.update((t.database or event.database, t.table) for t in ddl.tables)
     return tables, databases
+
+
+def scan_server_id(server_id: int) -> int:
+    """The replica server id the history's scans connect with: not the router's own (a
+    server drops one of two replicas with the same id), next to it."""
+    return server_id + 1 if server_id < 0xFFFFFFFF else server_id - 1
 
 
 def scan_queries(source: LiveSource, head: tuple[str, int]) -> Iterator[QueryEvent]:

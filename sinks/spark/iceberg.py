@@ -24,12 +24,12 @@ from typing import Any
 
 from changestream.changes import Change, Position
 from changestream.ddl import parse_ddl
-from changestream.errors import SinkError
+from changestream.decoding.table_schema import TableSchema
 from changestream.sinks.spark.defaults import added_column_defaults
 
 from . import positions
 from .frames import TableRun, changelog_table, rows_table, to_dataframe
-from .types import METADATA, METADATA_NAMES, FieldMapping
+from .types import METADATA, METADATA_NAMES, FieldMapping, table_mappings
 
 logger = logging.getLogger("changestream.sinks.spark")
 #: DDL kinds that change which rows a table holds, what it is called or whether it exists:
@@ -40,7 +40,10 @@ MIRRORED_DDL = frozenset({"truncate_table", "rename_table", "drop_table", "drop_
 
 
 def mirrored_ddl(change: Change) -> bool:
-    """Whether a DDL change is one the mirrors follow (see :data:`MIRRORED_DDL`)."""
+    """Whether a DDL change is one the mirrors follow (see :data:`MIRRORED_DDL`), or one
+    that carries the table's new shape (from the schema history)."""
+    if change.schema is not None:
+        return True
     ddl = parse_ddl(change.sql or "", change.database)
     return ddl is not None and ddl.kind in MIRRORED_DDL and (
         ddl.kind != "alter_table" or bool(ddl.renames))
@@ -217,12 +220,12 @@ class IcebergLanding:
                     statements.append(f"UPDATE {name} SET {_q(col)} = {default}")
         for col, old_type in have.items():
             if col in want and _type(old_type) != want[col]:
-                if not _widens(_type(old_type), want[col]):
-                    raise SinkError(f"spark sink (iceberg): {run.name}.{col} changed from "
-                                    f"{old_type} to {want[col]}, which Iceberg cannot "
-                                    f"evolve in place (table {name})")
-                statements.append(f"ALTER TABLE {name} ALTER COLUMN {_q(col)} "
-                                  f"TYPE {want[col]}")
+                if _widens(_type(old_type), want[col]):
+                    statements.append(f"ALTER TABLE {name} ALTER COLUMN {_q(col)} "
+                                      f"TYPE {want[col]}")
+                else:  # e.g. BIGINT -> BIGINT UNSIGNED (long -> decimal(20,0))
+                    statements += _retype(name, col, want[col],
+                                          [c for c in have if c in want])
             elif col not in want and not changelog:
                 statements.append(f"ALTER TABLE {name} DROP COLUMN {_q(col)}")
         for sql in statements:
@@ -388,9 +391,15 @@ class IcebergLanding:
         or after ``position`` shows it done, so a batch landed again after a crash does not
         repeat it."""
         ddl = parse_ddl(change.sql or "", change.database)
-        if ddl is None or ddl.kind not in MIRRORED_DDL:
-            return
         database = change.database or ""
+        if ddl is not None and ddl.kind == "alter_table" and ddl.renames:
+            for old, new in ddl.renames:
+                self._rename(spark, (old.database or database, old.table),
+                             (new.database or database, new.table), position)
+        if change.schema is not None:  # the table's shape after the DDL: mirror follows
+            self._reshape(spark, change.schema)
+        if ddl is None or ddl.kind not in MIRRORED_DDL or ddl.kind == "alter_table":
+            return
 
         def key(name: Any) -> tuple[str, str]:
             return (name.database or database, name.table)
@@ -404,9 +413,18 @@ class IcebergLanding:
         elif ddl.kind == "drop_database":
             for table in self._mirrored_tables(spark, ddl.database or database):
                 self._drop(spark, (ddl.database or database, table), change, position)
-        else:  # RENAME TABLE a TO b, ... and ALTER TABLE a RENAME TO b
+        else:  # RENAME TABLE a TO b, ...
             for old, new in ddl.renames:
                 self._rename(spark, key(old), key(new), position)
+
+    def _reshape(self, spark: Any, schema: TableSchema) -> None:
+        """Create or evolve a table's mirror and changelog to ``schema`` (a DDL's result):
+        a CREATE TABLE starts an empty mirror, an ADD COLUMN fills existing rows with the
+        column's default, before any row of the new shape comes."""
+        fields = table_mappings(schema)
+        run = TableRun(schema.database, schema.table, schema, fields)
+        self._evolve(spark, self.changelog_name(run), run, changelog=True)
+        self._evolve(spark, self.mirror_name(run), run, changelog=False)
 
     def record_ddl(self, spark: Any, change: Change, position: Position) -> None:
         """Note that everything up to ``position`` (a DDL just applied) is landed."""
@@ -531,6 +549,20 @@ class IcebergLanding:
             .writeTo(self.control) \
             .option(f"snapshot-property.{PROPERTY}", encoded).append()
         self.position = position
+
+
+def _retype(name: str, column: str, spark_type: str, order: list[str]) -> list[str]:
+    """Statements that give ``column`` of table ``name`` a type Iceberg cannot change it to
+    in place: a new column filled with the old values cast, put where the old one was
+    (``order``: the table's columns that stay, in order)."""
+    temporary = f"{column}__retyped"
+    place = order.index(column)
+    where = f"AFTER {_q(order[place - 1])}" if place else "FIRST"
+    return [f"ALTER TABLE {name} ADD COLUMN {_q(temporary)} {spark_type}",
+            f"UPDATE {name} SET {_q(temporary)} = CAST({_q(column)} AS {spark_type})",
+            f"ALTER TABLE {name} DROP COLUMN {_q(column)}",
+            f"ALTER TABLE {name} RENAME COLUMN {_q(temporary)} TO {_q(column)}",
+            f"ALTER TABLE {name} ALTER COLUMN {_q(column)} {where}"]
 
 
 def _string() -> Any:

@@ -85,6 +85,9 @@ class SparkSink:
         if mode == "iceberg" and not warehouse:
             raise SinkError("spark sink: mode 'iceberg' needs warehouse=FOLDER")
         self.mode = mode
+        # Iceberg mirrors follow each ALTER/CREATE as it comes (not only once rows of the
+        # new shape do), which takes the table's shape after the DDL: the schema history.
+        self.wants_schema_history = mode == "iceberg"
         self.function = function
         self.path = path
         self.warehouse = warehouse

@@ -19,8 +19,8 @@ to the value the source holds:
 - BINARY/VARBINARY/BLOB/GEOMETRY: ``bytes`` (BINARY(n) padded by the server on both sides);
 - SET: the tuple of labels (the server gives ``'x,z'``, Spark ``['x', 'z']``);
 - BIT: ``int`` (the server gives big-endian bytes);
-- UUID: the text form; INET6: the address (the sink lands their stored 16 bytes, see
-  :func:`_uuid_from_stored`).
+- UUID: the text form; INET6: the address (the sink lands their text, the schema history
+  knowing their type; stored bytes are read with :func:`_uuid_from_stored`).
 """
 
 from __future__ import annotations
@@ -50,10 +50,12 @@ def source_columns(server: Any, db: str, table: str) -> dict[str, str]:
 
 
 def source_rows(server: Any, db: str, table: str) -> list[dict[str, Any]]:
-    """``SELECT *`` of the source table, as dicts (TIMESTAMP read in UTC)."""
+    """Every column of the source table (invisible ones too, which ``SELECT *`` leaves
+    out), as dicts (TIMESTAMP read in UTC)."""
+    names = ", ".join(f"`{c}`" for c in source_columns(server, db, table))
     with server.connect() as conn, conn.cursor() as cur:
         cur.execute("SET time_zone = '+00:00'")
-        cur.execute(f"SELECT * FROM `{db}`.`{table}`")
+        cur.execute(f"SELECT {names} FROM `{db}`.`{table}`")
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row)) for row in cur.fetchall()]
 
@@ -91,7 +93,7 @@ def _from_json(kind: str, value: Any) -> Any:
         return dt.datetime.fromisoformat(value).replace(tzinfo=None)
     if kind == "date":
         return dt.date.fromisoformat(value)
-    if kind in BYTES or kind in ("uuid", "inet6"):
+    if kind in BYTES:
         return base64.b64decode(value)
     return value
 
@@ -132,11 +134,11 @@ def normalize(kind: str, value: Any, side: str) -> Any:
         return int.from_bytes(value, "big") if isinstance(value, bytes | bytearray) \
             else int(value)
     if kind == "uuid":
-        return str(uuid.UUID(str(value))) if side == "source" \
+        return str(uuid.UUID(str(value))) if isinstance(value, str) \
             else _uuid_from_stored(bytes(value))
     if kind == "inet6":
-        if side == "source":
-            return ipaddress.IPv6Address(str(value))
+        if isinstance(value, str):
+            return ipaddress.IPv6Address(value)
         return ipaddress.IPv6Address(bytes(value))
     raise AssertionError(f"no normalization for source type {kind!r}")
 

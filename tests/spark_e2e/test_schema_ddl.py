@@ -1,0 +1,83 @@
+"""The randomized DDL workload (tests/schema_workload.py) through the Router into Iceberg,
+with the server logging MINIMAL row metadata (names from the schema history) or FULL: read
+in chunks, the router stopping and restarting behind the DDL that ran meanwhile. Every
+mirror equals its source table under its final name, as a multiset for keyless tables,
+and no mirror is left for a table that no longer exists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from changestream.actors.sink import BatchSettings
+from changestream.filters import ChangeFilter
+from changestream.plugins import make_sink
+from changestream.router import Router, RouterSettings
+from changestream.schema.startup import HistorySettings
+from tests.integration.test_schema_history import _chunks
+from tests.schema_workload import DDL_KINDS, SchemaWorkload
+from tests.servers import shadow_command
+
+from .compare import assert_mirror_equals_source
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+@pytest.fixture(params=[("mariadb", "MINIMAL"), ("mariadb", "FULL"), ("mysql", "MINIMAL")],
+                ids=lambda p: "-".join(p))
+def source(request: pytest.FixtureRequest) -> tuple[Any, str]:
+    """A server and the row metadata it logs during the test (FULL: the names are in the
+    binlog; the mirrors still follow each DDL with the history the sink asks for)."""
+    name, metadata = request.param
+    return request.getfixturevalue(name), metadata
+
+
+def _key(server: Any, db: str, table: str) -> str | None:
+    rows = server.execute(
+        "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = "
+        f"'{db}' AND TABLE_NAME = '{table}' AND INDEX_NAME = 'PRIMARY'")
+    return str(rows[0][0]) if len(rows) == 1 else None
+
+
+def test_mirrors_follow_every_ddl_of_the_workload(source: tuple[Any, str], spark: Any,
+                                                  tmp_path: Path) -> None:
+    server, metadata = source
+    prefix = "s_"
+    catalog = f"ddl_{server.flavor}_{metadata.lower()}"  # a session keeps a catalog's folder
+    server.execute(f"SET GLOBAL binlog_row_metadata = {metadata}")
+    try:
+        start = server.binlog_position()
+        workload = SchemaWorkload(server.execute, prefix, 7, server.flavor)
+        position = tmp_path / "position.json"
+        sink = make_sink("spark:iceberg", warehouse=str(tmp_path / "warehouse"), spark=spark,
+                         catalog=catalog)
+        for chunk in _chunks(workload):
+            chunk()
+            Router(RouterSettings(
+                source=server.url, start=f"{start[0]}:{start[1]}", until="caught-up",
+                filter=ChangeFilter([f"{prefix}a", f"{prefix}b"]),
+                position_file=str(position), batch=BatchSettings(max_changes=200),
+                schema=HistorySettings("auto", shadow_command(server))), sink).run()
+    finally:
+        server.execute("SET GLOBAL binlog_row_metadata = FULL")
+    assert workload.kinds_run == set(DDL_KINDS), set(DDL_KINDS) - workload.kinds_run
+
+    compared = 0
+    for db, table in workload.tables():
+        mirror = f"{catalog}.{db}.{table}"
+        rows = server.execute(f"SELECT COUNT(*) FROM `{db}`.`{table}`")[0][0]
+        if not spark.catalog.tableExists(mirror):
+            assert rows == 0, f"{db}.{table} has {rows} rows and no mirror"
+            continue
+        assert_mirror_equals_source(server, spark, db, table, mirror,
+                                    _key(server, db, table))
+        compared += 1
+    assert compared >= 4
+    source_tables = set(workload.tables())
+    for db in (f"{prefix}a", f"{prefix}b"):
+        landed = {r["tableName"] for r in spark.sql(
+            f"SHOW TABLES IN {catalog}.{db}").collect()} if spark.catalog.databaseExists(
+            f"{catalog}.{db}") else set()
+        mirrors = {(db, t) for t in landed if not t.endswith("__changelog")}
+        assert mirrors <= source_tables, f"mirrors of dropped tables: {mirrors - source_tables}"

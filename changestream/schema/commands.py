@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 import orjson
+import pymysql
 
 from changestream.changes import Position
 from changestream.errors import ChangestreamError, ConfigError
@@ -145,8 +146,11 @@ def cmd_reseed(args: argparse.Namespace) -> int:
                                            blocking=False),
                                 head)
 
+        def connect() -> Any:
+            return pymysql.connect(connect_timeout=10, **router.spec.connection)
+
         tracker = open_history_at(
-            HistorySettings("on", shadow_server), router._connect, scan,
+            HistorySettings("on", shadow_server), connect, scan,
             StartPosition("file", file=position.file, pos=position.pos), None, None,
             settings.filter.database)
         try:

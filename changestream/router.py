@@ -13,7 +13,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import pykka
@@ -33,7 +33,6 @@ from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import (
     Event,
-    EventHeader,
     GtidEvent,
     MariadbGtidEvent,
     MariadbGtidListEvent,
@@ -52,14 +51,8 @@ from changestream.gtid import (
 from changestream.plugins import make_sink
 from changestream.position_store import PositionStore
 from changestream.preflight import Finding, run_preflight
-from changestream.schema.startup import (
-    HistorySettings,
-    open_history,
-    open_history_at,
-    scan_queries,
-    scan_server_id,
-)
-from changestream.schema.tracker import SchemaTracker
+from changestream.schema.opener import HistoryOpener
+from changestream.schema.startup import HistorySettings
 from changestream.sink import SinkAdapter
 from changestream.source_url import SourceSpec, parse_source_url
 from changestream.sources.files import FileSource
@@ -204,7 +197,7 @@ class Router:
         self._actors: list[pykka.ActorRef[Any]] = []
         self._credits: list[Credits] = []
         self._workers: DecodeWorkers | None = None
-        self._tracker: SchemaTracker | None = None
+        self._history: HistoryOpener | None = None
         self._saved: Position | None = None  # what the position file held at the start
 
     # -- control ---------------------------------------------------------------------------
@@ -289,7 +282,7 @@ class Router:
             }
 
     def _history_status(self) -> dict[str, Any] | None:
-        tracker = self._tracker
+        tracker = self._history.tracker if self._history is not None else None
         if tracker is None:
             return None
         history = tracker.history
@@ -423,9 +416,8 @@ class Router:
         if self._workers is not None:
             self._workers.close()
             self._workers = None
-        if self._tracker is not None:
-            self._tracker.shadow.close()
-            self._tracker = None
+        if self._history is not None:
+            self._history.close()
 
     def _decode_workers(self) -> DecodeWorkers | None:
         """Worker processes for plain DML transactions, when the sink takes encoded records
@@ -554,59 +546,11 @@ class Router:
         (only with the history off)."""
         if self.spec.kind != "server":
             return ColumnInfo(None)
-        schema = self.settings.schema
-        if schema.shadow_dir is None and self.settings.position_file:
-            schema = replace(schema, shadow_dir=self.settings.position_file + ".shadow")
-        history_store = self.store.history_store if self.store else None
-
-        def scan(begin: StartPosition, head: tuple[str, int]) -> Iterator[Any]:
-            # A second replica connection while the router's own may be open: another id.
-            return scan_queries(LiveSource(
-                self.spec.connection, begin, server_id=scan_server_id(self.settings.server_id),
-                blocking=False, verify_checksums=self.settings.verify_checksums,
-                decoder=EventDecoder()), head)
-
-        def opened(tracker: SchemaTracker) -> SchemaTracker:
-            self._tracker = tracker
-            if self.store is not None:
-                self.store.keep_history(tracker.history)
-                tracker.skip = self.store.history_store.skips()
-            return tracker
-
-        def open_at(header: EventHeader, from_start: bool) -> SchemaTracker:
-            at = start if from_start else StartPosition("file", file=header.file,
-                                                        pos=header.offset)
-            return opened(open_history_at(schema, self._connect, scan, at, None, history_store,
-                                          self.settings.filter.database))
-
-        wanted = bool(getattr(self.sink, "wants_schema_history", False))
-        if wanted and schema.mode == "auto":
-            try:
-                return ColumnInfo(None, opened(open_history_at(
-                    schema, self._connect, scan, start, resume, history_store,
-                    self.settings.filter.database, self._saved)),
-                    mariadb=self._flavor() == "mariadb")
-            except ConfigError as exc:
-                log.warning("the sink follows DDL best with a schema history, which cannot be "
-                            "kept: %s; its tables change shape when rows of the new shape "
-                            "come", exc)
-        result = open_history(schema, self._connect, scan, start, resume, history_store,
-                              self.settings.filter.database, self._saved)
-        mariadb = result.flavor == "mariadb"
-        if result.tracker is not None:
-            return ColumnInfo(None, opened(result.tracker), mariadb=mariadb)
-        if result.lazy:
-            return ColumnInfo(None, None, open_at, mariadb=mariadb)
-        return ColumnInfo(self._catalog_lookup(), mariadb=mariadb)
-
-    def _flavor(self) -> str:
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SELECT VERSION()")
-                return "mariadb" if "mariadb" in str(cur.fetchone()[0]).lower() else "mysql"
-        finally:
-            conn.close()
+        self._history = HistoryOpener(
+            self.settings.schema, self.spec.connection, self._connect, self.settings.server_id,
+            self.settings.verify_checksums, self.store, self.settings.filter.database,
+            self._saved, bool(getattr(self.sink, "wants_schema_history", False)))
+        return self._history.column_info(resume, start, self._catalog_lookup)
 
     def _catalog_lookup(self) -> Any:
         if self.spec.kind != "server" or not self.settings.schema_from_server:

@@ -16,6 +16,13 @@ from typing import Any
 from changestream.decoding.table_schema import TableSchema
 
 
+def binlog_order(file: str, pos: int) -> tuple[str, int, int]:
+    """A sort key for a binlog position: base name, the file's number, offset (numbers
+    outgrow their zero padding: ``.999999`` comes before ``.1000000``)."""
+    base, _, number = file.rpartition(".")
+    return (base, int(number), pos) if number.isdigit() else (file, 0, pos)
+
+
 @dataclass(slots=True, frozen=True)
 class Position:
     """A transaction boundary in the binlog: where the router resumes.

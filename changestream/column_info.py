@@ -18,7 +18,6 @@ so once per table.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -29,7 +28,13 @@ from changestream.decoding.events import EventHeader, QueryEvent
 from changestream.decoding.query_status import parse_query_status
 from changestream.decoding.table_schema import Column, TableSchema, may_hold_address
 from changestream.errors import ConfigError, SourceError
-from changestream.schema.definition import ADDRESS_TYPES, apply_definition, type_mismatch
+from changestream.schema.definition import (
+    ADDRESS_TYPES,
+    LOGGED_AS,
+    apply_definition,
+    type_labels,
+    type_mismatch,
+)
 from changestream.schema.history import SchemaHistory
 from changestream.schema.tracker import SchemaTracker
 
@@ -54,42 +59,12 @@ class CatalogColumn:
 CatalogLookup = Callable[[str, str], list[CatalogColumn]]
 """``(database, table) -> columns in order``; an empty list when the table does not exist."""
 
-_COMPATIBLE: dict[str, frozenset[int]] = {
-    "tinyint": frozenset({ft.TINY}), "smallint": frozenset({ft.SHORT}),
-    "mediumint": frozenset({ft.INT24}), "int": frozenset({ft.LONG}),
-    "integer": frozenset({ft.LONG}), "bigint": frozenset({ft.LONGLONG}),
-    "float": frozenset({ft.FLOAT}), "double": frozenset({ft.DOUBLE}),
-    "real": frozenset({ft.DOUBLE}), "decimal": frozenset({ft.NEWDECIMAL, ft.DECIMAL}),
-    "numeric": frozenset({ft.NEWDECIMAL, ft.DECIMAL}),
-    "date": frozenset({ft.DATE, ft.NEWDATE}), "time": frozenset({ft.TIME, ft.TIME2}),
-    "datetime": frozenset({ft.DATETIME, ft.DATETIME2}),
-    "timestamp": frozenset({ft.TIMESTAMP, ft.TIMESTAMP2}), "year": frozenset({ft.YEAR}),
-    "char": frozenset({ft.STRING}), "binary": frozenset({ft.STRING}),
-    "varchar": frozenset({ft.VARCHAR, ft.VAR_STRING}),
-    "varbinary": frozenset({ft.VARCHAR, ft.VAR_STRING}),
-    "enum": frozenset({ft.ENUM, ft.STRING}), "set": frozenset({ft.SET, ft.STRING}),
-    "bit": frozenset({ft.BIT}), "json": frozenset({ft.JSON, ft.BLOB}),
-    "vector": frozenset({ft.VECTOR}),
-}
-for _blob in ("tinyblob", "blob", "mediumblob", "longblob", "tinytext", "text", "mediumtext",
-              "longtext"):
-    _COMPATIBLE[_blob] = ft.BLOB_TYPES
-for _geo in ("geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
-             "multipolygon", "geometrycollection", "geomcollection"):
-    _COMPATIBLE[_geo] = frozenset({ft.GEOMETRY})
-
-
-def _labels(column_type: str) -> tuple[str, ...]:
-    inside = column_type[column_type.index("(") + 1:column_type.rindex(")")]
-    return tuple(m.replace("''", "'") for m in re.findall(r"'((?:[^']|'')*)'", inside))
-
-
 def fits(schema: TableSchema, catalog: list[CatalogColumn]) -> bool:
     """Whether the logged columns can be the catalog's columns (count and types)."""
     if len(catalog) != len(schema.columns):
         return False
     for column, entry in zip(schema.columns, catalog):
-        allowed = _COMPATIBLE.get(entry.data_type.lower())
+        allowed = LOGGED_AS.get(entry.data_type.lower())
         if allowed is not None and column.type_code not in allowed:
             return False
     return True
@@ -105,9 +80,9 @@ def _enrich(schema: TableSchema, catalog: list[CatalogColumn]) -> TableSchema:
             changes["collation"] = entry.collation_id
         data_type = entry.data_type.lower()
         if data_type == "enum" and column.enum_values is None:
-            changes["enum_values"] = _labels(entry.column_type)
+            changes["enum_values"] = type_labels(entry.column_type)
         if data_type == "set" and column.set_values is None:
-            changes["set_values"] = _labels(entry.column_type)
+            changes["set_values"] = type_labels(entry.column_type)
         columns.append(_replace(column, changes))
     primary_key = schema.primary_key
     if primary_key is None:

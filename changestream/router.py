@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import ssl
 import threading
 import time
@@ -25,7 +24,7 @@ from changestream.actors.messages import Tick
 from changestream.actors.sink import BatchSettings, SinkActor
 from changestream.actors.transaction import TransactionActor
 from changestream.assembler import TransactionAssembler
-from changestream.changes import Position
+from changestream.changes import Position, binlog_order
 from changestream.column_info import ColumnInfo, information_schema_lookup
 from changestream.config import Config
 from changestream.decode_workers import DecodeWorkers, WorkerSettings
@@ -137,12 +136,7 @@ def _later(a: Position | None, b: Position | None) -> Position | None:
     """The later of two positions of the same binlog (by file sequence number, offset)."""
     if a is None or b is None:
         return a or b
-
-    def key(p: Position) -> tuple[int, str, int]:
-        m = re.search(r"(\d+)$", p.file)
-        return (int(m.group(1)) if m else -1, p.file, p.pos)
-
-    return a if key(a) >= key(b) else b
+    return a if binlog_order(a.file, a.pos) >= binlog_order(b.file, b.pos) else b
 
 
 class _Stream:

@@ -44,6 +44,7 @@ from changestream.decoding.events import (
 )
 from changestream.decoding.gtid_tagged import decode_gtid_tagged, decode_previous_gtids
 from changestream.decoding.packed import read_packed_int
+from changestream.decoding.query_status import query_charset
 from changestream.decoding.row_values import UnsupportedColumnType, value_reader
 from changestream.decoding.rows import RowImageDecoder, RowsFormatError
 from changestream.decoding.table_map import TableMapFormatError, parse_table_map
@@ -297,7 +298,7 @@ class EventDecoder:
         compressed = h.type_code == et.MARIADB_QUERY_COMPRESSED
         if compressed:
             raw = mariadb_uncompress(raw)
-        charset = _query_charset(status)
+        charset = query_charset(status)
         return QueryEvent(h, thread_id, exec_time, error_code, database,
                           raw.decode("utf-8", "replace"), charset, compressed, raw,
                           bytes(status))
@@ -549,41 +550,6 @@ def _uncompress_rows(body: bytes, pos: int, kind: str) -> bytes:
     ncols, p = read_packed_int(body, pos)
     p += ((ncols + 7) >> 3) * (2 if kind == "update" else 1)
     return bytes(body[:p]) + mariadb_uncompress(body[p:])
-
-
-# Lengths of QUERY status variables before Q_CHARSET_CODE can be reached; -1 means one length
-# byte then that many bytes; -2 the invoker (two length-prefixed strings); -3 updated db names.
-_STATUS_VAR_SIZES = {0: 4, 1: 8, 2: -1, 3: 4, 4: 6, 5: -1, 6: -1, 7: 2, 8: 2, 9: 8, 10: 4,
-                     11: -2, 12: -3, 13: 3, 14: 8, 15: 8, 16: 1, 17: 8, 18: 2, 19: 1, 20: 1,
-                     128: 3, 129: 8}
-_Q_CHARSET_CODE = 4
-
-
-def _query_charset(status: bytes) -> int | None:
-    """The client character set (collation id) from a QUERY event's status variables."""
-    pos, end = 0, len(status)
-    while pos < end:
-        code = status[pos]
-        pos += 1
-        if code == _Q_CHARSET_CODE:
-            return _U16(status, pos)[0]
-        size = _STATUS_VAR_SIZES.get(code)
-        if size is None:
-            return None
-        if size == -1:
-            size = 1 + status[pos]
-        elif size == -2:
-            size = 1 + status[pos]
-            size += 1 + status[pos + size]
-        elif size == -3:
-            count = status[pos]
-            p = pos + 1
-            if count != 254:
-                for _ in range(count):
-                    p = status.index(b"\0", p) + 1
-            size = p - pos
-        pos += size
-    return None
 
 
 def _column_of(schema: TableSchema) -> str:

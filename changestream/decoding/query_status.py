@@ -97,6 +97,22 @@ def parse_query_status(status: bytes) -> QueryStatus:
     return QueryStatus(**found)  # type: ignore[arg-type]
 
 
+def query_charset(status: bytes) -> int | None:
+    """Only the client character set (collation id): what every QUERY event is decoded
+    with, read without the rest (BEGIN is a QUERY event too)."""
+    pos, end = 0, len(status)
+    while pos < end:
+        code = status[pos]
+        pos += 1
+        if code == Q_CHARSET:
+            return int.from_bytes(status[pos:pos + 2], "little")
+        size = _SIZES.get(code)
+        if size is None:
+            return None
+        pos += _variable_size(status, pos, size)
+    return None
+
+
 def _variable_size(status: bytes, pos: int, size: int) -> int:
     if size >= 0:
         return size

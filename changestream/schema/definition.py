@@ -21,6 +21,12 @@ TableKey = tuple[str, str]
 ADDRESS_TYPES = frozenset({"uuid", "inet6", "inet4"})
 
 
+def type_labels(column_type: str) -> tuple[str, ...]:
+    """The labels of an ENUM or SET column type (``enum('a','b''c')``), in order."""
+    inside = column_type[column_type.index("(") + 1:column_type.rindex(")")]
+    return tuple(m.replace("''", "'") for m in re.findall(r"'((?:[^']|'')*)'", inside))
+
+
 @dataclass(slots=True, frozen=True)
 class ColumnDefinition:
     """One column as ``information_schema.COLUMNS`` describes it."""
@@ -38,8 +44,7 @@ class ColumnDefinition:
 
     def labels(self) -> tuple[str, ...]:
         """An ENUM's or SET's labels, in order."""
-        inside = self.column_type[self.column_type.index("(") + 1:self.column_type.rindex(")")]
-        return tuple(m.replace("''", "'") for m in re.findall(r"'((?:[^']|'')*)'", inside))
+        return type_labels(self.column_type)
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"name": self.name, "data_type": self.data_type,
@@ -97,8 +102,8 @@ class TableDefinition:
         return stored if len(stored) == count else None
 
 
-# The row image types each catalog type can be logged as.
-_LOGGED_AS: dict[str, frozenset[int]] = {
+#: The row image types each catalog type (DATA_TYPE) can be logged as.
+LOGGED_AS: dict[str, frozenset[int]] = {
     "tinyint": frozenset({ft.TINY}), "smallint": frozenset({ft.SHORT}),
     "mediumint": frozenset({ft.INT24}), "int": frozenset({ft.LONG}),
     "integer": frozenset({ft.LONG}), "bigint": frozenset({ft.LONGLONG}),
@@ -118,17 +123,17 @@ _LOGGED_AS: dict[str, frozenset[int]] = {
 }
 for _blob in ("tinyblob", "blob", "mediumblob", "longblob", "tinytext", "text", "mediumtext",
               "longtext"):
-    _LOGGED_AS[_blob] = ft.BLOB_TYPES
+    LOGGED_AS[_blob] = ft.BLOB_TYPES
 for _geo in ("geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
              "multipolygon", "geometrycollection", "geomcollection"):
-    _LOGGED_AS[_geo] = frozenset({ft.GEOMETRY})
+    LOGGED_AS[_geo] = frozenset({ft.GEOMETRY})
 
 
 def type_mismatch(schema: TableSchema, columns: tuple[ColumnDefinition, ...]) -> str | None:
     """The first logged column whose type cannot be its definition's, described; ``None``
     when every one fits."""
     for logged, defined in zip(schema.columns, columns):
-        allowed = _LOGGED_AS.get(defined.data_type)
+        allowed = LOGGED_AS.get(defined.data_type)
         if allowed is not None and logged.type_code not in allowed:
             return (f"column {logged.index + 1} is logged as {logged.type_name}, the "
                     f"history has {defined.name} {defined.column_type}")

@@ -17,16 +17,10 @@ from typing import Any
 
 import orjson
 
+from changestream.changes import binlog_order
 from changestream.schema.definition import TableDefinition, TableKey
 
 HISTORY_FORMAT = 1
-
-
-def binlog_order(file: str, pos: int) -> tuple[str, int, int]:
-    """A sort key for a binlog position: base name, the file's number, offset (numbers
-    outgrow their zero padding: ``.999999`` comes before ``.1000000``)."""
-    base, _, number = file.rpartition(".")
-    return (base, int(number), pos) if number.isdigit() else (file, 0, pos)
 
 
 @dataclass(slots=True)
@@ -100,9 +94,6 @@ class SchemaHistory:
     def table(self, database: str, table: str) -> TableDefinition | None:
         """The table's definition at the reader's position (``None``: not known)."""
         return self._current.tables.get((database, table))
-
-    def has_database(self, name: str) -> bool:
-        return name in self._current.databases
 
     @property
     def current(self) -> SchemaState:

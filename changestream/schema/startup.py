@@ -31,7 +31,7 @@ from typing import Any
 
 import pymysql
 
-from changestream.changes import Position
+from changestream.changes import Position, binlog_order
 from changestream.ddl import parse_ddl
 from changestream.decoding import event_types as et
 from changestream.decoding.events import QueryEvent
@@ -39,7 +39,7 @@ from changestream.decoding.query_status import parse_query_status
 from changestream.embedded import ServerNotAvailableError, ServerStartError
 from changestream.errors import ConfigError, SourceError
 from changestream.schema.definition import TableKey
-from changestream.schema.history import SchemaHistory, SchemaState, binlog_order
+from changestream.schema.history import SchemaHistory, SchemaState
 from changestream.schema.shadow import (
     SYSTEM_DATABASES,
     ShadowError,

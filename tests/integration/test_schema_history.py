@@ -119,7 +119,7 @@ def test_minimal_metadata_gives_the_records_full_metadata_gives_across_restarts(
     restarts = 0
     for chunk in _chunks(minimal):
         chunk()  # DDL runs while the router is stopped: it restarts behind it
-        router = _run(server, "m_", start, out, position)
+        _run(server, "m_", start, out, position)
         restarts += 1
     metadata("FULL")
 
@@ -132,7 +132,6 @@ def test_minimal_metadata_gives_the_records_full_metadata_gives_across_restarts(
     stored = list(tmp_path.glob("position.json.schema-*.json"))
     assert len(stored) == 1, "one stored history state, the one the position names"
     assert orjson.loads(position.read_bytes())["schema_history"] in stored[0].name
-    assert router.stats.changes_delivered >= 0
 
 
 def test_a_router_killed_again_and_again_in_ddl_heavy_stretches_loses_nothing(

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from changestream.changes import Position
+from changestream.changes import Position, binlog_order
 from changestream.decoding import field_types as ft
 from changestream.decoding.query_status import QueryStatus, parse_query_status
 from changestream.decoding.row_values import address_text
@@ -24,7 +24,6 @@ from changestream.schema.history import (
     SchemaChangeSet,
     SchemaHistory,
     SchemaState,
-    binlog_order,
 )
 from changestream.schema.store import SchemaHistoryStore
 

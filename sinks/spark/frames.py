@@ -131,13 +131,13 @@ def _columns(fields: tuple[FieldMapping, ...], images: list[dict[str, Any]]) -> 
     return arrays
 
 
-def changelog_table(run: TableRun, changes: list[Change] | None = None) -> pa.Table:
-    """The changelog rows of ``run``: change metadata, then the row image."""
-    changes = run.changes if changes is None else changes
+def metadata_arrays(changes: list[Change], ops: list[str] | None = None) -> list[pa.Array]:
+    """The change metadata columns (:data:`~.types.METADATA`) of ``changes``; ``_op`` is
+    each change's ``op`` unless ``ops`` gives it (a DDL's mark: truncate, drop ...)."""
     meta: dict[str, list[Any]] = {name: [] for name in METADATA_NAMES}
-    for c in changes:
+    for i, c in enumerate(changes):
         t = c.transaction
-        meta["_op"].append(c.op)
+        meta["_op"].append(c.op if ops is None else ops[i])
         meta["_transaction_id"].append(t.id if t else None)
         meta["_gtid"].append(t.gtid if t else None)
         meta["_xid"].append(None if t is None or t.xid is None else str(t.xid))
@@ -145,7 +145,13 @@ def changelog_table(run: TableRun, changes: list[Change] | None = None) -> pa.Ta
         meta["_seq"].append(c.seq)
         meta["_binlog_file"].append(c.file)
         meta["_binlog_pos"].append(c.pos)
-    arrays = [pa.array(meta[f.name], type=f.arrow) for f in METADATA]
+    return [pa.array(meta[f.name], type=f.arrow) for f in METADATA]
+
+
+def changelog_table(run: TableRun, changes: list[Change] | None = None) -> pa.Table:
+    """The changelog rows of ``run``: change metadata, then the row image."""
+    changes = run.changes if changes is None else changes
+    arrays = metadata_arrays(changes)
     arrays += _columns(run.fields, [_image(c) for c in changes])
     return pa.Table.from_arrays(arrays, schema=arrow_schema(METADATA + run.fields))
 

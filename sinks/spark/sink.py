@@ -171,7 +171,7 @@ class SparkSink:
         runs = table_runs(parts)
         try:
             if self.mode == "parquet":
-                rows = self._landing.land(runs, batch.position, self.spark)
+                rows = self._landing.land(runs, batch.position, self.spark, parts)
             else:
                 rows = self._land_iceberg(parts, runs, batch)
         except SinkError:

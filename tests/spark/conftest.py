@@ -84,6 +84,18 @@ def all_types_row(i: int) -> dict[str, Any]:
     }
 
 
+def simple_schema(table: str, names: tuple[str, ...] = ("id", "name", "qty"),
+                  pk: bool = True) -> TableSchema:
+    types = {"id": ft.LONG, "qty": ft.LONG, "amount": ft.NEWDECIMAL}
+    columns = tuple(col(i, n, types.get(n, ft.VARCHAR),
+                        **({"collation": UTF8MB4, "max_length": 100}
+                           if n not in types else {"precision": 8, "scale": 2}
+                           if n == "amount" else {}))
+                    for i, n in enumerate(names))
+    return TableSchema("shop", table, columns, primary_key=(0,) if pk else None,
+                       names_logged=True)
+
+
 class Binlog:
     """Makes transactions at growing binlog offsets, as the assembler would."""
 

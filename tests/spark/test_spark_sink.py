@@ -16,7 +16,7 @@ from changestream.decoding.table_schema import TableSchema
 from changestream.plugins import make_sink
 from changestream.sinks.spark import SparkSink
 
-from .conftest import UTF8MB4, Binlog, all_types_row, all_types_schema, batch, col
+from .conftest import Binlog, all_types_row, all_types_schema, batch, col, simple_schema
 
 pytestmark = pytest.mark.spark
 
@@ -57,18 +57,6 @@ def values(row: Any) -> dict[str, Any]:
 def assert_rows_equal(actual: dict[str, Any], expected: dict[str, Any]) -> None:
     for key, want in expected.items():
         assert actual[key] == want, f"{key}: {actual[key]!r} != {want!r}"
-
-
-def simple_schema(table: str, names: tuple[str, ...] = ("id", "name", "qty"),
-                  pk: bool = True) -> TableSchema:
-    types = {"id": ft.LONG, "qty": ft.LONG, "amount": ft.NEWDECIMAL}
-    columns = tuple(col(i, n, types.get(n, ft.VARCHAR),
-                        **({"collation": UTF8MB4, "max_length": 100}
-                           if n not in types else {"precision": 8, "scale": 2}
-                           if n == "amount" else {}))
-                    for i, n in enumerate(names))
-    return TableSchema("shop", table, columns, primary_key=(0,) if pk else None,
-                       names_logged=True)
 
 
 # -- callback -----------------------------------------------------------------------------

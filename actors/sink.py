@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pykka
 
@@ -19,6 +19,9 @@ from changestream.metrics import count_tables
 from changestream.position_store import PositionStore
 from changestream.sink import SinkAdapter
 from changestream.stats import RouterStats
+
+if TYPE_CHECKING:
+    from changestream.schema.opener import HistoryOpener
 
 from .messages import EndOfStream, Parts, Tick
 
@@ -56,10 +59,11 @@ class SinkActor(pykka.ThreadingActor):
     def __init__(self, adapter: SinkAdapter, store: PositionStore | None,
                  settings: BatchSettings, credits_in: Credits, stats: RouterStats,
                  on_error: Callable[[BaseException], None], finished: threading.Event,
-                 first_batch_id: int = 1):
+                 first_batch_id: int = 1, history: HistoryOpener | None = None):
         super().__init__()
         self.adapter = adapter
         self.store = store
+        self.history = history  # stamps positions for a sink that keeps the history
         self.settings = settings  # max_changes resolved (BatchSettings.for_sink)
         self.credits_in = credits_in
         self.stats = stats
@@ -115,9 +119,13 @@ class SinkActor(pykka.ThreadingActor):
             return
         self._parts, self._changes, self._bytes, self._position = [], 0, 0, None
         if parts:
+            if position is not None and self.history is not None:
+                position = self.history.stamp(position)
             batch = Batch(self.batch_id, parts, position)
             began = time.monotonic()
             self._write(batch)
+            if position is not None and self.history is not None:
+                self.history.stored(position)
             took = time.monotonic() - began
             self.batch_id += 1
             commit = next((p.last_commit_ts for p in reversed(parts) if p.last_commit_ts),

@@ -402,7 +402,8 @@ class TransactionAssembler:
             group.changes.append(Change(
                 "ddl", database, name, None, None, None, event.query,
                 self.file, event.header.offset, 0,
-                schema=definition_after(event.schema_change, database, name)))
+                schema=definition_after(event.schema_change, database, name),
+                session_database=event.database or None))
             self._commit(event)
         else:
             self._finish_empty(event, group.gtid)

@@ -87,7 +87,9 @@ class Change:
 
     ``before``/``after`` map column names to values (``None`` where not applicable).
     ``seq`` counts from 0 within the transaction; ``last`` marks its final change.
-    ``schema`` is the table's shape when the change was logged (``None`` for DDL).
+    ``schema`` is the table's shape when the change was logged (for DDL: after it, when a
+    schema history knows it). A DDL's ``database`` is its first table's; ``session_database``
+    the default database the statement ran in (what its unqualified names mean).
     """
 
     op: str  # insert, update, delete, ddl
@@ -104,6 +106,7 @@ class Change:
     last: bool = False
     schema: TableSchema | None = None
     transaction: TransactionInfo | None = None
+    session_database: str | None = None
 
 
 @dataclass(slots=True)
@@ -181,3 +184,8 @@ class Batch:
         for part in self.parts:
             if type(part) is TransactionPart:
                 yield from part.changes
+
+
+def ddl_database(change: Change) -> str | None:
+    """The database a DDL change's unqualified table names are in."""
+    return change.session_database if change.session_database is not None else change.database

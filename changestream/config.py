@@ -56,10 +56,11 @@ class SourceConfig:
 class SchemaConfig:
     """The schema history (see docs/schema-history.md): ``history`` auto, on or off;
     ``shadow_server`` the command that runs the shadow server's program ("": the host's
-    mariadbd or mysqld)."""
+    mariadbd or mysqld); ``skip`` the ``FILE:POS`` of DDL statements to leave out of it."""
 
     history: str = "auto"
     shadow_server: str = ""
+    skip: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -275,6 +276,11 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"start.at: {exc}") from None
     if config.schema.history not in ("auto", "on", "off"):
         raise ConfigError(f"schema.history: {config.schema.history!r} is not auto, on or off")
+    for where in config.schema.skip:
+        file, sep, pos = where.rpartition(":")
+        if not sep or not file or not pos.isdigit():
+            raise ConfigError(f"schema.skip: {where!r} is not FILE:POS (as the error that "
+                              "stopped the router printed it)")
     if config.start.until not in ("", "caught-up"):
         raise ConfigError(f"start.until: {config.start.until!r} is not '' or 'caught-up'")
     if config.sink.format not in FORMATS:

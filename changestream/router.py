@@ -111,7 +111,8 @@ class RouterSettings:
             decode_workers=s.decode_workers,
             schema_from_server=s.schema_from_server,
             schema=HistorySettings(config.schema.history,
-                                   config.schema.shadow_server or None),
+                                   config.schema.shadow_server or None,
+                                   skip=tuple(config.schema.skip)),
             verify_checksums=s.verify_checksums,
             tls=tls_context(s.tls))
 
@@ -193,6 +194,7 @@ class Router:
         self._workers: DecodeWorkers | None = None
         self._history: HistoryOpener | None = None
         self._saved: Position | None = None  # what the position file held at the start
+        self._sink_position: Position | None = None  # what the sink's open() returned
 
     # -- control ---------------------------------------------------------------------------
 
@@ -309,6 +311,7 @@ class Router:
         try:
             saved = self.store.load() if self.store else None
             self._saved = saved
+            self._sink_position = sink_position
             override = self._override()
             resume = override or _later(saved, sink_position)
             if resume is not None:
@@ -357,7 +360,8 @@ class Router:
         assert batch.max_changes is not None
         sink_ref = SinkActor.start(self.sink, self.store, batch, credits_out, self.stats,
                                    self._fail, self._finished,
-                                   (self.store.last_batch_id + 1) if self.store else 1)
+                                   (self.store.last_batch_id + 1) if self.store else 1,
+                                   self._history)
         # Messages no bigger than a batch, so batches are cut close to their size limit.
         message_changes = max(1, min(s.message_changes, batch.max_changes))
         self._workers = self._decode_workers()
@@ -540,10 +544,14 @@ class Router:
         (only with the history off)."""
         if self.spec.kind != "server":
             return ColumnInfo(None)
+        # A sink that keeps its own position may keep the history beside it (Iceberg).
+        offered = getattr(self.sink, "history_storage", None)
+        sink_storage = offered() if callable(offered) else None
         self._history = HistoryOpener(
             self.settings.schema, self.spec.connection, self._connect, self.settings.server_id,
             self.settings.verify_checksums, self.store, self.settings.filter.database,
-            self._saved, bool(getattr(self.sink, "wants_schema_history", False)))
+            self._sink_position if sink_storage is not None else self._saved,
+            bool(getattr(self.sink, "wants_schema_history", False)), sink_storage)
         return self._history.column_info(resume, start, self._catalog_lookup)
 
     def _catalog_lookup(self) -> Any:

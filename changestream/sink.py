@@ -40,3 +40,8 @@ class SinkAdapter(Protocol):
 #
 # An adapter may also have a ``batch_changes`` attribute (a positive int): the micro-batch
 # size it gets unless the router's batch settings give one (see BatchSettings.for_sink).
+#
+# An adapter that keeps its own position may also offer ``history_storage()`` (called after
+# ``open``): a changestream.schema.store.HistoryStorage where the schema history's states
+# are kept beside that position. The positions of its batches then name the state at them
+# (``Position.schema_history``), stored there before the batch is written.

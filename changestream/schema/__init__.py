@@ -11,12 +11,13 @@ from changestream.schema.definition import ColumnDefinition, TableDefinition
 from changestream.schema.history import SchemaChangeSet, SchemaHistory, SchemaState
 from changestream.schema.shadow import ShadowServer, ShadowSettings
 from changestream.schema.startup import HistorySettings, OpenedHistory, open_history
-from changestream.schema.store import SchemaHistoryStore
+from changestream.schema.store import HistoryStorage, SchemaHistoryStore
 from changestream.schema.tracker import SchemaHistoryError, SchemaTracker
 
 __all__ = [
     "ColumnDefinition",
     "HistorySettings",
+    "HistoryStorage",
     "OpenedHistory",
     "SchemaChangeSet",
     "SchemaHistory",

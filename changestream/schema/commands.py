@@ -8,8 +8,11 @@
   (tables a DDL changed between that position and the head are left out, so run it while
   the router is stopped at the head to get every table) and make the position refer to it.
 
-All of them work on a position file; the router must not be running for ``skip`` and
-``reseed`` to take effect (they are read when it starts).
+``show`` and ``reseed`` work on a position file, or (``--sink``, with ``--config`` and
+``--sink-option`` as for ``run``) on a sink that keeps the history beside its own position
+(the Iceberg warehouse); ``skip`` writes beside a position file, and for a sink's history
+the statement goes into the configuration's ``schema.skip``. The router must not be
+running for ``skip`` and ``reseed`` to take effect (they are read when it starts).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -33,7 +37,7 @@ from changestream.schema.startup import (
     scan_queries,
     scan_server_id,
 )
-from changestream.schema.store import SchemaHistoryStore
+from changestream.schema.store import HistoryStorage, SchemaHistoryStore
 from changestream.sources.live import LiveSource, StartPosition
 
 EXIT_OK, EXIT_CONFIG, EXIT_SOURCE = 0, 2, 3
@@ -45,20 +49,30 @@ def add_parser(sub: Any) -> None:
     commands = p.add_subparsers(dest="schema_command", required=True)
     show = commands.add_parser("show", help="the history at the saved position")
     show.add_argument("tables", nargs="*", metavar="DB.TABLE")
-    show.add_argument("--position-file", required=True)
+    _where(show)
     show.add_argument("--format", choices=("text", "json"), default="text")
-    show.set_defaults(func=cmd_show)
+    show.set_defaults(func=cmd_show, verbose=0, source=None)
     skip = commands.add_parser("skip", help="leave the DDL at FILE:POS out of the history")
     skip.add_argument("where", metavar="FILE:POS")
-    skip.add_argument("--position-file", required=True)
+    skip.add_argument("--position-file", help="the router's position file (without it: "
+                      "how to skip the statement for a history a sink keeps)")
     skip.set_defaults(func=cmd_skip)
     reseed = commands.add_parser("reseed", help="build the history again from the server "
                                  "for the saved position")
-    reseed.add_argument("--position-file", required=True)
-    reseed.add_argument("--config", metavar="FILE", help="TOML configuration file")
+    _where(reseed)
     reseed.add_argument("--source", help="mysql://user[:password]@host:port or mariadb://...")
     reseed.add_argument("--shadow-server", help="command that runs the shadow's server program")
-    reseed.set_defaults(func=cmd_reseed, verbose=0, sink_option=[])
+    reseed.set_defaults(func=cmd_reseed, verbose=0)
+
+
+def _where(parser: argparse.ArgumentParser) -> None:
+    """The options that say where the history is: a position file or a sink."""
+    parser.add_argument("--position-file", help="the router's position file (the history "
+                        "is stored beside it)")
+    parser.add_argument("--config", metavar="FILE", help="TOML configuration file")
+    parser.add_argument("--sink", help="a sink that keeps the history beside its own "
+                        "position (spark:iceberg), instead of --position-file")
+    parser.add_argument("--sink-option", action="append", default=[], metavar="KEY=VALUE")
 
 
 def _fail(command: str, exc: BaseException, code: int) -> int:
@@ -66,24 +80,76 @@ def _fail(command: str, exc: BaseException, code: int) -> int:
     return code
 
 
-def _saved(position_file: str) -> tuple[PositionStore, Position]:
-    store = PositionStore(position_file)
-    position = store.load()
-    if position is None:
-        raise ConfigError(f"position file {position_file} does not exist")
-    return store, position
+class _Saved:
+    """The saved position and where its history is stored: a position file or a sink."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.sink: Any = None
+        if args.position_file:
+            self.store: PositionStore | None = PositionStore(args.position_file)
+            position = self.store.load()
+            self.storage: HistoryStorage = self.store.history_store
+            self.where = f"position file {args.position_file}"
+        else:
+            from changestream.plugins import make_sink
+            from changestream.router import _sink_options
+            from changestream.run import config_from_args
+
+            # show's --format is its output's, not the sink's record format
+            config = config_from_args(argparse.Namespace(
+                **{k: v for k, v in vars(args).items() if k != "format"}))
+            if not args.sink and config.sink.spec == "stdout":
+                raise ConfigError("say where the history is: --position-file FILE, or --sink "
+                                  "with the sink that keeps it")
+            self.store = None
+            self.sink = make_sink(config.sink.spec, **_sink_options(config))
+            position = self.sink.open()
+            offered = getattr(self.sink, "history_storage", None)
+            storage = offered() if callable(offered) else None
+            if storage is None:
+                self.close()
+                raise ConfigError(f"sink {config.sink.spec} keeps no schema history; give "
+                                  "the router's --position-file")
+            self.storage = storage
+            self.where = f"sink {config.sink.spec}"
+        if position is None:
+            self.close()
+            raise ConfigError(f"{self.where} holds no position yet")
+        self.position: Position = position
+
+    def name(self, digest: str) -> None:
+        """Make the saved position name the state ``digest`` (stored already)."""
+        if self.store is not None:
+            saved = orjson.loads(self.store.path.read_bytes())
+            saved["schema_history"] = digest
+            tmp = self.store.path.with_name(self.store.path.name + ".tmp")
+            tmp.write_text(json.dumps(saved))
+            tmp.replace(self.store.path)
+        else:
+            self.sink.store_position(replace(self.position, schema_history=digest))
+        self.storage.prune(keep=digest)
+
+    def close(self) -> None:
+        if self.sink is not None:
+            self.sink.close()
+            self.sink = None
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    saved: _Saved | None = None
     try:
-        _, position = _saved(args.position_file)
+        saved = _Saved(args)
+        position = saved.position
         if position.schema_history is None:
-            raise ConfigError(f"position {position} in {args.position_file} has no schema "
+            raise ConfigError(f"position {position} in {saved.where} has no schema "
                               "history (the router keeps one only when the binlog lacks "
                               "column names; see docs/schema-history.md)")
-        flavor, state = SchemaHistoryStore(args.position_file).load(position.schema_history)
+        flavor, state = saved.storage.load(position.schema_history)
     except ChangestreamError as exc:
         return _fail("show", exc, EXIT_CONFIG)
+    finally:
+        if saved is not None:
+            saved.close()
     wanted = set(args.tables)
     tables = [d for key, d in sorted(state.tables.items())
               if not wanted or f"{key[0]}.{key[1]}" in wanted]
@@ -118,6 +184,10 @@ def cmd_skip(args: argparse.Namespace) -> int:
     if not sep or not file or not pos.isdigit():
         return _fail("skip", ConfigError(f"{args.where!r}: give FILE:POS, as the error that "
                                          "stopped the router printed it"), EXIT_CONFIG)
+    if not args.position_file:
+        print(f"for a schema history kept by the sink, add the statement to the "
+              f"configuration:\n\n[schema]\nskip = [\"{file}:{pos}\"]")
+        return EXIT_OK
     store = SchemaHistoryStore(args.position_file)
     store.add_skip(f"{file}:{pos}")
     print(f"the DDL at {file}:{pos} will be left out of the schema history by the next run "
@@ -130,10 +200,12 @@ def cmd_reseed(args: argparse.Namespace) -> int:
     from changestream.run import config_from_args
     from changestream.sinks.callback import CallbackSink
 
+    saved: _Saved | None = None
     try:
         config = config_from_args(args)
         settings = RouterSettings.from_config(config)
-        position_store, position = _saved(args.position_file)
+        saved = _Saved(args)
+        position = saved.position
         shadow_server = args.shadow_server or settings.schema.shadow_server
         router = Router(settings, CallbackSink(lambda batch: None))
         if router.spec.kind != "server":
@@ -159,16 +231,14 @@ def cmd_reseed(args: argparse.Namespace) -> int:
             tables = len(history.current.tables)
         finally:
             tracker.shadow.close()
-        position_store.history_store.save(digest, data)
-        saved = orjson.loads(position_store.path.read_bytes())
-        saved["schema_history"] = digest
-        tmp = position_store.path.with_name(position_store.path.name + ".tmp")
-        tmp.write_text(json.dumps(saved))
-        tmp.replace(position_store.path)
-        position_store.history_store.prune(keep=digest)
+        saved.storage.save(digest, data)
+        saved.name(digest)
     except ConfigError as exc:
         return _fail("reseed", exc, EXIT_CONFIG)
     except ChangestreamError as exc:
         return _fail("reseed", exc, EXIT_SOURCE)
+    finally:
+        if saved is not None:
+            saved.close()
     print(f"schema history for {position} seeded from the server: {tables} tables")
     return EXIT_OK

@@ -1,6 +1,10 @@
 """The schema history of one router run: opened at the start or when first needed, handed
 to :class:`~changestream.column_info.ColumnInfo`, saved with each position, closed at the
-end (see :mod:`changestream.schema.startup` for how it is opened)."""
+end (see :mod:`changestream.schema.startup` for how it is opened).
+
+It is stored where the positions are: inside the sink's target for a sink that keeps its
+own position and offers a :class:`~changestream.schema.store.HistoryStorage` (the Iceberg
+landing), else beside the position file."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from changestream.schema.startup import (
     scan_queries,
     scan_server_id,
 )
+from changestream.schema.store import HistoryStorage
 from changestream.schema.tracker import SchemaTracker
 from changestream.sources.live import LiveSource, StartPosition
 
@@ -31,21 +36,30 @@ log = logging.getLogger("changestream")
 
 
 class HistoryOpener:
-    """Opens and owns the schema history of a router reading a server.
+    r"""Opens and owns the schema history of a router reading a server.
 
     ``connection``/``server_id``/``verify_checksums`` are the source's (``connect`` opens a
     connection to it, with the router's error messages); ``store`` the
     position file (the history is stored beside it); ``scope`` the databases to keep;
     ``saved`` the position the file held at the start; ``wanted`` whether the sink asks for
     a history even when the binlog names every column (it follows DDL with it).
+
+    ``sink_storage``: where the sink keeps the history beside its own position (then
+    ``saved`` is the sink's position, and each batch's position is :meth:`stamp`\ ed with
+    the state there before the sink writes it).
     """
 
     def __init__(self, settings: HistorySettings, connection: dict[str, Any],
                  connect: Callable[[], pymysql.Connection[Any]], server_id: int,
                  verify_checksums: bool, store: PositionStore | None,
-                 scope: Callable[[str], bool], saved: Position | None, wanted: bool):
+                 scope: Callable[[str], bool], saved: Position | None, wanted: bool,
+                 sink_storage: HistoryStorage | None = None):
         if settings.shadow_dir is None and store is not None:
             settings = replace(settings, shadow_dir=str(store.path) + ".shadow")
+        self.sink_storage = sink_storage
+        self.storage: HistoryStorage | None = sink_storage or (
+            store.history_store if store is not None else None)
+        self._pruned: str | None = saved.schema_history if saved is not None else None
         self.settings = settings
         self.connection = connection
         self._connect = connect
@@ -56,13 +70,14 @@ class HistoryOpener:
         self.saved = saved
         self.wanted = wanted
         self.tracker: SchemaTracker | None = None
+        self._closed = False
 
     def column_info(self, resume: Position | None, start: StartPosition,
                     catalog: Callable[[], CatalogLookup | None]) -> ColumnInfo:
         """Where rows get their column names, reading from ``start`` (``resume``: the same as
         a position, when known); ``catalog`` makes the information_schema lookup that only
         a router with the history off uses."""
-        history_store = self.store.history_store if self.store else None
+        history_store = self.storage
 
         def open_at(header: EventHeader, from_start: bool) -> SchemaTracker:
             at = start if from_start else StartPosition("file", file=header.file,
@@ -90,16 +105,36 @@ class HistoryOpener:
         return ColumnInfo(catalog(), mariadb=mariadb)
 
     def close(self) -> None:
-        """Stop the shadow server (the history is stored with the positions already)."""
-        if self.tracker is not None:
+        """Stop the shadow server (the history is stored with the positions already; the
+        tracker stays for the router's last status)."""
+        if self.tracker is not None and not self._closed:
             self.tracker.shadow.close()
-            self.tracker = None
+            self._closed = True
+
+    def stamp(self, position: Position) -> Position:
+        """``position`` naming the history's state there, which is stored first in the
+        sink's storage (unchanged when the history is not kept there)."""
+        tracker = self.tracker
+        if tracker is None or self.sink_storage is None:
+            return position
+        digest, data = tracker.history.stored_at(position.file, position.pos)
+        self.sink_storage.save(digest, data)
+        return replace(position, schema_history=digest)
+
+    def stored(self, position: Position) -> None:
+        """The sink stored ``position``: states no position names any more are removed."""
+        digest = position.schema_history
+        if self.sink_storage is None or digest is None or digest == self._pruned:
+            return
+        self.sink_storage.prune(keep=digest)
+        self._pruned = digest
 
     def _opened(self, tracker: SchemaTracker) -> SchemaTracker:
         self.tracker = tracker
-        if self.store is not None:
+        if self.sink_storage is None and self.store is not None:
             self.store.keep_history(tracker.history)
-            tracker.skip = self.store.history_store.skips()
+        tracker.skip = set(self.settings.skip) | (
+            self.storage.skips() if self.storage is not None else set())
         return tracker
 
     def _scan(self, begin: StartPosition, head: tuple[str, int]) -> Iterator[Any]:

@@ -47,7 +47,7 @@ from changestream.schema.shadow import (
     ShadowSettings,
     quote,
 )
-from changestream.schema.store import SchemaHistoryStore
+from changestream.schema.store import HistoryStorage
 from changestream.schema.tracker import REPLAYED, SchemaTracker
 from changestream.sources.live import LiveSource, StartPosition
 
@@ -69,6 +69,7 @@ class HistorySettings:
     mode: str = "auto"
     shadow_server: str | None = None
     shadow_dir: str | None = None  # where the shadow keeps its files (None: a temporary one)
+    skip: tuple[str, ...] = ()  # FILE:POS of DDL statements to leave out (schema.skip)
 
     def __post_init__(self) -> None:
         if self.mode not in HISTORY_MODES:
@@ -88,7 +89,7 @@ class OpenedHistory:
 
 def open_history(settings: HistorySettings, connect: Callable[[], pymysql.Connection[Any]],
                  scan: QueryScan, start: StartPosition, resume: Position | None,
-                 store: SchemaHistoryStore | None,
+                 store: HistoryStorage | None,
                  scope: Callable[[str], bool] | None = None,
                  saved: Position | None = None) -> OpenedHistory:
     """The schema history for a router reading a server from ``start`` (see the module
@@ -116,7 +117,7 @@ def open_history(settings: HistorySettings, connect: Callable[[], pymysql.Connec
 
 def open_history_at(settings: HistorySettings, connect: Callable[[], pymysql.Connection[Any]],
                     scan: QueryScan, start: StartPosition, resume: Position | None,
-                    store: SchemaHistoryStore | None,
+                    store: HistoryStorage | None,
                     scope: Callable[[str], bool] | None = None,
                     saved: Position | None = None) -> SchemaTracker:
     """A schema history valid at ``start`` (where reading begins; ``resume`` as a
@@ -173,7 +174,7 @@ def _server_facts(conn: pymysql.Connection[Any]) -> tuple[str, int]:
 
 
 def _stored(flavor: str, shadow: ShadowServer, saved: Position | None,
-            resume: Position | None, store: SchemaHistoryStore | None) -> SchemaHistory | None:
+            resume: Position | None, store: HistoryStorage | None) -> SchemaHistory | None:
     if saved is None or saved.schema_history is None or store is None:
         return None
     if resume is None or binlog_order(saved.file, saved.pos) > binlog_order(resume.file,
@@ -183,8 +184,8 @@ def _stored(flavor: str, shadow: ShadowServer, saved: Position | None,
         return None
     stored_flavor, state = store.load(saved.schema_history)
     if stored_flavor != flavor:
-        raise ConfigError(f"the stored schema history {store.path(saved.schema_history)} is "
-                          f"of a {stored_flavor} server, the source is {flavor}")
+        raise ConfigError(f"the stored schema history {store.describe(saved.schema_history)} "
+                          f"is of a {stored_flavor} server, the source is {flavor}")
     began = time.monotonic()
     restore(shadow, state)
     log.info("schema history: %d tables at %s:%d restored in %.2fs", len(state.tables),

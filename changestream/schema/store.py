@@ -1,4 +1,5 @@
-"""Where the schema history is stored: beside the position file, one file per state.
+"""Where the schema history is stored: beside the position file, one file per state (or,
+for a sink that keeps its own position, where the sink keeps it: :class:`HistoryStorage`).
 
 A state is stored as ``<position file>.schema-<digest>.json`` before the position that
 refers to it (the position file's ``schema_history`` key) is written, so a crash at any
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Protocol
 
 import orjson
 
@@ -18,8 +20,46 @@ from changestream.errors import ConfigError
 from changestream.schema.history import HISTORY_FORMAT, SchemaState
 
 
+class HistoryStorage(Protocol):
+    """Where the states of a schema history are kept, each under its content digest; a
+    position names the state at it (``Position.schema_history``)."""
+
+    def describe(self, digest: str) -> str:
+        """Where the state ``digest`` is, for messages."""
+        ...
+
+    def save(self, digest: str, data: bytes) -> None:
+        """Store a state durably (before any position that names it is stored)."""
+        ...
+
+    def load(self, digest: str) -> tuple[str, SchemaState]:
+        """The flavor and state stored under ``digest``."""
+        ...
+
+    def prune(self, keep: str) -> None:
+        """Remove every stored state but ``keep`` (called once a position naming it is
+        stored)."""
+        ...
+
+    def skips(self) -> set[str]:
+        """``FILE:POS`` of DDL statements to leave out (``changestream schema skip``)."""
+        ...
+
+
+def decode_state(data: bytes, where: str) -> tuple[str, SchemaState]:
+    """A stored state's flavor and tables; ``where`` names it in errors."""
+    try:
+        parsed = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"schema history {where} is not JSON ({exc})") from None
+    if parsed.get("format") != HISTORY_FORMAT:
+        raise ConfigError(f"schema history {where} has format {parsed.get('format')!r}, "
+                          f"this changestream reads {HISTORY_FORMAT}")
+    return str(parsed.get("flavor")), SchemaState.from_dict(parsed)
+
+
 class SchemaHistoryStore:
-    """The stored states of one position file."""
+    """The stored states of one position file (a :class:`HistoryStorage`)."""
 
     def __init__(self, position_file: str | os.PathLike[str]):
         self.position_file = Path(position_file)
@@ -40,6 +80,9 @@ class SchemaHistoryStore:
     def add_skip(self, where: str) -> None:
         with open(self.skip_file, "a") as f:
             f.write(where + "\n")
+
+    def describe(self, digest: str) -> str:
+        return str(self.path(digest))
 
     def path(self, digest: str) -> Path:
         return self.position_file.with_name(f"{self.position_file.name}.schema-{digest}.json")
@@ -70,15 +113,10 @@ class SchemaHistoryStore:
         """The flavor and state stored under ``digest``."""
         path = self.path(digest)
         try:
-            data = orjson.loads(path.read_bytes())
+            data = path.read_bytes()
         except FileNotFoundError:
             raise ConfigError(
                 f"position file {self.position_file} refers to the schema history {path}, "
                 "which is missing; restore it, or remove the position's schema_history key "
                 "to rebuild the history from the server") from None
-        except orjson.JSONDecodeError as exc:
-            raise ConfigError(f"schema history {path} is not JSON ({exc})") from None
-        if data.get("format") != HISTORY_FORMAT:
-            raise ConfigError(f"schema history {path} has format {data.get('format')!r}, "
-                              f"this changestream reads {HISTORY_FORMAT}")
-        return str(data.get("flavor")), SchemaState.from_dict(data)
+        return decode_state(data, str(path))

@@ -22,7 +22,7 @@ import re
 import uuid
 from typing import Any
 
-from changestream.changes import Change, Position
+from changestream.changes import Change, Position, ddl_database
 from changestream.ddl import parse_ddl
 from changestream.decoding.table_schema import TableSchema
 from changestream.sinks.spark.defaults import added_column_defaults
@@ -44,7 +44,7 @@ def mirrored_ddl(change: Change) -> bool:
     that carries the table's new shape (from the schema history)."""
     if change.schema is not None:
         return True
-    ddl = parse_ddl(change.sql or "", change.database)
+    ddl = parse_ddl(change.sql or "", ddl_database(change))
     return ddl is not None and ddl.kind in MIRRORED_DDL and (
         ddl.kind != "alter_table" or bool(ddl.renames))
 
@@ -390,8 +390,8 @@ class IcebergLanding:
         ``position``) to the mirrors and changelogs. Each step is skipped when a commit at
         or after ``position`` shows it done, so a batch landed again after a crash does not
         repeat it."""
-        ddl = parse_ddl(change.sql or "", change.database)
-        database = change.database or ""
+        ddl = parse_ddl(change.sql or "", ddl_database(change))
+        database = ddl_database(change) or ""
         if ddl is not None and ddl.kind == "alter_table" and ddl.renames:
             for old, new in ddl.renames:
                 self._rename(spark, (old.database or database, old.table),

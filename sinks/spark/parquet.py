@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from changestream.changes import Change, Position, TransactionPart
+from changestream.changes import Change, Position, TransactionPart, ddl_database
 from changestream.ddl import TableName, parse_ddl, strip_comments
 from changestream.errors import SinkError
 
@@ -146,10 +146,10 @@ class ParquetLanding:
                     if change.schema is not None:
                         seen.add((change.schema.database, change.schema.table))
                     continue
-                ddl = parse_ddl(change.sql or "", change.database)
+                ddl = parse_ddl(change.sql or "", ddl_database(change))
                 if ddl is None:
                     continue
-                default = change.database or ""
+                default = ddl_database(change) or ""
                 targets: list[tuple[tuple[str, str], str]] = []
                 if ddl.kind == "truncate_table":
                     targets = [(_key(t, default), "truncate") for t in ddl.tables]

@@ -149,6 +149,22 @@ class SparkSink:
                                 f"{self.warehouse}: {_short(exc)}") from exc
         return None
 
+    def history_storage(self) -> Any:
+        """Where the schema history is kept beside the position, in the iceberg mode: the
+        warehouse (see :mod:`changestream.sinks.spark.history`); ``None`` otherwise."""
+        if self.mode != "iceberg" or self.spark is None:
+            return None
+        from .history import WarehouseHistoryStore
+
+        return WarehouseHistoryStore(self.spark, self.catalog)
+
+    def store_position(self, position: Position) -> None:
+        """Commit ``position`` alone as the warehouse's position (iceberg; for
+        ``changestream schema reseed``, which makes it name a new history state)."""
+        if self.mode != "iceberg" or self.spark is None:
+            raise SinkError(f"spark sink ({self.mode}): keeps no position of its own to set")
+        self._landing.commit_batch(self.spark, 0, position)
+
     def write(self, batch: Batch) -> None:
         if self.spark is None:
             raise SinkError("spark sink: write before open")

@@ -211,6 +211,15 @@ def test_a_ddl_the_shadow_cannot_run_stops_the_router_and_can_be_skipped_or_rese
         assert ddl_at in message and "CREATE TABLE vec.v" in message
         assert f"changestream schema skip {ddl_at}" in message
 
+        # The configuration's schema.skip does it too (for a history a sink keeps).
+        config_out = tmp_path / "config-skip.jsonl"
+        Router(RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}",
+                              until="caught-up", filter=ChangeFilter(include=["vec"]),
+                              schema=HistorySettings("on", None, skip=(ddl_at,))),
+               JsonLinesSink(config_out)).run()
+        assert [r["after"] for r in map(orjson.loads, config_out.read_bytes().splitlines())
+                if r["op"] == "insert"] == [{"id": 1, "a": 10}, {"id": 2, "a": 20}]
+
         skipped = _cli("schema", "skip", ddl_at, "--position-file", str(position))
         assert skipped.returncode == 0, skipped.stderr
         run()

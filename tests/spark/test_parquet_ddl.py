@@ -52,6 +52,20 @@ def test_ddl_marks_name_only_tables_the_landing_has(tmp_path: Path) -> None:
         ("orders", "drop")]
 
 
+def test_ddl_marks_read_unqualified_names_in_the_session_database(tmp_path: Path) -> None:
+    """``USE shop; RENAME TABLE other.a TO b`` renames into shop, though the change's
+    ``database`` (its first table's) is other."""
+    log = Binlog()
+    (tmp_path / "other" / "a").mkdir(parents=True)
+    rename = log.ddl("RENAME TABLE other.a TO b", "a")
+    rename.changes[0].database, rename.changes[0].session_database = "other", "shop"
+    drop = log.ddl("DROP TABLE b", "b")
+    drop.changes[0].database = drop.changes[0].session_database = "shop"
+    marks = ParquetLanding(tmp_path).ddl_marks([rename, drop])
+    assert [(m.database, m.table, m.op) for m in marks] == [
+        ("other", "a", "rename"), ("shop", "b", "drop")]
+
+
 def test_parquet_changelogs_follow_truncate_rename_and_drop_exactly_once(
         spark: Any, tmp_path: Path) -> None:
     """A TRUNCATE between rows of one batch lands between them; a gh-ost cut-over (RENAME

@@ -6,9 +6,11 @@ and no mirror is left for a table that no longer exists."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from changestream.actors.sink import BatchSettings
@@ -16,7 +18,7 @@ from changestream.filters import ChangeFilter
 from changestream.plugins import make_sink
 from changestream.router import Router, RouterSettings
 from changestream.schema.startup import HistorySettings
-from tests.integration.test_schema_history import _chunks
+from tests.integration.test_schema_history import _chunks, _cli
 from tests.schema_workload import DDL_KINDS, SchemaWorkload
 from tests.servers import shadow_command
 
@@ -24,13 +26,15 @@ from .compare import assert_mirror_equals_source
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-@pytest.fixture(params=[("mariadb", "MINIMAL"), ("mariadb", "FULL"), ("mysql", "MINIMAL")],
+@pytest.fixture(params=[("mariadb", "MINIMAL", "file"), ("mariadb", "FULL", "file"),
+                        ("mysql", "MINIMAL", "file"), ("mariadb", "MINIMAL", "warehouse")],
                 ids=lambda p: "-".join(p))
-def source(request: pytest.FixtureRequest) -> tuple[Any, str]:
-    """A server and the row metadata it logs during the test (FULL: the names are in the
-    binlog; the mirrors still follow each DDL with the history the sink asks for)."""
-    name, metadata = request.param
-    return request.getfixturevalue(name), metadata
+def source(request: pytest.FixtureRequest) -> tuple[Any, str, str]:
+    """A server, the row metadata it logs during the test (FULL: the names are in the
+    binlog; the mirrors still follow each DDL with the history the sink asks for) and where
+    the position and the history are kept: a position file, or only the warehouse."""
+    name, metadata, kept = request.param
+    return request.getfixturevalue(name), metadata, kept
 
 
 def _key(server: Any, db: str, table: str) -> str | None:
@@ -40,11 +44,13 @@ def _key(server: Any, db: str, table: str) -> str | None:
     return str(rows[0][0]) if len(rows) == 1 else None
 
 
-def test_mirrors_follow_every_ddl_of_the_workload(source: tuple[Any, str], spark: Any,
+def test_mirrors_follow_every_ddl_of_the_workload(source: tuple[Any, str, str], spark: Any,
                                                   tmp_path: Path) -> None:
-    server, metadata = source
+    server, metadata, kept = source
     prefix = "s_"
-    catalog = f"ddl_{server.flavor}_{metadata.lower()}"  # a session keeps a catalog's folder
+    # A session keeps a catalog's folder: one catalog per case.
+    catalog = f"ddl_{server.flavor}_{metadata.lower()}_{kept}"
+    origins = []
     server.execute(f"SET GLOBAL binlog_row_metadata = {metadata}")
     try:
         start = server.binlog_position()
@@ -54,14 +60,41 @@ def test_mirrors_follow_every_ddl_of_the_workload(source: tuple[Any, str], spark
                          catalog=catalog)
         for chunk in _chunks(workload):
             chunk()
-            Router(RouterSettings(
+            router = Router(RouterSettings(
                 source=server.url, start=f"{start[0]}:{start[1]}", until="caught-up",
                 filter=ChangeFilter([f"{prefix}a", f"{prefix}b"]),
-                position_file=str(position), batch=BatchSettings(max_changes=200),
-                schema=HistorySettings("auto", shadow_command(server))), sink).run()
+                position_file=str(position) if kept == "file" else None,
+                batch=BatchSettings(max_changes=200),
+                schema=HistorySettings("auto", shadow_command(server))), sink)
+            router.run()
+            origins.append((router.status()["schema_history"] or {}).get("origin"))
     finally:
         server.execute("SET GLOBAL binlog_row_metadata = FULL")
     assert workload.kinds_run == set(DDL_KINDS), set(DDL_KINDS) - workload.kinds_run
+    # Every restart continued the history stored with the position (file or warehouse).
+    assert origins[0] == "seed" and set(origins[1:]) == {"stored"}, origins
+    if kept == "warehouse":
+        assert not position.exists()
+        states = spark.sql(f"SELECT digest FROM {catalog}._changestream.schema_states") \
+            .collect()
+        committed = spark.sql(
+            f"SELECT summary['changestream.position'] AS p FROM "
+            f"{catalog}._changestream.batches.snapshots ORDER BY committed_at DESC LIMIT 1"
+        ).collect()[0]["p"]
+        assert [r["digest"] for r in states] == [json.loads(committed)["schema_history"]]
+        sink_options = ["--sink", "spark:iceberg", "--sink-option",
+                        f"warehouse={tmp_path / 'warehouse'}", "--sink-option",
+                        f"catalog={catalog}"]
+        shown = _cli("schema", "show", *sink_options, "--format", "json")
+        assert shown.returncode == 0, shown.stderr
+        tables = orjson.loads(shown.stdout)["tables"]
+        known = {(db, t) for db in tables for t in tables[db]}
+        assert set(workload.tables()) <= known
+        reseeded = _cli("schema", "reseed", *sink_options, "--source", server.url,
+                        "--shadow-server", shadow_command(server) or "")
+        assert reseeded.returncode == 0, reseeded.stderr
+        shown_again = _cli("schema", "show", *sink_options, "--format", "json")
+        assert orjson.loads(shown_again.stdout)["tables"] == tables
 
     compared = 0
     for db, table in workload.tables():

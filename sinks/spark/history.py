@@ -1,0 +1,76 @@
+"""The schema history kept in the Iceberg warehouse, beside the positions it belongs to.
+
+The states live in ``<catalog>._changestream.schema_states`` (one row per state: its
+content digest, the state as JSON, when it was stored). A state is appended before the
+batch whose position names it is committed (its ``changestream.position`` property then
+carries ``schema_history``), so the position the warehouse holds always names a state that
+is there; states no committed position names any more are deleted afterwards. DDL is rare:
+most batches name the state the one before them did and write nothing here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from changestream.errors import ConfigError
+from changestream.schema.history import SchemaState
+from changestream.schema.store import decode_state
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+class WarehouseHistoryStore:
+    """A :class:`~changestream.schema.store.HistoryStorage` in an Iceberg catalog."""
+
+    def __init__(self, spark: Any, catalog: str):
+        self.spark = spark
+        self.table = f"{_q(catalog)}.`_changestream`.`schema_states`"
+        self._stored: set[str] | None = None
+
+    def describe(self, digest: str) -> str:
+        return f"{self.table} (digest {digest})"
+
+    def skips(self) -> set[str]:
+        return set()  # the configuration's schema.skip names them for this storage
+
+    def _digests(self) -> set[str]:
+        if self._stored is None:
+            if not self.spark.catalog.tableExists(self.table):
+                self._stored = set()
+            else:
+                self._stored = {r["digest"] for r in
+                                self.spark.sql(f"SELECT digest FROM {self.table}").collect()}
+        return self._stored
+
+    def save(self, digest: str, data: bytes) -> None:
+        if digest in self._digests():
+            return
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        self.spark.sql(f"CREATE TABLE IF NOT EXISTS {self.table} (digest STRING, "
+                       "state STRING, stored_at TIMESTAMP) USING iceberg "
+                       "TBLPROPERTIES ('format-version'='2')")
+        frame = self.spark.createDataFrame([(digest, data.decode())], T.StructType([
+            T.StructField("digest", T.StringType()), T.StructField("state", T.StringType())]))
+        frame.withColumn("stored_at", F.current_timestamp()).writeTo(self.table).append()
+        self._digests().add(digest)
+
+    def load(self, digest: str) -> tuple[str, SchemaState]:
+        rows = [] if not self.spark.catalog.tableExists(self.table) else self.spark.sql(
+            f"SELECT state FROM {self.table} WHERE digest = '{digest}'").collect()
+        if not rows:
+            raise ConfigError(
+                f"the warehouse's position names the schema history state {digest}, which "
+                f"{self.table} does not hold; run `changestream schema reseed` with this sink "
+                "to build it again from the server")
+        return decode_state(rows[0]["state"].encode(), self.describe(digest))
+
+    def prune(self, keep: str) -> None:
+        others = self._digests() - {keep}
+        if not others:
+            return
+        self.spark.sql(f"DELETE FROM {self.table} WHERE digest <> '{keep}'")
+        self._stored = {keep} & self._digests()

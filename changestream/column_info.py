@@ -109,9 +109,12 @@ class ColumnInfo:
     def __init__(self, lookup: CatalogLookup | None = None,
                  tracker: SchemaTracker | None = None,
                  open_tracker: Callable[[EventHeader, bool], SchemaTracker] | None = None,
-                 mariadb: bool = False):
+                 mariadb: bool = False, positional_fallback: bool = False):
         self.lookup = lookup
         self.tracker = tracker
+        # No server behind the binlog (files): a table the history cannot name is given
+        # positional names (@1, @2, ...) with a warning, as without a history.
+        self.positional_fallback = positional_fallback
         self.mariadb = mariadb  # the source is MariaDB (its UUID/INET types need the history)
         # Opens a history when the first TABLE_MAP without names comes: valid where reading
         # began (then the DDL read since is applied to it) or, when that DDL was too much to
@@ -165,6 +168,9 @@ class ColumnInfo:
         try:
             tracker = open_tracker(header, early is not None)
         except ConfigError as exc:
+            if self.positional_fallback:
+                log.warning("no schema history for binlog files: %s", exc)
+                return
             raise SchemaMismatchError(
                 f"rows of {schema.qualified_name} at {header.file} offset {header.offset} "
                 f"carry no column names (binlog_row_metadata is not FULL), and {exc}") from None
@@ -176,6 +182,8 @@ class ColumnInfo:
                       history: SchemaHistory) -> TableSchema:
         definition = history.table(schema.database, schema.table)
         where = f"rows of {schema.qualified_name} at {header.file} offset {header.offset}"
+        if definition is None and self.positional_fallback:
+            return self._from_catalog(schema, header)
         if definition is None:
             raise SchemaMismatchError(
                 f"{where} carry no column names (binlog_row_metadata is not FULL) and the "
@@ -200,9 +208,10 @@ class ColumnInfo:
             if key not in self._warned:
                 self._warned.add(key)
                 log.warning("column names of %s are not in the binlog (binlog_row_metadata is "
-                            "not FULL) and there is no server to ask: its columns are named @1, "
-                            "@2, ... (%s at offset %d)", schema.qualified_name, header.file,
-                            header.offset)
+                            "not FULL), there is no server to ask%s: its columns are named @1, "
+                            "@2, ... (%s at offset %d)", schema.qualified_name,
+                            " and the files hold no CREATE TABLE of it before"
+                            if self.tracker is not None else "", header.file, header.offset)
             return schema
         catalog = self._catalog.get(key)
         if catalog is None or not fits(schema, catalog):

@@ -50,6 +50,7 @@ from changestream.gtid import (
 from changestream.plugins import make_sink
 from changestream.position_store import PositionStore
 from changestream.preflight import Finding, run_preflight
+from changestream.schema.file_opener import FileHistoryOpener
 from changestream.schema.opener import HistoryOpener
 from changestream.schema.startup import HistorySettings
 from changestream.sink import SinkAdapter
@@ -192,7 +193,7 @@ class Router:
         self._actors: list[pykka.ActorRef[Any]] = []
         self._credits: list[Credits] = []
         self._workers: DecodeWorkers | None = None
-        self._history: HistoryOpener | None = None
+        self._history: HistoryOpener | FileHistoryOpener | None = None
         self._saved: Position | None = None  # what the position file held at the start
         self._sink_position: Position | None = None  # what the sink's open() returned
 
@@ -543,7 +544,10 @@ class Router:
         (for a server source: opened here or when first needed), else ``information_schema``
         (only with the history off)."""
         if self.spec.kind != "server":
-            return ColumnInfo(None)
+            files = FileHistoryOpener(self.settings.schema, self.spec.paths, self.store,
+                                      self.settings.filter.database, self._saved)
+            self._history = files
+            return files.column_info(start)
         # A sink that keeps its own position may keep the history beside it (Iceberg).
         offered = getattr(self.sink, "history_storage", None)
         sink_storage = offered() if callable(offered) else None

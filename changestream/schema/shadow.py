@@ -180,6 +180,10 @@ class ShadowServer:
 
     # -- the catalog -----------------------------------------------------------------
 
+    def database_names(self) -> set[str]:
+        """The names of the shadow's databases (system ones included)."""
+        return {str(n) for (n,) in self._query("SHOW DATABASES")}
+
     def databases(self) -> dict[str, str]:
         """Every database of the shadow but the system ones: its CREATE DATABASE text."""
         names = [str(n) for (n,) in self._query("SHOW DATABASES")]

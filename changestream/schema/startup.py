@@ -49,6 +49,7 @@ from changestream.schema.shadow import (
 )
 from changestream.schema.store import HistoryStorage
 from changestream.schema.tracker import REPLAYED, SchemaTracker
+from changestream.sources.files import FileSource
 from changestream.sources.live import LiveSource, StartPosition
 
 log = logging.getLogger("changestream")
@@ -147,7 +148,7 @@ def open_history_at(settings: HistorySettings, connect: Callable[[], pymysql.Con
         tracker = SchemaTracker(history, shadow, scope)
         if saved is not None and resume is not None and \
                 binlog_order(saved.file, saved.pos) < binlog_order(resume.file, resume.pos):
-            _catch_up(tracker, scan(StartPosition("file", file=saved.file, pos=saved.pos),
+            catch_up(tracker, scan(StartPosition("file", file=saved.file, pos=saved.pos),
                                     (resume.file, resume.pos)))
         return tracker
     except BaseException:
@@ -155,7 +156,7 @@ def open_history_at(settings: HistorySettings, connect: Callable[[], pymysql.Con
         raise
 
 
-def _catch_up(tracker: SchemaTracker, events: Iterator[QueryEvent]) -> None:
+def catch_up(tracker: SchemaTracker, events: Iterator[QueryEvent]) -> None:
     """Apply the DDL among ``events`` (between the stored state and the resume point)."""
     for event in events:
         ddl = parse_ddl(event.query, event.database)
@@ -197,7 +198,11 @@ def restore(shadow: ShadowServer, state: SchemaState) -> None:
     """Create ``state``'s databases and tables on the (empty) shadow."""
     for create in state.databases.values():
         shadow.run(create)
+    made = set(state.databases)
     for (database, _), definition in sorted(state.tables.items()):
+        if database not in made:  # a history learnt from files may not know its CREATE
+            shadow.run(f"CREATE DATABASE IF NOT EXISTS {quote(database)}")
+            made.add(database)
         shadow.run(f"USE {quote(database)}")
         shadow.run(definition.create_sql)
 
@@ -292,7 +297,7 @@ def scan_server_id(server_id: int) -> int:
     return server_id + 1 if server_id < 0xFFFFFFFF else server_id - 1
 
 
-def scan_queries(source: LiveSource, head: tuple[str, int]) -> Iterator[QueryEvent]:
+def scan_queries(source: LiveSource | FileSource, head: tuple[str, int]) -> Iterator[QueryEvent]:
     """The QUERY events ``source`` (not blocking) reads before ``head``; no other event is
     decoded. The source is stopped at the end."""
     end = binlog_order(*head)

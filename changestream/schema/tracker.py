@@ -43,9 +43,12 @@ class SchemaTracker:
     """Applies DDL statements to ``history`` through ``shadow``."""
 
     def __init__(self, history: SchemaHistory, shadow: ShadowServer,
-                 scope: Callable[[str], bool] | None = None):
+                 scope: Callable[[str], bool] | None = None, lenient: bool = False):
         self.history = history
         self.shadow = shadow
+        # With no server to re-seed from (binlog files), a DDL the shadow refuses makes its
+        # tables unknown (their rows then get positional names) instead of stopping.
+        self.lenient = lenient
         self.scope = scope or (lambda database: True)  # the databases whose tables it keeps
         #: ``file:pos`` of statements to leave out (``changestream schema skip``).
         self.skip: set[str] = set()
@@ -68,10 +71,16 @@ class SchemaTracker:
         if ddl.kind == "create_table" and self.shadow.flavor == "mysql":
             statement = _ATOMIC_CTAS.sub(b"", statement)
         change = SchemaChangeSet(file, end, _short(statement))
+        if self.lenient and not databases:
+            # Files begin after their databases were created: the shadow makes them (with
+            # the server's default charset; a row's logged charsets still win).
+            wanted = {k[0] for k in keys} | ({database} if database else set())
+            for name in sorted(wanted - self.shadow.database_names() - SYSTEM_DATABASES):
+                self.shadow.run(f"CREATE DATABASE IF NOT EXISTS {quote(name)}")
         try:
             self.shadow.replay(statement, database, status)
         except ShadowError as exc:
-            if exc.code not in UNKNOWN_OBJECT_ERRORS:
+            if exc.code not in UNKNOWN_OBJECT_ERRORS and not self.lenient:
                 raise SchemaHistoryError(
                     f"the schema history cannot apply the DDL at {file}:{pos} "
                     f"({_short(statement)}): the shadow {self.shadow.flavor} server says: "
@@ -80,9 +89,10 @@ class SchemaTracker:
                     "`changestream schema reseed`") from None
             # It names a table or database the history never knew (older than the history):
             # what it touches is unknown from here on.
-            log.warning("schema history: the DDL at %s:%d names a table the history does not "
-                        "know (%s); %s unknown from here on", file, pos, exc,
-                        ", ".join(f"{d}.{t}" for d, t in keys) or "its tables are")
+            log.warning("schema history: the DDL at %s:%d %s (%s); %s unknown from here on",
+                        file, pos, "names a table the history does not know"
+                        if exc.code in UNKNOWN_OBJECT_ERRORS else "cannot be applied",
+                        exc, ", ".join(f"{d}.{t}" for d, t in keys) or "its tables are")
             for db, table in keys:
                 self.shadow.run(f"DROP TABLE IF EXISTS {quote(db)}.{quote(table)}")
                 change.tables[(db, table)] = None

@@ -133,6 +133,17 @@ def test_minimal_metadata_gives_the_records_full_metadata_gives_across_restarts(
     assert len(stored) == 1, "one stored history state, the one the position names"
     assert orjson.loads(position.read_bytes())["schema_history"] in stored[0].name
 
+    # The server's binlog files, read as files (no server to seed from): the history is
+    # learnt from the DDL they hold, and the records are the same.
+    files_out = tmp_path / "files.jsonl"
+    files = Router(RouterSettings(
+        source=f"file://{server.binlog_dir}", start=f"{start[0]}:{start[1]}",
+        until="caught-up", filter=ChangeFilter(include=["m_a", "m_b"]),
+        schema=HistorySettings("auto", shadow_command(server))), JsonLinesSink(files_out))
+    files.run()
+    assert (files.status()["schema_history"] or {}).get("origin") == "binlog"
+    assert _changes(files_out, "m_") == full_changes
+
 
 def test_a_router_killed_again_and_again_in_ddl_heavy_stretches_loses_nothing(
         server: Any, metadata: Callable[[str], None], tmp_path: Path) -> None:
@@ -249,3 +260,40 @@ def _query_events(server: Any, start: tuple[str, int]) -> list[Any]:
 
     return [e for e in FileSource(server.binlog_files(), start_file=start[0],
                                   start_pos=start[1]) if isinstance(e, QueryEvent)]
+
+
+def test_binlog_files_learn_tables_from_their_ddl_and_resume_with_the_stored_history(
+        mariadb: Any, tmp_path: Path) -> None:
+    """Files without row metadata: a table created in them is named from its CREATE TABLE
+    (and followed through an ALTER made while the router was stopped: the restart restores
+    the history stored with the position); a table older than the files gets positional
+    names, never another table's or another time's."""
+    server = mariadb
+    server.execute(["DROP DATABASE IF EXISTS fh", "CREATE DATABASE fh",
+                    "CREATE TABLE fh.old (id INT PRIMARY KEY, a INT)"])
+    server.execute(["SET GLOBAL binlog_row_metadata = MINIMAL", "FLUSH BINARY LOGS"])
+    start = server.binlog_position()
+    server.execute(["CREATE TABLE fh.t (id INT PRIMARY KEY, a INT, b VARCHAR(5))",
+                    "INSERT INTO fh.t VALUES (1, 10, 'x')", "INSERT INTO fh.old VALUES (1, 7)"])
+    out, position = tmp_path / "files.jsonl", tmp_path / "position.json"
+
+    def run() -> Router:
+        router = Router(RouterSettings(
+            source=f"file://{server.binlog_dir}", start=f"{start[0]}:{start[1]}",
+            until="caught-up", filter=ChangeFilter(include=["fh"]),
+            position_file=str(position),
+            schema=HistorySettings("auto", shadow_command(server))), JsonLinesSink(out))
+        router.run()
+        return router
+
+    try:
+        assert (run().status()["schema_history"] or {}).get("origin") == "binlog"
+        server.execute(["ALTER TABLE fh.t MODIFY b VARCHAR(5) AFTER id",
+                        "INSERT INTO fh.t (id, a, b) VALUES (2, 20, 'y')"])
+        assert (run().status()["schema_history"] or {}).get("origin") == "stored"
+    finally:
+        server.execute("SET GLOBAL binlog_row_metadata = FULL")
+    rows = [(r["table"], r["after"]) for r in map(orjson.loads, out.read_bytes().splitlines())
+            if r["op"] == "insert"]
+    assert rows == [("t", {"id": 1, "a": 10, "b": "x"}), ("old", {"@1": 1, "@2": 7}),
+                    ("t", {"id": 2, "b": "y", "a": 20})]

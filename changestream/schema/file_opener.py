@@ -1,0 +1,156 @@
+"""The schema history of a router reading binlog files (``file://``).
+
+There is no server to seed it from, so it begins empty where reading begins and learns each
+table from the DDL the files themselves hold, ``CREATE TABLE`` onwards, replayed on a shadow
+server of the files' flavour (from their FORMAT_DESCRIPTION). Rows of a table the files
+never created (it is older than them) keep positional names, ``@1``, ``@2`` ..., with a
+warning, as without a history; a DDL the shadow refuses makes its tables unknown the same
+way (there is no server to re-seed from). Like a server's history it is stored beside the
+position file and restored from there, so a restarted router names the columns as the first
+run did. It is opened when the first TABLE_MAP without names is read (``schema.history``
+``auto``), at the start (``on``) or never (``off``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+
+from changestream.changes import Position, binlog_order
+from changestream.column_info import ColumnInfo
+from changestream.decoding.event_decoder import EventDecoder
+from changestream.decoding.events import EventHeader, FormatDescriptionEvent
+from changestream.embedded import ServerNotAvailableError, ServerStartError
+from changestream.errors import ConfigError
+from changestream.position_store import PositionStore
+from changestream.schema.history import SchemaHistory, SchemaState
+from changestream.schema.shadow import ShadowServer, ShadowSettings
+from changestream.schema.startup import HistorySettings, catch_up, restore, scan_queries
+from changestream.schema.tracker import SchemaTracker
+from changestream.sources.files import FileSource
+from changestream.sources.live import StartPosition
+
+log = logging.getLogger("changestream")
+
+
+class FileHistoryOpener:
+    """Opens and owns the schema history of a router reading ``paths`` (see the module
+    docstring); ``store`` is the position file (the history is stored beside it), ``saved``
+    the position it held at the start, ``scope`` the databases whose tables are kept."""
+
+    def __init__(self, settings: HistorySettings, paths: Iterable[str | Path],
+                 store: PositionStore | None, scope: Callable[[str], bool],
+                 saved: Position | None):
+        if settings.shadow_dir is None and store is not None:
+            settings = replace(settings, shadow_dir=str(store.path) + ".shadow")
+        self.settings = settings
+        self.paths = list(paths)
+        self.store = store
+        self.scope = scope
+        self.saved = saved
+        self.tracker: SchemaTracker | None = None
+        self._closed = False
+
+    def column_info(self, start: StartPosition) -> ColumnInfo:
+        """Where rows get their column names, reading from ``start``."""
+        if self.settings.mode == "off":
+            return ColumnInfo(None)
+        flavor = self._flavor(start.file if start.kind == "file" else None)
+        mariadb = flavor == "mariadb"
+        saved = self.saved
+        stored = saved is not None and saved.schema_history is not None and \
+            self.store is not None and start.kind == "file" and \
+            binlog_order(start.file or "", start.pos) == binlog_order(saved.file, saved.pos)
+        if stored or self.settings.mode == "on":
+            try:
+                tracker = self._open(flavor, start, None, from_start=True)
+                return ColumnInfo(None, tracker, mariadb=mariadb, positional_fallback=True)
+            except ConfigError as exc:
+                if self.settings.mode == "on":
+                    raise
+                log.warning("no schema history for binlog files: %s", exc)
+                return ColumnInfo(None, mariadb=mariadb)
+
+        def open_at(header: EventHeader, from_start: bool) -> SchemaTracker:
+            return self._open(flavor, start, header, from_start)
+
+        return ColumnInfo(None, None, open_at, mariadb=mariadb, positional_fallback=True)
+
+    def close(self) -> None:
+        """Stop the shadow server (the tracker stays for the router's last status)."""
+        if self.tracker is not None and not self._closed:
+            self.tracker.shadow.close()
+            self._closed = True
+
+    def stamp(self, position: Position) -> Position:
+        return position  # stored with the position file (PositionStore.keep_history)
+
+    def stored(self, position: Position) -> None:
+        pass
+
+    def _open(self, flavor: str, start: StartPosition, header: EventHeader | None,
+              from_start: bool) -> SchemaTracker:
+        """A history valid at ``start`` (``from_start``), else at ``header``: the one
+        stored with the saved position, or an empty one (brought to ``header`` by the DDL
+        the files hold from ``start``)."""
+        try:
+            shadow = ShadowServer(ShadowSettings(flavor, self.settings.shadow_server, 0,
+                                                 self.settings.shadow_dir))
+        except (ServerNotAvailableError, ServerStartError) as exc:
+            raise ConfigError(
+                f"naming the columns of binlog files without row metadata takes a {flavor} "
+                f"server program on this host for the schema history's shadow server ({exc}); "
+                "install one or set schema.shadow_server") from None
+        try:
+            history = self._stored(flavor, shadow)
+            tracker = SchemaTracker(history or SchemaHistory(flavor, SchemaState({}, {}),
+                                                             origin="binlog"),
+                                    shadow, self.scope, lenient=True)
+            if not from_start and header is not None:
+                catch_up(tracker, scan_queries(self._source(start),
+                                               (header.file, header.offset)))
+        except BaseException:
+            shadow.close()
+            raise
+        self.tracker = tracker
+        if self.store is not None:
+            self.store.keep_history(tracker.history)
+            tracker.skip = self.store.history_store.skips()
+        tracker.skip |= set(self.settings.skip)
+        return tracker
+
+    def _stored(self, flavor: str, shadow: ShadowServer) -> SchemaHistory | None:
+        saved = self.saved
+        if saved is None or saved.schema_history is None or self.store is None:
+            return None
+        stored_flavor, state = self.store.history_store.load(saved.schema_history)
+        if stored_flavor != flavor:
+            raise ConfigError(f"the stored schema history "
+                              f"{self.store.history_store.describe(saved.schema_history)} is "
+                              f"of a {stored_flavor} server, the files are {flavor}'s")
+        restore(shadow, state)
+        return SchemaHistory(flavor, state, origin="stored")
+
+    def _source(self, start: StartPosition) -> FileSource:
+        return FileSource(self.paths, start_file=start.file if start.kind == "file" else None,
+                          start_pos=start.pos if start.kind == "file" else 4,
+                          decoder=EventDecoder())
+
+    def _flavor(self, start_file: str | None) -> str:
+        """The flavour of the server that wrote the files (from the first one read)."""
+        source = FileSource(self.paths, start_file=start_file, decoder=EventDecoder())
+        try:
+            for raw in source.raw_events():
+                if raw is None:
+                    continue
+                assert source.decoder is not None
+                event = source.decoder.decode(raw.data, raw.file, raw.offset)
+                if isinstance(event, FormatDescriptionEvent):
+                    return "mariadb" if event.is_mariadb else "mysql"
+                break
+        finally:
+            source.stop()
+        return "mysql"
+

@@ -36,6 +36,7 @@ from changestream.decoding.events import Event, EventHeader, QueryEvent
 from changestream.errors import ConnectionLostError, SourceError
 from changestream.flow import Credits, StoppedError
 from changestream.segments import Segmenter
+from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator
 from changestream.stats import RouterStats
 
 from .messages import EndOfStream, EventBatch, ResetOpenTransaction
@@ -81,7 +82,9 @@ class Listener:
                  batch_events: int = 2_000, batch_bytes: int = 1 << 20,
                  reconnect_seconds: float = 300.0,
                  live: bool = True, workers: DecodeWorkers | None = None,
-                 table_filter: Callable[[str, str], bool] | None = None):
+                 table_filter: Callable[[str, str], bool] | None = None,
+                 snapshot: SnapshotCoordinator | None = None,
+                 done_when_idle: Callable[[], bool] | None = None):
         self.open_source = open_source
         self.column_info = column_info
         self.transaction = transaction
@@ -95,6 +98,11 @@ class Listener:
         self.live = live
         self.workers = workers
         self.table_filter = table_filter  # tables whose rows are decoded (None: all)
+        # A snapshot's chunks go into the stream where it has read to the end of their window.
+        self.snapshot = snapshot
+        # Following a server only until this says so when nothing more is to read now (a
+        # snapshot under ``until caught-up``).
+        self.done_when_idle = done_when_idle
         self.boundary: tuple[str, int] | None = None
         self._ever_connected = False
         self._source: Source | None = None
@@ -114,6 +122,15 @@ class Listener:
         source = self._source
         if source is not None:
             source.stop()
+
+    def wake(self) -> None:
+        """Have a read that waits for events report itself idle now (the listener then
+        looks at what the router has for the stream: a snapshot chunk, or its end)."""
+        source = self._source
+        inner = getattr(source, "source", source)
+        wake = getattr(inner, "wake", None)
+        if callable(wake):
+            wake()
 
     def pause(self) -> None:
         self._paused.clear()
@@ -173,7 +190,7 @@ class Listener:
 
     def _read(self, source: Source) -> None:
         parser = TransactionBoundaryParser()
-        batch: list[Event | SegmentTicket] = []
+        batch: list[Event | SegmentTicket | ChunkOffer] = []
         at_boundary = 0  # how much of ``batch`` ends at a transaction boundary
         batch_bytes = 0
         decoder = source.decoder
@@ -183,7 +200,9 @@ class Listener:
         h: EventHeader | None = None  # the last event read
         events: Iterator[Event | SegmentTicket | None] = source.stream()
         if self.workers is not None and decoder is not None:
-            events = Segmenter(decoder, self.workers).events(source)  # type: ignore[arg-type]
+            events = Segmenter(decoder, self.workers, kept_here=self.snapshot).events(
+                source)  # type: ignore[arg-type]
+        snapshot = self.snapshot
         try:
             for event in events:
                 if not stats.connected:
@@ -211,6 +230,13 @@ class Listener:
                     elif h is not None:
                         self._note_read(h)
                     stats.caught_up = True
+                    if snapshot is not None and not inside:
+                        offer = snapshot.due(stats.read_file, stats.read_pos)
+                        if offer is not None:
+                            self._send([offer], None)
+                    if self.done_when_idle is not None and not inside and \
+                            self.done_when_idle():
+                        return
                     self._wait_if_paused()
                     continue
                 h = event.header
@@ -231,6 +257,10 @@ class Listener:
                 if not inside and boundary is not BoundaryType.IGNORE and \
                         boundary is not BoundaryType.GTID:
                     self.boundary = (h.file or "", h.end)
+                    if snapshot is not None and snapshot.offer is not None:
+                        offer = snapshot.due(h.file, h.end)
+                        if offer is not None:
+                            batch.append(offer)
                     at_boundary = len(batch)
                     if len(batch) >= self.batch_events or batch_bytes >= self.batch_bytes:
                         self._send(batch, h)
@@ -270,7 +300,8 @@ class Listener:
             stats.last_event_ts = h.timestamp
         stats.read_file, stats.read_pos = h.file, h.end
 
-    def _send(self, batch: list[Event | SegmentTicket], last: EventHeader | None) -> None:
+    def _send(self, batch: list[Event | SegmentTicket | ChunkOffer],
+              last: EventHeader | None) -> None:
         if last is not None:
             self._note_read(last)
         self.credits.take()

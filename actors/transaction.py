@@ -12,6 +12,7 @@ from changestream.assembler import TransactionAssembler
 from changestream.changes import EncodedRun, Position
 from changestream.decode_workers import DecodeWorkers, SegmentTicket
 from changestream.flow import Credits, StoppedError
+from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator
 
 from .messages import EndOfStream, EventBatch, Parts, ResetOpenTransaction
 
@@ -28,7 +29,8 @@ class TransactionActor(pykka.ThreadingActor):
     def __init__(self, assembler: TransactionAssembler, sink: pykka.ActorRef[Any],
                  credits_in: Credits, credits_out: Credits,
                  on_error: Callable[[BaseException], None], message_changes: int = 5_000,
-                 workers: DecodeWorkers | None = None):
+                 workers: DecodeWorkers | None = None,
+                 snapshot: SnapshotCoordinator | None = None):
         super().__init__()
         self.assembler = assembler
         self.sink = sink
@@ -37,6 +39,7 @@ class TransactionActor(pykka.ThreadingActor):
         self.on_error = on_error
         self.message_changes = message_changes
         self.workers = workers
+        self.snapshot = snapshot  # notes keys of tracked tables, delivers chunks in order
 
     def on_receive(self, message: Any) -> None:
         try:
@@ -47,6 +50,9 @@ class TransactionActor(pykka.ThreadingActor):
                         if type(event) is SegmentTicket:
                             self._forward()  # what came before it goes first
                             self._forward_segment(event)
+                        elif type(event) is ChunkOffer:
+                            self._forward()
+                            self._deliver_chunk(event)
                         else:
                             feed(event)
                     self._forward()
@@ -80,6 +86,21 @@ class TransactionActor(pykka.ThreadingActor):
             self.sink.tell(Parts(parts, position))
 
     def _forward(self) -> None:
+        snapshot = self.snapshot
         for parts, position in self.assembler.drain(self.message_changes):
+            if snapshot is not None and snapshot.tracked:
+                snapshot.note(parts)
             self.credits_out.take()
             self.sink.tell(Parts(parts, position))
+
+    def _deliver_chunk(self, offer: ChunkOffer) -> None:
+        """A snapshot chunk, at this point of the stream (everything up to the end of its
+        window is assembled and forwarded): its rows, and the position carrying the
+        snapshot's progress after it."""
+        assert self.snapshot is not None
+        assembler = self.assembler
+        parts, progress = self.snapshot.deliver(offer, assembler.position())
+        assembler.snapshot = None if progress.finished else progress.as_dict()
+        self.credits_out.take()
+        self.sink.tell(Parts(parts, assembler.position()))
+        offer.delivered.set()

@@ -137,6 +137,8 @@ class TransactionAssembler:
         self._finished: deque[_Finished] = deque()
         self._shapes = ShapeCache(self.filter)
         self._delivered_boundary: tuple[str, int] | None = None
+        self.start_boundary: tuple[str, int] | None = None  # where reading began, if known
+        self.snapshot: dict[str, Any] | None = None  # a snapshot's progress, for positions
         self._handlers: dict[type, Callable[[Any], None]] = {
             RowsEvent: self._rows,
             QueryEvent: self._query,
@@ -615,7 +617,9 @@ class TransactionAssembler:
 
     def position(self) -> Position:
         """Where to resume after everything delivered so far."""
-        assert self._delivered_boundary is not None
-        file, pos = self._delivered_boundary
+        boundary = self._delivered_boundary or self.start_boundary
+        assert boundary is not None
+        file, pos = boundary
         return Position(file, pos, self.gtid_set.render() if self.gtid_set else None,
-                        self.flavor, dict(self._pending_positions))
+                        self.flavor, dict(self._pending_positions),
+                        snapshot=self.snapshot)

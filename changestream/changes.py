@@ -33,7 +33,9 @@ class Position:
     transactions that were prepared before this point but not yet committed or rolled back:
     ``{xid: "file:pos"}`` of each one's start, so a restart can read them again.
     ``schema_history`` names the stored schema history state at this point, when one is
-    kept (see :mod:`changestream.schema.store`).
+    kept (see :mod:`changestream.schema.store`). ``snapshot`` is the progress of a snapshot
+    under way (:class:`changestream.snapshot.progress.SnapshotProgress` as a dict): what
+    it has delivered up to this point.
     """
 
     file: str
@@ -42,19 +44,22 @@ class Position:
     flavor: str | None = None  # "mysql" or "mariadb"
     pending_xa: dict[str, str] = field(default_factory=dict)
     schema_history: str | None = None
+    snapshot: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = {"file": self.file, "pos": self.pos, "gtid_set": self.gtid_set,
                 "flavor": self.flavor, "pending_xa": dict(self.pending_xa)}
         if self.schema_history is not None:
             data["schema_history"] = self.schema_history
+        if self.snapshot is not None:
+            data["snapshot"] = self.snapshot
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Position:
         return cls(str(data["file"]), int(data["pos"]), data.get("gtid_set"),
                    data.get("flavor"), dict(data.get("pending_xa") or {}),
-                   data.get("schema_history"))
+                   data.get("schema_history"), data.get("snapshot"))
 
     def __str__(self) -> str:
         gtid = f" gtid {self.gtid_set}" if self.gtid_set else ""

@@ -151,7 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(KEY.SUB=VALUE collects a mapping, e.g. conf.spark.driver.memory=2g; "
                         "repeatable)")
     p.add_argument("--start",
-                   help="earliest|latest|gtid:SET|FILE:POS, used when no position is saved")
+                   help="earliest|latest|gtid:SET|FILE:POS, used when no position is saved "
+                   "(unset: after a snapshot, from where it began; else earliest)")
+    p.add_argument("--snapshot", choices=("initial", "when-needed", "initial-only", "never"),
+                   help="read the tables' existing rows first (default: initial when no "
+                   "position is saved and no --start is given, else never)")
     p.add_argument("--until", choices=("caught-up",),
                    help="stop once everything the source had at the start is delivered")
     p.add_argument("--position-file", help="where the resume position is kept")

@@ -64,8 +64,18 @@ class SchemaConfig:
 
 
 @dataclass(slots=True)
+class SnapshotConfig:
+    """Snapshots (docs/snapshots.md): ``mode`` initial, when-needed, initial-only, never
+    ("": initial without start.at, else never), ``chunk_rows``, ``tables`` (patterns)."""
+
+    mode: str = ""
+    chunk_rows: int = 10_000
+    tables: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class StartConfig:
-    at: str = "earliest"
+    at: str = ""
     until: str = ""
     position_file: str = ""
     position_override: str = ""
@@ -122,6 +132,7 @@ class Config:
     source: SourceConfig = field(default_factory=SourceConfig)
     schema: SchemaConfig = field(default_factory=SchemaConfig)
     start: StartConfig = field(default_factory=StartConfig)
+    snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
     filter: FilterConfig = field(default_factory=FilterConfig)
     transactions: TransactionsConfig = field(default_factory=TransactionsConfig)
     batch: BatchConfig = field(default_factory=BatchConfig)
@@ -271,9 +282,16 @@ def _validate(config: Config) -> None:
     if config.source.tls.mode in ("verify-ca", "verify-identity") and not config.source.tls.ca:
         raise ConfigError(f"source.tls.ca: needed for tls mode {config.source.tls.mode}")
     try:
-        StartPosition.parse(config.start.at)
+        StartPosition.parse(config.start.at or "earliest")
     except ValueError as exc:
         raise ConfigError(f"start.at: {exc}") from None
+    from changestream.snapshot.planning import SNAPSHOT_MODES
+
+    if config.snapshot.mode not in ("", *SNAPSHOT_MODES):
+        raise ConfigError(f"snapshot.mode: {config.snapshot.mode!r} is not one of "
+                          f"{', '.join(SNAPSHOT_MODES)}")
+    if config.snapshot.chunk_rows < 1:
+        raise ConfigError("snapshot.chunk_rows: must be positive")
     if config.schema.history not in ("auto", "on", "off"):
         raise ConfigError(f"schema.history: {config.schema.history!r} is not auto, on or off")
     for where in config.schema.skip:

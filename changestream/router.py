@@ -54,6 +54,11 @@ from changestream.schema.file_opener import FileHistoryOpener
 from changestream.schema.opener import HistoryOpener
 from changestream.schema.startup import HistorySettings
 from changestream.sink import SinkAdapter
+from changestream.snapshot.coordinator import SnapshotCoordinator
+from changestream.snapshot.planning import SnapshotSettings, file_purged, new_snapshot
+from changestream.snapshot.progress import SnapshotProgress
+from changestream.snapshot.reader import ChunkReader
+from changestream.snapshot.runner import SnapshotRunner
 from changestream.source_url import SourceSpec, parse_source_url
 from changestream.sources.files import FileSource
 from changestream.sources.live import LiveSource, StartPosition
@@ -69,7 +74,7 @@ class RouterSettings:
     """Everything the router needs besides its sink adapter (see config/ for each key)."""
 
     source: str
-    start: str = "earliest"
+    start: str = ""  # "": unset (the head after a snapshot, else "earliest")
     until: str | None = None
     position_file: str | None = None
     position_override: str | None = None
@@ -90,6 +95,7 @@ class RouterSettings:
     schema: HistorySettings = field(default_factory=HistorySettings)
     verify_checksums: bool = True
     tls: ssl.SSLContext | None = None
+    snapshot: SnapshotSettings = field(default_factory=SnapshotSettings)
 
     @classmethod
     def from_config(cls, config: Config) -> RouterSettings:
@@ -115,13 +121,15 @@ class RouterSettings:
                                    config.schema.shadow_server or None,
                                    skip=tuple(config.schema.skip)),
             verify_checksums=s.verify_checksums,
-            tls=tls_context(s.tls))
+            tls=tls_context(s.tls),
+            snapshot=SnapshotSettings(config.snapshot.mode or None, config.snapshot.chunk_rows,
+                                      tuple(config.snapshot.tables)))
 
     def __post_init__(self) -> None:
         if self.until not in (None, "caught-up"):
             raise ConfigError(f"until: {self.until!r} is not 'caught-up'")
         try:
-            StartPosition.parse(self.start)
+            StartPosition.parse(self.start or "earliest")
         except ValueError as exc:
             raise ConfigError(f"start: {exc}") from None
 
@@ -196,6 +204,8 @@ class Router:
         self._history: HistoryOpener | FileHistoryOpener | None = None
         self._saved: Position | None = None  # what the position file held at the start
         self._sink_position: Position | None = None  # what the sink's open() returned
+        self._snapshot: SnapshotCoordinator | None = None
+        self._snapshot_runner: SnapshotRunner | None = None
 
     # -- control ---------------------------------------------------------------------------
 
@@ -276,7 +286,20 @@ class Router:
                 "queue_depths": self.queue_depths(),
                 "uptime_seconds": round(time.time() - st.started, 3),
                 "schema_history": self._history_status(),
+                "snapshot": self._snapshot_status(),
             }
+
+    def _snapshot_status(self) -> dict[str, Any] | None:
+        """The snapshot's progress (``None``: none ran): tables done and to do, chunks and
+        rows delivered, the server's estimate of all rows."""
+        coordinator = self._snapshot
+        if coordinator is None:
+            return None
+        p = coordinator.progress
+        return {"id": p.id, "finished": p.finished, "tables_done": len(p.done_tables),
+                "tables_total": len(p.done_tables) + len(p.tables),
+                "current_table": p.tables[0] if p.tables else None, "chunks": p.chunks,
+                "rows": p.rows, "rows_estimated": p.total_rows}
 
     def _history_status(self) -> dict[str, Any] | None:
         tracker = self._history.tracker if self._history is not None else None
@@ -344,6 +367,10 @@ class Router:
 
     def _run(self, resume: Position | None) -> None:
         s = self.settings
+        progress, resume = self._snapshot_plan(resume)
+        if progress is None and self._snapshot_mode == "initial-only":
+            log.info("snapshot.mode initial-only: the snapshot is done; nothing to read")
+            return
         gtid_base, start = self._start_point(resume)
         where = f"{start.file}:{start.pos}" if start.kind == "file" else (
             f"gtid {start.gtid}" if start.kind == "gtid" else start.kind)
@@ -357,6 +384,11 @@ class Router:
             gtid_set=gtid_base, change_filter=s.filter,
             max_buffered_changes=s.max_buffered_changes, spill_dir=s.spill_dir,
             is_transactional=self._engine_lookup(), include_sql=s.include_sql)
+        if start.kind == "file" and start.file:
+            assembler.start_boundary = (start.file, start.pos)
+        if progress is not None:
+            self._snapshot = SnapshotCoordinator(progress)
+            assembler.snapshot = progress.as_dict()
         batch = s.batch.for_sink(self.sink)
         assert batch.max_changes is not None
         sink_ref = SinkActor.start(self.sink, self.store, batch, credits_out, self.stats,
@@ -367,22 +399,40 @@ class Router:
         message_changes = max(1, min(s.message_changes, batch.max_changes))
         self._workers = self._decode_workers()
         transaction_ref = TransactionActor.start(assembler, sink_ref, credits_in, credits_out,
-                                                 self._fail, message_changes, self._workers)
+                                                 self._fail, message_changes, self._workers,
+                                                 self._snapshot)
         self._actors = [transaction_ref, sink_ref]
         live = self.spec.kind == "server"
 
+        snapshot = self._snapshot
+        # Under a snapshot the stream follows the server until the snapshot is done, also
+        # with ``until`` (and ``initial-only`` ends there).
+        follow = None if snapshot is None else (
+            True if s.until is not None or self._snapshot_mode == "initial-only" else None)
+        done_when_idle = None
+        if snapshot is not None and follow:
+            done_when_idle = self._snapshot_done
+
         def open_source(at: tuple[str, int] | None, decoder: EventDecoder) -> Source:
             begin = StartPosition("file", file=at[0], pos=at[1]) if at else start
-            return _Stream(self._source(begin, decoder), decoder)
+            return _Stream(self._source(begin, decoder, follow=follow), decoder)
 
         self._listener = Listener(open_source, column_info, transaction_ref, credits_in,
                                   self.stats, self._stopping, self._fail,
                                   batch_events=s.batch_events,
                                   reconnect_seconds=s.reconnect_seconds, live=live,
-                                  workers=self._workers, table_filter=self._table_filter())
+                                  workers=self._workers, table_filter=self._table_filter(),
+                                  snapshot=snapshot, done_when_idle=done_when_idle)
         if resume is not None and resume.pending_xa:
             self._reload_prepared_xa(resume, assembler, column_info)
         self._listener.start()
+        if snapshot is not None:
+            snapshot.waker = self._listener.wake
+            self._snapshot_runner = SnapshotRunner(
+                self._chunk_reader, snapshot,
+                lambda: (self.stats.read_file, self.stats.read_pos),
+                self._stopping, self._fail)
+            self._snapshot_runner.start()
         ticker = threading.Thread(target=self._tick, args=(sink_ref,), daemon=True,
                                   name="changestream-ticker")
         ticker.start()
@@ -406,6 +456,9 @@ class Router:
             self._finished.wait(interval)
 
     def _shutdown(self) -> None:
+        if self._snapshot_runner is not None:
+            self._stopping.set()
+            self._snapshot_runner.join(30)
         if self._listener is not None:
             self._listener.stop()
         for ref in self._actors:
@@ -417,6 +470,54 @@ class Router:
             self._workers = None
         if self._history is not None:
             self._history.close()
+
+    # -- snapshots ---------------------------------------------------------------------
+
+    @property
+    def _snapshot_mode(self) -> str:
+        return self.settings.snapshot.resolved(self.spec.kind == "server",
+                                               bool(self.settings.start))
+
+    def _snapshot_plan(self, resume: Position | None) -> tuple[SnapshotProgress | None,
+                                                              Position | None]:
+        """The snapshot to run (one under way in the position, or a new one the mode asks
+        for) and where to resume (``None`` after a purged position with ``when-needed``:
+        the new snapshot's stream starts at the head)."""
+        mode = self._snapshot_mode
+        if resume is not None and resume.snapshot:
+            if mode == "never":
+                log.warning("snapshot.mode never: the snapshot under way in the saved position "
+                            "is left unfinished")
+                return None, resume
+            progress = SnapshotProgress.from_dict(resume.snapshot)
+            return (None if progress.finished else progress), resume
+        if mode == "never":
+            return None, resume
+        if resume is not None:
+            if mode == "when-needed" and resume.file and file_purged(self._connect,
+                                                                     resume.file):
+                log.warning("the saved position %s is no longer on the server (purged): "
+                            "snapshot.mode when-needed takes a new snapshot", resume)
+                resume = None
+            else:
+                return None, resume
+        progress = new_snapshot(self._connect, self._table_filter(),
+                                self.settings.snapshot.tables)
+        log.info("snapshot %s: %d tables, about %d rows", progress.id, len(progress.tables),
+                 progress.total_rows)
+        return progress, resume
+
+    def _chunk_reader(self) -> ChunkReader:
+        connection = self.spec.connection
+        return ChunkReader(lambda **extra: pymysql.connect(
+            connect_timeout=10, **{**connection, **extra}), self.settings.snapshot.chunk_rows)
+
+    def _snapshot_done(self) -> bool:
+        runner, coordinator = self._snapshot_runner, self._snapshot
+        if runner is None or coordinator is None or not runner.finished.is_set():
+            return False
+        offer = coordinator.offer
+        return offer is None or offer.delivered.is_set()
 
     def _decode_workers(self) -> DecodeWorkers | None:
         """Worker processes for plain DML transactions, when the sink takes encoded records
@@ -447,7 +548,9 @@ class Router:
             if self.spec.kind == "server" and by_gtid:
                 return gtid, StartPosition("gtid", gtid=resume.gtid_set)
             return gtid, StartPosition("file", file=resume.file, pos=resume.pos)
-        start = StartPosition.parse(self.settings.start)
+        start = StartPosition.parse(self.settings.start or (
+            "latest" if self._snapshot is not None or self._snapshot_mode != "never"
+            else "earliest"))
         if start.kind == "file" and self.spec.kind == "server":
             assert start.file is not None
             return self._gtids_before(start.file, start.pos), start

@@ -34,7 +34,7 @@ _OPTION_KEYS = {
     "batch_seconds": "batch.max_seconds",
     "max_buffered_changes": "transactions.max_buffered_changes",
     "spill_dir": "transactions.spill_dir", "server_id": "source.server_id",
-    "control_port": "control.port",
+    "control_port": "control.port", "snapshot": "snapshot.mode",
 }
 
 

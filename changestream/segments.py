@@ -17,7 +17,7 @@ from __future__ import annotations
 import array
 import struct
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 from changestream.decode_workers import DecodeWorkers, RawEventData, Segment, SegmentTicket
 from changestream.decoding import event_types as et
@@ -47,8 +47,12 @@ class Segmenter:
 
     def __init__(self, decoder: EventDecoder, workers: DecodeWorkers, *,
                  segment_events: int = 2_000, segment_bytes: int = 1 << 20,
-                 transaction_bytes: int = 4 << 20):
+                 transaction_bytes: int = 4 << 20, kept_here: Any = None):
         self.decoder = decoder
+        # A snapshot's coordinator: the tables it tracks (``tracked``, changing ``version``)
+        # are decoded here, where their keys are noted.
+        self.kept_here = kept_here
+        self._kept_version = -1
         self.workers = workers
         self.segment_events = segment_events
         self.segment_bytes = segment_bytes
@@ -162,6 +166,10 @@ class Segmenter:
         post = self.decoder.post_header_length(et.TABLE_MAP)
         end = self._body_end(data)
         key = data[HEADER_SIZE + post - 2:end]
+        kept = self.kept_here
+        if kept is not None and kept.version != self._kept_version:
+            self._names_logged.clear()
+            self._kept_version = kept.version
         known = self._names_logged.get(key)
         if known is None:
             try:
@@ -169,7 +177,9 @@ class Segmenter:
                 mariadb = fde is not None and fde.is_mariadb
                 schema = parse_table_map(data[HEADER_SIZE:end], post, mariadb)[2]
                 # MariaDB's UUID/INET columns need the router's schema history.
-                known = schema.names_logged and not (mariadb and may_hold_address(schema))
+                known = schema.names_logged and not (mariadb and may_hold_address(schema)) \
+                    and not (kept is not None and (schema.database, schema.table) in
+                             kept.tracked)
             except (TableMapFormatError, IndexError, struct.error, ValueError):
                 known = False  # decoded here, where the error names the place
             if len(self._names_logged) > 4096:

@@ -29,7 +29,8 @@ from changestream.embedded import (
     EmbeddedServer,
     ServerNotAvailableError,
 )
-from changestream.schema.definition import ColumnDefinition, TableDefinition, TableKey
+from changestream.schema.catalog import collation_ids, quote, read_definition
+from changestream.schema.definition import TableDefinition, TableKey
 
 log = logging.getLogger("changestream")
 
@@ -93,16 +94,9 @@ class ShadowServer:
         self._session: tuple[Any, ...] | None = None
         self._collations: dict[str, int] = {}  # name -> id
         self._charsets: dict[int, tuple[str, str]] = {}  # id -> (collation, character set)
-        try:  # MariaDB 10.10+: every id, the uca1400 ones (2048+) included
-            rows = self._query("SELECT FULL_COLLATION_NAME, CHARACTER_SET_NAME, ID FROM "
-                               "information_schema.COLLATION_CHARACTER_SET_APPLICABILITY")
-        except pymysql.MySQLError:
-            rows = self._query("SELECT COLLATION_NAME, CHARACTER_SET_NAME, ID FROM "
-                               "information_schema.COLLATIONS")
-        for name, charset, number in rows:
-            if number:
-                self._collations[str(name)] = int(number)
-                self._charsets[int(number)] = (str(name), str(charset))
+        for name, (number, charset) in collation_ids(self._query).items():
+            self._collations[name] = number
+            self._charsets[number] = (name, charset)
 
     def close(self) -> None:
         with contextlib.suppress(pymysql.MySQLError):
@@ -202,27 +196,7 @@ class ShadowServer:
         return {key: self._definition(*key) for key in keys}
 
     def _definition(self, database: str, table: str) -> TableDefinition | None:
-        rows = self._query(
-            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COLLATION_NAME, EXTRA "
-            "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-            "ORDER BY ORDINAL_POSITION", (database, table))
-        if not rows:
-            return None
-        columns = []
-        for name, data_type, column_type, collation, extra in rows:
-            extra = str(extra or "").upper()
-            generated = ("VIRTUAL" if "VIRTUAL" in extra else
-                         "STORED" if "STORED" in extra or "PERSISTENT" in extra else "")
-            columns.append(ColumnDefinition(
-                str(name), str(data_type).lower(), str(column_type),
-                self._collations.get(str(collation)) if collation else None, generated,
-                "INVISIBLE" in extra))
-        key = tuple(str(n) for (n,) in self._query(
-            "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
-            "AND TABLE_NAME = %s AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX",
-            (database, table)))
-        create = str(self._query(f"SHOW CREATE TABLE {quote(database)}.{quote(table)}")[0][1])
-        return TableDefinition(database, table, tuple(columns), key, create)
+        return read_definition(self._query, self._collations, database, table)
 
     def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._conn.cursor() as cur:
@@ -270,10 +244,6 @@ def _alive(pid: int) -> bool:
         return True
     return True
 
-
-def quote(name: str) -> str:
-    """``name`` as a quoted identifier."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _make_server(settings: ShadowSettings) -> EmbeddedServer:

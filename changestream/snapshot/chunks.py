@@ -12,10 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-
-def quote(name: str) -> str:
-    """A MySQL identifier, backquoted."""
-    return "`" + name.replace("`", "``") + "`"
+from changestream.schema.catalog import quote
 
 
 @dataclass(frozen=True, slots=True)

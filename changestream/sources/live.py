@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import select
 import socket
 import ssl
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -103,6 +105,9 @@ class LiveSource:
         self._counts_offsets = False  # the server may send events without end_log_pos
         self._conn: pymysql.Connection[Any] | None = None
         self._stop = threading.Event()
+        self._woken = threading.Event()
+        self._wake_fds: tuple[int, int] | None = None  # a pipe that ends a wait for events
+        self._wake_lock = threading.Lock()  # no write to the pipe once it is closed
         self.file: str | None = None
         self.pos = 4
 
@@ -128,6 +133,32 @@ class LiveSource:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+    def wake(self) -> None:
+        """Make a read waiting for events report itself idle (``None``) now, from another
+        thread (the router has something to put into the stream)."""
+        self._woken.set()
+        with self._wake_lock:
+            fds = self._wake_fds
+            if fds is not None:
+                with contextlib.suppress(OSError):
+                    os.write(fds[1], b"w")
+
+    def _wait(self, sock: socket.socket, timeout: float) -> bool | None:
+        """Whether ``sock`` has data within ``timeout`` seconds; ``None`` when woken."""
+        if self._wake_fds is None:
+            return _readable(sock, timeout)
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return True
+        ready = select.select([sock, self._wake_fds[0]], [], [], timeout)[0]
+        if sock in ready:
+            return True
+        if ready:
+            with contextlib.suppress(OSError):
+                os.read(self._wake_fds[0], 4096)
+            self._woken.clear()
+            return None
+        return False
 
     def _query_one(self, conn: pymysql.Connection[Any], sql: str) -> tuple[Any, ...] | None:
         with conn.cursor() as cur:
@@ -190,6 +221,11 @@ class LiveSource:
             self._conn = None
             with contextlib.suppress(Exception):
                 conn.close()
+            with self._wake_lock:
+                fds, self._wake_fds = self._wake_fds, None
+                for fd in fds or ():
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
 
     def _send_dump(self, conn: pymysql.Connection[Any], file: str, pos: int) -> None:
         flags = 0 if self.blocking else BINLOG_DUMP_NON_BLOCK
@@ -225,6 +261,12 @@ class LiveSource:
         buf = bytearray()
         big: list[bytes] = []  # pieces of a packet longer than 16 MB
         silence = max(10.0, 3 * self.heartbeat_seconds) if self.blocking else 120.0
+        heard = time.monotonic()  # when data last came
+        if idle and self._wake_fds is None:
+            with self._wake_lock:
+                self._wake_fds = os.pipe()
+                if self._woken.is_set():
+                    os.write(self._wake_fds[1], b"w")
         drop_annotations = self._counts_offsets and not self.annotations
         annotate = et.MARIADB_ANNOTATE_ROWS
         while True:
@@ -267,11 +309,15 @@ class LiveSource:
             if idle and not _readable(sock, 0):
                 yield None
             try:
-                if not _readable(sock, silence):
+                ready = self._wait(sock, max(0.0, heard + silence - time.monotonic()))
+                if ready is None:
+                    continue  # woken: report idle again
+                if not ready:
                     raise ConnectionLostError(
                         f"lost the server at {self._where()}: nothing received for "
                         f"{silence:.0f}s (not even a heartbeat)")
                 chunk = sock.recv(1 << 20)
+                heard = time.monotonic()
             except (OSError, ValueError) as exc:
                 if self._stop.is_set():
                     return

@@ -1,0 +1,137 @@
+"""Where the snapshot meets the stream.
+
+Three threads share a :class:`SnapshotCoordinator`:
+
+- the snapshot runner tracks a table (from then on every change the stream assembles for
+  it has its keys noted), reads a chunk and offers it with the binlog position after the
+  read (the end of its window), and waits until it is delivered;
+- the listener hands the offered chunk on, in its event stream, at the first point it has
+  read to the end of the window (a transaction boundary, or the end of what the server has
+  sent so far), so everything the binlog holds up to there is assembled before it;
+- the Transaction actor, taking it there, drops the chunk's rows whose keys a change noted
+  since the table began to be tracked (that change, delivered in order, is as new as the
+  row or newer), delivers the rest as ``snapshot`` changes at the stream's position, and
+  saves the snapshot's progress in that position.
+
+The Segmenter keeps the tracked tables' transactions away from decode workers (their keys
+must be seen here).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from changestream.changes import (
+    Change,
+    Position,
+    TransactionInfo,
+    TransactionPart,
+    binlog_order,
+)
+from changestream.snapshot.progress import SnapshotProgress
+from changestream.snapshot.reader import ReadChunk, TablePlan
+from changestream.snapshot.window import ChangedKeys
+
+SNAPSHOT_OP = "snapshot"
+
+
+@dataclass(slots=True)
+class ChunkOffer:
+    """A chunk read, on its way into the stream."""
+
+    plan: TablePlan | None  # None: the table is gone (the chunk is empty)
+    chunk: ReadChunk
+    handed: bool = False
+    delivered: threading.Event = field(default_factory=threading.Event)
+
+
+class SnapshotCoordinator:
+    """See the module docstring. ``progress`` is the snapshot's, as delivered so far."""
+
+    def __init__(self, progress: SnapshotProgress):
+        self.progress = progress
+        self.tracked: dict[tuple[str, str], ChangedKeys] = {}
+        self.version = 0  # changes whenever the tracked tables do
+        self.offer: ChunkOffer | None = None
+        self.delivered_rows = 0
+        self.waker: Callable[[], None] | None = None  # wakes a listener waiting for events
+        self._lock = threading.Lock()
+
+    def wake(self) -> None:
+        """Have the listener look again (a chunk was offered, or the snapshot ended)."""
+        if self.waker is not None:
+            self.waker()
+
+    # -- the runner ----------------------------------------------------------------------
+
+    def track(self, database: str, table: str, key: tuple[str, ...]) -> None:
+        with self._lock:
+            self.tracked = {**self.tracked, (database, table): ChangedKeys(key)}
+            self.version += 1
+
+    def untrack(self, database: str, table: str) -> None:
+        with self._lock:
+            self.tracked = {k: v for k, v in self.tracked.items() if k != (database, table)}
+            self.version += 1
+
+    def put(self, offer: ChunkOffer) -> None:
+        """Offer a chunk to the listener (one at a time)."""
+        with self._lock:
+            self.offer = offer
+        self.wake()
+
+    # -- the listener --------------------------------------------------------------------
+
+    def due(self, file: str | None, pos: int | None) -> ChunkOffer | None:
+        """The offered chunk, once (``file``/``pos``: what the stream has read to, at a
+        transaction boundary) the stream has read to the end of its window."""
+        offer = self.offer
+        if offer is None or offer.handed or not file or pos is None:
+            return None
+        if binlog_order(file, pos) < binlog_order(*offer.chunk.high):
+            return None
+        offer.handed = True
+        return offer
+
+    # -- the Transaction actor -----------------------------------------------------------
+
+    def note(self, parts: list[TransactionPart]) -> None:
+        """The keys the changes of ``parts`` touch, for the tracked tables."""
+        tracked = self.tracked
+        for part in parts:
+            for change in part.changes:
+                window = tracked.get((change.database or "", change.table or ""))
+                if window is not None:
+                    window.note(change.before, change.after)
+
+    def deliver(self, offer: ChunkOffer, position: Position,
+                ) -> tuple[list[TransactionPart], SnapshotProgress]:
+        """The chunk's rows no noted change touched, as ``snapshot`` changes at
+        ``position`` (the stream's), and the progress after it."""
+        plan, chunk = offer.plan, offer.chunk
+        progress = self.progress
+        if plan is None:
+            self.progress = progress.chunk_done(None, 0, True)
+            return [], self.progress
+        window = self.tracked.get((plan.database, plan.table))
+        rows = window.unchanged(chunk.rows) if window is not None else \
+            [row for _, row in chunk.rows]
+        info = TransactionInfo(f"snapshot-{progress.id}-{progress.chunks + 1}", None, None,
+                               chunk.read_at, len(rows), 0, position.file, position.pos,
+                               position.pos)
+        pk = [plan.schema.columns[i].name for i in plan.schema.primary_key or ()]
+        changes = []
+        last = len(rows) - 1
+        for seq, row in enumerate(rows):
+            changes.append(Change(
+                SNAPSHOT_OP, plan.database, plan.table, None, row,
+                {k: row[k] for k in pk} if pk else None, None, position.file, position.pos,
+                seq, seq, seq == last, plan.schema, info))
+        self.progress = progress.chunk_done(chunk.last_key, len(rows), chunk.done)
+        self.delivered_rows += len(rows)
+        parts = [TransactionPart(info, changes, True,
+                                 Position(position.file, position.pos))] if changes else []
+        return parts, self.progress
+

@@ -1,0 +1,181 @@
+"""Reading a table's chunks from the source server, each with the binlog position after it.
+
+One connection, autocommit off, session time zone UTC and no value conversions (the values
+come as the server's text or bytes; :mod:`changestream.snapshot.values` turns them into
+the decoder's). Each chunk is one ``SELECT`` in a transaction of its own started ``WITH
+CONSISTENT SNAPSHOT`` and the binlog head read after it: the chunk's window ends there.
+MariaDB says exactly which binlog position its consistent snapshot is at
+(``binlog_snapshot_file``/``_position``); the reader waits until that is not before the
+position the window began at, so every transaction the binlog holds before the window is
+in the chunk. MySQL offers no such status to a user without BACKUP_ADMIN: there the first
+chunk of a table is read only after the router's stream has passed the window's start
+(see :mod:`changestream.snapshot.runner`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+import pymysql.converters
+
+from changestream.changes import binlog_order
+from changestream.decoding.table_schema import TableSchema
+from changestream.errors import SourceError
+from changestream.schema.catalog import collation_ids, read_definition, unique_key
+from changestream.schema.definition import definition_schema
+from changestream.snapshot.chunks import ChunkQuery
+from changestream.snapshot.values import row_converter
+
+# Encoders only: the values read stay the server's text and bytes.
+_ENCODERS = {k: v for k, v in pymysql.converters.conversions.items() if isinstance(k, type)}
+
+
+@dataclass(slots=True)
+class TablePlan:
+    """How one table is read: its shape, its chunk query (``None`` without a key) and the
+    server's estimate of its rows."""
+
+    database: str
+    table: str
+    schema: TableSchema
+    query: ChunkQuery | None
+    estimated_rows: int
+    convert: Callable[[Any], dict[str, Any]]
+
+    @property
+    def name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return self.query.key if self.query is not None else ()
+
+    def key_param(self, raw: Any) -> tuple[Any, ...]:
+        """A row's key as it is given back to the server: text for character and number
+        columns (so the comparison is in the column's collation), bytes for binary ones."""
+        assert self.query is not None
+        by_name = {c.name: c for c in self.schema.columns}
+        values = []
+        for name in self.query.key:
+            value = raw[self.query.columns.index(name)]
+            binary = by_name[name].collation == 63
+            values.append(value if binary or not isinstance(value, bytes) else value.decode())
+        return tuple(values)
+
+
+@dataclass(slots=True)
+class ReadChunk:
+    """Rows read (``(key in the decoder's values, row)``), the key of the last one as the
+    server gave it (where the next chunk starts), whether the table is done, and the binlog
+    position after the read (the end of its window)."""
+
+    rows: list[tuple[tuple[Any, ...], dict[str, Any]]]
+    last_key: tuple[Any, ...] | None
+    done: bool
+    high: tuple[str, int]
+    read_at: dt.datetime
+
+
+class ChunkReader:
+    """Reads chunks of tables through its own connection (``connect`` opens one)."""
+
+    def __init__(self, connect: Callable[..., pymysql.Connection[Any]], chunk_rows: int):
+        self.chunk_rows = chunk_rows
+        self.conn = connect(conv=_ENCODERS, charset="utf8mb4", autocommit=False,
+                            use_unicode=False)
+        with self.conn.cursor() as cur:
+            cur.execute("SET SESSION time_zone = '+00:00'")
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            cur.execute("SELECT VERSION()")
+            self.mariadb = "mariadb" in str(cur.fetchone()[0]).lower()
+        self.conn.commit()
+        self._collations = {name: number for name, (number, _) in
+                            collation_ids(self._query).items()}
+
+    def close(self) -> None:
+        with contextlib.suppress(pymysql.MySQLError):
+            self.conn.close()
+
+    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self.conn.cursor() as cur:
+            cur.execute(sql, args)
+            rows = [tuple(_text(v) for v in row) for row in cur.fetchall()]
+        self.conn.commit()
+        return rows
+
+    def head(self) -> tuple[str, int]:
+        """The binlog's end now."""
+        with self.conn.cursor() as cur:
+            try:
+                cur.execute("SHOW BINARY LOG STATUS")
+            except pymysql.MySQLError:
+                cur.execute("SHOW MASTER STATUS")
+            row = cur.fetchone()
+        self.conn.commit()
+        if row is None:
+            raise SourceError("snapshot: the server reports no binlog position: is log_bin on?")
+        return _text(row[0]), int(row[1])
+
+    def plan(self, database: str, table: str) -> TablePlan | None:
+        """How to read ``database.table`` (``None``: it does not exist)."""
+        definition = read_definition(self._query, self._collations, database, table)
+        if definition is None:
+            return None
+        schema = definition_schema(definition)
+        names = tuple(c.name for c in definition.columns)
+        key = definition.primary_key or unique_key(self._query, database, table)
+        query = ChunkQuery(database, table, names, key, self.chunk_rows) if key else None
+        estimate = self._query("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE "
+                               "TABLE_SCHEMA = %s AND TABLE_NAME = %s", (database, table))
+        rows = int(estimate[0][0] or 0) if estimate else 0
+        return TablePlan(database, table, schema, query, rows, row_converter(schema))
+
+    def read(self, plan: TablePlan, after: tuple[Any, ...] | None,
+             window_start: tuple[str, int]) -> ReadChunk:
+        """The chunk of ``plan``'s table after the key ``after``, read in a snapshot that
+        holds everything the binlog has before ``window_start``."""
+        assert plan.query is not None
+        sql, args = plan.query.select(after)
+        for _ in range(1000):
+            with self.conn.cursor() as cur:
+                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                if not self.mariadb or self._snapshot_covers(cur, window_start):
+                    read_at = dt.datetime.now(dt.UTC)
+                    cur.execute(sql, args)
+                    raw = cur.fetchall()
+                    self.conn.commit()
+                    break
+            self.conn.commit()
+            time.sleep(0.005)  # a commit the binlog holds is not yet visible: a moment
+        else:
+            raise SourceError(f"snapshot of {plan.name}: the server's consistent snapshot "
+                              f"stays before binlog position {window_start[0]}:"
+                              f"{window_start[1]}")
+        high = self.head()
+        convert = plan.convert
+        positions = [plan.query.columns.index(k) for k in plan.query.key]
+        rows = []
+        for r in raw:
+            row = convert(r)
+            rows.append((tuple(row[plan.query.columns[i]] for i in positions), row))
+        last = plan.key_param(raw[-1]) if raw else after
+        return ReadChunk(rows, last, len(raw) < plan.query.limit, high, read_at)
+
+    @staticmethod
+    def _snapshot_covers(cur: Any, window_start: tuple[str, int]) -> bool:
+        cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+        status = {_text(k).lower(): _text(v) for k, v in cur.fetchall()}
+        file, pos = status.get("binlog_snapshot_file"), status.get("binlog_snapshot_position")
+        if not file or pos is None:
+            return True  # binary logging off for the session's view: nothing to wait for
+        return binlog_order(file, int(pos)) >= binlog_order(*window_start)
+
+
+def _text(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes | bytearray) else value

@@ -1,0 +1,140 @@
+"""Values read by ``SELECT`` turned into what the binlog decoder gives for the same row.
+
+The chunk reader asks PyMySQL for no conversions and no decoding: every value comes as the
+bytes the server sent (text in utf8mb4, the connection's character set). Each column's
+converter is chosen once from its type (the table's
+definition as a :class:`TableSchema`), so a snapshot row's record is the record the same row
+gets from a rows event (:mod:`changestream.decoding.row_values` lists the mapping): integers
+as int, DECIMAL as Decimal, FLOAT/DOUBLE as float, DATE as date, DATETIME as naive and
+TIMESTAMP as UTC datetime (the session's time zone is UTC), TIME as timedelta, zero or
+invalid dates as the text the server prints, SET as a list of labels, BIT as int, JSON
+parsed, VECTOR as a list of floats, everything else as read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import struct
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+from changestream.decoding import field_types as ft
+from changestream.decoding.json_binary import JSON_NULL
+from changestream.decoding.table_schema import Column, TableSchema
+
+Converter = Callable[[Any], Any]
+_TIME = re.compile(r"^(-)?(\d+):(\d\d):(\d\d)(?:\.(\d{1,6}))?$")
+_INTEGERS = frozenset({ft.TINY, ft.SHORT, ft.INT24, ft.LONG, ft.LONGLONG, ft.YEAR})
+
+
+def _date(text: str) -> Any:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        return text  # a zero or invalid date, as the decoder gives it
+
+
+def _datetime(text: str) -> Any:
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        return text
+
+
+def _timestamp(text: str) -> Any:
+    try:
+        return dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
+    except ValueError:
+        return text
+
+
+def _time(text: str) -> Any:
+    match = _TIME.match(text)
+    if match is None:
+        return text
+    sign, hours, minutes, seconds, fraction = match.groups()
+    value = dt.timedelta(hours=int(hours), minutes=int(minutes), seconds=int(seconds),
+                         microseconds=int((fraction or "0").ljust(6, "0")))
+    return -value if sign else value
+
+
+def _set(text: str) -> list[str]:
+    return text.split(",") if text else []
+
+
+def _bit(raw: bytes) -> int:
+    return int.from_bytes(raw, "big")
+
+
+def _json(text: str | bytes) -> Any:
+    value = orjson.loads(text)
+    return JSON_NULL if value is None else value
+
+
+def _vector(raw: bytes) -> list[float]:
+    return list(struct.unpack(f"<{len(raw) // 4}f", raw))
+
+
+def _as_read(value: Any) -> Any:
+    return value
+
+
+def _utf8(raw: bytes) -> str:
+    return raw.decode("utf-8")
+
+
+def converter(column: Column) -> Converter:
+    """How one column's ``SELECT`` value (bytes) becomes the decoder's value (not for
+    NULL)."""
+    convert = _text_converter(column)
+    if convert is _as_read:
+        # Character columns as text; binary ones (and GEOMETRY, BIT) stay bytes.
+        return _utf8 if column.type_code not in _RAW and column.collation != 63 else _as_read
+    if convert in (_bit, _vector):
+        return convert
+    return lambda raw: convert(raw.decode("utf-8"))
+
+
+_RAW = frozenset({ft.GEOMETRY, ft.BIT, ft.VECTOR})
+
+
+def _text_converter(column: Column) -> Converter:
+    t = column.type_code
+    if t in _INTEGERS:
+        return int
+    if t in (ft.FLOAT, ft.DOUBLE):
+        return float
+    if t == ft.NEWDECIMAL:
+        return Decimal
+    if t in (ft.DATE, ft.NEWDATE):
+        return _date
+    if t in (ft.DATETIME, ft.DATETIME2):
+        return _datetime
+    if t in (ft.TIMESTAMP, ft.TIMESTAMP2):
+        return _timestamp
+    if t in (ft.TIME, ft.TIME2):
+        return _time
+    if t == ft.SET:
+        return _set
+    if t == ft.BIT:
+        return _bit
+    if t == ft.JSON:
+        return _json
+    if t == ft.VECTOR:
+        return _vector
+    return _as_read
+
+
+def row_converter(schema: TableSchema) -> Callable[[Sequence[Any]], dict[str, Any]]:
+    """A ``SELECT`` row of every column of ``schema``, in order, as the decoder's row."""
+    converters = [(c.name, converter(c)) for c in schema.columns]
+
+    def convert(row: Sequence[Any]) -> dict[str, Any]:
+        return {name: None if value is None else conv(value)
+                for (name, conv), value in zip(converters, row)}
+
+    return convert

@@ -110,6 +110,7 @@ class Listener:
                                         daemon=True)
         self._paused = threading.Event()
         self._paused.set()  # set = running
+        self._holding = threading.Event()  # set while paused at a transaction boundary
 
     def start(self) -> None:
         self._thread.start()
@@ -308,9 +309,32 @@ class Listener:
         self.stats.events_read += len(batch)
         self.transaction.tell(EventBatch(batch))
 
+    def hold(self, timeout: float = 60.0) -> tuple[str, int] | None:
+        """Pause at the next transaction boundary and wait until it is reached: where the
+        stream stands (the snapshot of a table without a key goes in there)."""
+        self.pause()
+        self.wake()
+        if not self._holding.wait(timeout):
+            return None
+        return self._stands()
+
+    def _stands(self) -> tuple[str, int]:
+        """The last transaction boundary read (where reading began, before any)."""
+        return self.boundary or (self.stats.read_file or "", self.stats.read_pos or 0)
+
     def _wait_if_paused(self) -> None:
-        while not self._paused.wait(0.2):
-            if self.stopping.is_set():
-                raise StoppedError
+        if not self._paused.is_set():
+            self._holding.set()
+            try:
+                while not self._paused.wait(0.05):
+                    if self.stopping.is_set():
+                        raise StoppedError
+                    snapshot = self.snapshot
+                    if snapshot is not None:
+                        offer = snapshot.due(*self._stands())
+                        if offer is not None:
+                            self._send([offer], None)
+            finally:
+                self._holding.clear()
         if self.stopping.is_set():
             raise StoppedError

@@ -9,10 +9,11 @@ from typing import Any
 import pykka
 
 from changestream.assembler import TransactionAssembler
-from changestream.changes import EncodedRun, Position
+from changestream.changes import EncodedRun, Position, binlog_order
 from changestream.decode_workers import DecodeWorkers, SegmentTicket
 from changestream.flow import Credits, StoppedError
 from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator
+from changestream.snapshot.progress import SnapshotProgress
 
 from .messages import EndOfStream, EventBatch, Parts, ResetOpenTransaction
 
@@ -99,8 +100,17 @@ class TransactionActor(pykka.ThreadingActor):
         snapshot's progress after it."""
         assert self.snapshot is not None
         assembler = self.assembler
-        parts, progress = self.snapshot.deliver(offer, assembler.position())
-        assembler.snapshot = None if progress.finished else progress.as_dict()
+
+        def position_after(progress: SnapshotProgress) -> Position:
+            # Also when finished: its chunk count orders positions at one binlog offset
+            # (see Position.order).
+            assembler.snapshot = progress.as_dict()
+            return assembler.position()
+
+        if offer.read_until is not None and offer.plan is not None:
+            assembler.read_until[(offer.plan.database, offer.plan.table)] = \
+                binlog_order(*offer.read_until)
+        parts, position = self.snapshot.deliver(offer, assembler.position(), position_after)
         self.credits_out.take()
-        self.sink.tell(Parts(parts, assembler.position()))
+        self.sink.tell(Parts(parts, position))
         offer.delivered.set()

@@ -19,7 +19,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from changestream.changes import Change, Position, TransactionInfo, TransactionPart
+from changestream.changes import (
+    Change,
+    Position,
+    TransactionInfo,
+    TransactionPart,
+    binlog_order,
+)
 from changestream.ddl import parse_ddl
 from changestream.decoding.events import (
     FL_STANDALONE,
@@ -139,6 +145,9 @@ class TransactionAssembler:
         self._delivered_boundary: tuple[str, int] | None = None
         self.start_boundary: tuple[str, int] | None = None  # where reading began, if known
         self.snapshot: dict[str, Any] | None = None  # a snapshot's progress, for positions
+        # Tables whose rows in transactions that begin before a binlog position are left
+        # out: a snapshot read them whole at that position (tables without a key).
+        self.read_until: dict[tuple[str, str], tuple[str, int, int]] = {}
         self._handlers: dict[type, Callable[[Any], None]] = {
             RowsEvent: self._rows,
             QueryEvent: self._query,
@@ -416,6 +425,9 @@ class TransactionAssembler:
         if self.filter is not None and not self.filter.table(database, table):
             return
         group = self._group_for(event)
+        until = self.read_until.get((database, table)) if self.read_until else None
+        if until is not None and binlog_order(group.file, group.start) < until:
+            return  # the snapshot of the table holds this transaction's rows already
         shape = self._shapes.shape(schema)
         ncols = len(shape.names)
         full = len(event.present) == ncols and (

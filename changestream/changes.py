@@ -65,6 +65,13 @@ class Position:
         gtid = f" gtid {self.gtid_set}" if self.gtid_set else ""
         return f"{self.file}:{self.pos}{gtid}"
 
+    @property
+    def order(self) -> tuple[str, int, int, int]:
+        """A sort key: the binlog position, then how many snapshot chunks were delivered
+        (chunks go into the stream between transactions, at the same binlog position)."""
+        chunks = int(self.snapshot.get("chunks") or 0) if self.snapshot else 0
+        return (*binlog_order(self.file, self.pos), chunks)
+
 
 @dataclass(slots=True)
 class TransactionInfo:

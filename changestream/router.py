@@ -12,7 +12,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pykka
@@ -24,7 +24,7 @@ from changestream.actors.messages import Tick
 from changestream.actors.sink import BatchSettings, SinkActor
 from changestream.actors.transaction import TransactionActor
 from changestream.assembler import TransactionAssembler
-from changestream.changes import Position, binlog_order
+from changestream.changes import Position
 from changestream.column_info import ColumnInfo, information_schema_lookup
 from changestream.config import Config
 from changestream.decode_workers import DecodeWorkers, WorkerSettings
@@ -55,7 +55,13 @@ from changestream.schema.opener import HistoryOpener
 from changestream.schema.startup import HistorySettings
 from changestream.sink import SinkAdapter
 from changestream.snapshot.coordinator import SnapshotCoordinator
-from changestream.snapshot.planning import SnapshotSettings, file_purged, new_snapshot
+from changestream.snapshot.planning import (
+    WITHHELD,
+    SnapshotSettings,
+    file_purged,
+    keyless_tables,
+    new_snapshot,
+)
 from changestream.snapshot.progress import SnapshotProgress
 from changestream.snapshot.reader import ChunkReader
 from changestream.snapshot.runner import SnapshotRunner
@@ -146,7 +152,7 @@ def _later(a: Position | None, b: Position | None) -> Position | None:
     """The later of two positions of the same binlog (by file sequence number, offset)."""
     if a is None or b is None:
         return a or b
-    return a if binlog_order(a.file, a.pos) >= binlog_order(b.file, b.pos) else b
+    return a if a.order >= b.order else b
 
 
 class _Stream:
@@ -205,6 +211,7 @@ class Router:
         self._saved: Position | None = None  # what the position file held at the start
         self._sink_position: Position | None = None  # what the sink's open() returned
         self._snapshot: SnapshotCoordinator | None = None
+        self._finished_snapshot: dict[str, Any] | None = None
         self._snapshot_runner: SnapshotRunner | None = None
 
     # -- control ---------------------------------------------------------------------------
@@ -389,6 +396,13 @@ class Router:
         if progress is not None:
             self._snapshot = SnapshotCoordinator(progress)
             assembler.snapshot = progress.as_dict()
+            # Tables without a key are read whole: until then their changes are withheld
+            # (decoded here, not by workers), as the snapshot will hold them.
+            for database, table in keyless_tables(self._connect, progress.tables):
+                self._snapshot.track(database, table, ())
+                assembler.read_until[(database, table)] = WITHHELD
+        else:  # a finished snapshot's count of chunks stays in the positions (their order)
+            assembler.snapshot = self._finished_snapshot
         batch = s.batch.for_sink(self.sink)
         assert batch.max_changes is not None
         sink_ref = SinkActor.start(self.sink, self.store, batch, credits_out, self.stats,
@@ -431,7 +445,7 @@ class Router:
             self._snapshot_runner = SnapshotRunner(
                 self._chunk_reader, snapshot,
                 lambda: (self.stats.read_file, self.stats.read_pos),
-                self._stopping, self._fail)
+                self._stopping, self._fail, self._listener.hold, self._listener.resume)
             self._snapshot_runner.start()
         ticker = threading.Thread(target=self._tick, args=(sink_ref,), daemon=True,
                                   name="changestream-ticker")
@@ -484,13 +498,16 @@ class Router:
         for) and where to resume (``None`` after a purged position with ``when-needed``:
         the new snapshot's stream starts at the head)."""
         mode = self._snapshot_mode
+        done_chunks = 0
         if resume is not None and resume.snapshot:
-            if mode == "never":
-                log.warning("snapshot.mode never: the snapshot under way in the saved position "
-                            "is left unfinished")
-                return None, resume
             progress = SnapshotProgress.from_dict(resume.snapshot)
-            return (None if progress.finished else progress), resume
+            if not progress.finished:
+                if mode != "never":
+                    return progress, resume
+                log.warning("snapshot.mode never: the snapshot under way in the saved "
+                            "position is left unfinished")
+            self._finished_snapshot = resume.snapshot
+            done_chunks = progress.chunks
         if mode == "never":
             return None, resume
         if resume is not None:
@@ -501,8 +518,8 @@ class Router:
                 resume = None
             else:
                 return None, resume
-        progress = new_snapshot(self._connect, self._table_filter(),
-                                self.settings.snapshot.tables)
+        progress = replace(new_snapshot(self._connect, self._table_filter(),
+                                        self.settings.snapshot.tables), chunks=done_chunks)
         log.info("snapshot %s: %d tables, about %d rows", progress.id, len(progress.tables),
                  progress.total_rows)
         return progress, resume
@@ -585,7 +602,14 @@ class Router:
                     gtids = str(row[4] if len(row) > 4 and row[4] else "")
         finally:
             conn.close()
-        return parse_gtid_progress(gtids, mariadb), StartPosition("file", file=file, pos=pos)
+        start = StartPosition("file", file=file, pos=pos)
+        if not mariadb and gtids:
+            # MySQL adds a GTID to Executed_Gtid_Set only after the transaction is in the
+            # binlog: under load the set read with a position can miss one before it, and a
+            # restart by GTID would read that transaction again. The set at the position,
+            # from the binlog itself, has no such hole.
+            return self._gtids_before(file, pos), start
+        return parse_gtid_progress(gtids, mariadb), start
 
     def _gtids_before(self, file: str, pos: int) -> GtidProgress | None:
         """The GTID set/state at ``file:pos``: the file's PREVIOUS_GTIDS (MySQL) or

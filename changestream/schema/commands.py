@@ -62,6 +62,9 @@ def add_parser(sub: Any) -> None:
     _where(reseed)
     reseed.add_argument("--source", help="mysql://user[:password]@host:port or mariadb://...")
     reseed.add_argument("--shadow-server", help="command that runs the shadow's server program")
+    reseed.add_argument("--include", action="append", metavar="PATTERN",
+                        help="the router's include patterns (its scope), as for run")
+    reseed.add_argument("--exclude", action="append", metavar="PATTERN")
     reseed.set_defaults(func=cmd_reseed, verbose=0)
 
 

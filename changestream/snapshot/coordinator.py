@@ -43,6 +43,9 @@ class ChunkOffer:
 
     plan: TablePlan | None  # None: the table is gone (the chunk is empty)
     chunk: ReadChunk
+    # A table read whole (no key): its rows in transactions that begin before this binlog
+    # position are in the chunk, and are left out of the stream.
+    read_until: tuple[str, int] | None = None
     handed: bool = False
     delivered: threading.Event = field(default_factory=threading.Event)
 
@@ -106,16 +109,19 @@ class SnapshotCoordinator:
                 if window is not None:
                     window.note(change.before, change.after)
 
-    def deliver(self, offer: ChunkOffer, position: Position,
-                ) -> tuple[list[TransactionPart], SnapshotProgress]:
-        """The chunk's rows no noted change touched, as ``snapshot`` changes at
-        ``position`` (the stream's), and the progress after it."""
+    def deliver(self, offer: ChunkOffer, stream: Position,
+                position_after: Callable[[SnapshotProgress], Position],
+                ) -> tuple[list[TransactionPart], Position]:
+        """The chunk's rows no noted change touched, as ``snapshot`` changes where the
+        stream is (``stream``), and the position after them (``position_after`` makes it
+        from the progress after the chunk)."""
         plan, chunk = offer.plan, offer.chunk
         progress = self.progress
         if plan is None:
             self.progress = progress.chunk_done(None, 0, True)
-            return [], self.progress
-        window = self.tracked.get((plan.database, plan.table))
+            return [], position_after(self.progress)
+        position = stream
+        window = self.tracked.get((plan.database, plan.table)) if plan.key else None
         rows = window.unchanged(chunk.rows) if window is not None else \
             [row for _, row in chunk.rows]
         info = TransactionInfo(f"snapshot-{progress.id}-{progress.chunks + 1}", None, None,
@@ -131,7 +137,6 @@ class SnapshotCoordinator:
                 seq, seq, seq == last, plan.schema, info))
         self.progress = progress.chunk_done(chunk.last_key, len(rows), chunk.done)
         self.delivered_rows += len(rows)
-        parts = [TransactionPart(info, changes, True,
-                                 Position(position.file, position.pos))] if changes else []
-        return parts, self.progress
+        after = position_after(self.progress)
+        return ([TransactionPart(info, changes, True, after)] if changes else []), after
 

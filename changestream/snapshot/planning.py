@@ -23,6 +23,9 @@ from changestream.schema.shadow import SYSTEM_DATABASES
 from changestream.snapshot.progress import SnapshotProgress
 
 SNAPSHOT_MODES = ("initial", "when-needed", "initial-only", "never")
+#: A binlog order after every position: a table's rows are withheld from the stream until
+#: its snapshot (a table without a key, read whole) says from where on they are new.
+WITHHELD = ("\U0010ffff", 1 << 62, 1 << 62)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +98,26 @@ def file_purged(connect: Callable[[], pymysql.Connection[Any]], file: str) -> bo
     finally:
         conn.close()
     return file.rsplit("/", 1)[-1] not in names
+
+
+def keyless_tables(connect: Callable[[], pymysql.Connection[Any]],
+                   names: tuple[str, ...]) -> set[tuple[str, str]]:
+    """Which of ``names`` (``db.table``) have neither a primary key nor a unique key on NOT
+    NULL columns: a snapshot reads them whole, and withholds their changes until then."""
+    wanted = {tuple(n.split(".", 1)) for n in names}
+    if not wanted:
+        return set()
+    conn = connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT s.TABLE_SCHEMA, s.TABLE_NAME, s.INDEX_NAME, "
+                "MAX(c.IS_NULLABLE = 'YES') FROM information_schema.STATISTICS s "
+                "JOIN information_schema.COLUMNS c ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND "
+                "c.TABLE_NAME = s.TABLE_NAME AND c.COLUMN_NAME = s.COLUMN_NAME "
+                "WHERE s.NON_UNIQUE = 0 GROUP BY s.TABLE_SCHEMA, s.TABLE_NAME, s.INDEX_NAME")
+            keyed = {(str(d), str(t)) for d, t, _, nullable in cur.fetchall()
+                     if not int(nullable or 0)}
+    finally:
+        conn.close()
+    return {(d, t) for d, t in wanted if (d, t) not in keyed}

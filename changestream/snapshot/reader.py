@@ -27,7 +27,7 @@ import pymysql.converters
 from changestream.changes import binlog_order
 from changestream.decoding.table_schema import TableSchema
 from changestream.errors import SourceError
-from changestream.schema.catalog import collation_ids, read_definition, unique_key
+from changestream.schema.catalog import collation_ids, quote, read_definition, unique_key
 from changestream.schema.definition import definition_schema
 from changestream.snapshot.chunks import ChunkQuery
 from changestream.snapshot.values import row_converter
@@ -166,6 +166,39 @@ class ChunkReader:
             rows.append((tuple(row[plan.query.columns[i]] for i in positions), row))
         last = plan.key_param(raw[-1]) if raw else after
         return ReadChunk(rows, last, len(raw) < plan.query.limit, high, read_at)
+
+    def read_whole(self, plan: TablePlan) -> tuple[ReadChunk, tuple[str, int] | None]:
+        """Every row of ``plan``'s table in one read (a table without a key). MariaDB: in a
+        consistent snapshot, with the binlog position it is at; MySQL: under the table lock
+        :meth:`lock` took (``None``: the position is where the stream is paused)."""
+        columns = ", ".join(quote(c.name) for c in plan.schema.columns)
+        sql = f"SELECT {columns} FROM {quote(plan.database)}.{quote(plan.table)}"
+        at: tuple[str, int] | None = None
+        with self.conn.cursor() as cur:
+            if self.mariadb:
+                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+                status = {_text(k).lower(): _text(v) for k, v in cur.fetchall()}
+                at = (str(status["binlog_snapshot_file"]),
+                      int(status["binlog_snapshot_position"]))
+            read_at = dt.datetime.now(dt.UTC)
+            cur.execute(sql)
+            raw = cur.fetchall()
+        if self.mariadb:
+            self.conn.commit()
+        convert = plan.convert
+        return ReadChunk([((), convert(r)) for r in raw], None, True, ("", 0), read_at), at
+
+    def lock(self, plan: TablePlan) -> None:
+        """``LOCK TABLES ... READ`` on the table (MySQL, a table without a key): its writers
+        wait until :meth:`unlock`."""
+        with self.conn.cursor() as cur:
+            cur.execute(f"LOCK TABLES {quote(plan.database)}.{quote(plan.table)} READ")
+
+    def unlock(self) -> None:
+        with self.conn.cursor() as cur:
+            cur.execute("UNLOCK TABLES")
+        self.conn.commit()
 
     @staticmethod
     def _snapshot_covers(cur: Any, window_start: tuple[str, int]) -> bool:

@@ -26,10 +26,15 @@ class SnapshotRunner:
 
     def __init__(self, reader: Callable[[], ChunkReader], coordinator: SnapshotCoordinator,
                  stream_position: Callable[[], tuple[str, int] | None],
-                 stopping: threading.Event, on_error: Callable[[BaseException], None]):
+                 stopping: threading.Event, on_error: Callable[[BaseException], None],
+                 hold_stream: Callable[[], tuple[str, int] | None] | None = None,
+                 release_stream: Callable[[], None] | None = None):
         self.make_reader = reader
         self.coordinator = coordinator
         self.stream_position = stream_position
+        # Tables without a key are read whole while the stream holds at a boundary.
+        self.hold_stream = hold_stream
+        self.release_stream = release_stream
         self.stopping = stopping
         self.on_error = on_error
         self.finished = threading.Event()
@@ -69,10 +74,8 @@ class SnapshotRunner:
                 self._offer(plan, ReadChunk([], None, True, reader.head(), _now()))
                 continue
             if plan.query is None:
-                raise SourceError(
-                    f"snapshot of {name}: the table has neither a primary key nor a unique "
-                    "key on NOT NULL columns, which a chunked snapshot needs; leave it out of "
-                    "the snapshot (snapshot.tables) or give it a key")
+                self._read_whole(reader, plan)
+                continue
             c.track(database, table, plan.key)
             try:
                 start = reader.head()  # the window begins here: changes after it are noted
@@ -95,8 +98,45 @@ class SnapshotRunner:
             log.info("snapshot %s: done, %d rows in %d chunks", c.progress.id, c.progress.rows,
                      c.progress.chunks)
 
-    def _offer(self, plan: TablePlan | None, chunk: ReadChunk) -> None:
-        offer = ChunkOffer(plan, chunk)
+    def _read_whole(self, reader: ChunkReader, plan: TablePlan) -> None:
+        """A table without a key, in one read delivered where the stream holds: MariaDB
+        reads it in a consistent snapshot and says at which binlog position, and the
+        stream leaves out the table's rows of transactions before it; MySQL reads it under
+        ``LOCK TABLES ... READ`` once the stream has read past every change made before
+        the lock. Its changes were withheld from the stream until now (see the router)."""
+        if self.hold_stream is None or self.release_stream is None:
+            raise SourceError(f"snapshot of {plan.name}: a table without a key needs the "
+                              "stream held while it is read")
+        began = time.monotonic()
+        locked = not reader.mariadb
+        if locked:
+            reader.lock(plan)
+        try:
+            if locked:
+                self._wait_for_stream(reader.head())
+            at = self.hold_stream()
+            if at is None:
+                raise SourceError(f"snapshot of {plan.name}: the stream did not reach a "
+                                  "transaction boundary to hold at within a minute")
+            try:
+                chunk, snapshot_at = reader.read_whole(plan)
+                chunk.high = at
+                self._offer(plan, chunk, snapshot_at or at)
+            finally:
+                self.release_stream()
+            # Decoded here (where rows before that position are left out) until the
+            # stream is past it: a decode worker would not leave them out.
+            self._wait_for_stream(snapshot_at or at)
+        finally:
+            if locked:
+                reader.unlock()
+            self.coordinator.untrack(plan.database, plan.table)
+        log.info("snapshot %s: %s read whole (no key), %d rows in %.1fs", self.coordinator
+                 .progress.id, plan.name, len(chunk.rows), time.monotonic() - began)
+
+    def _offer(self, plan: TablePlan | None, chunk: ReadChunk,
+               read_until: tuple[str, int] | None = None) -> None:
+        offer = ChunkOffer(plan, chunk, read_until)
         self.coordinator.put(offer)
         while not offer.delivered.wait(0.1):
             if self.stopping.is_set():

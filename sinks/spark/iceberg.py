@@ -343,7 +343,7 @@ class IcebergLanding:
             steps = []
             if c.op in ("update", "delete") and c.before is not None:
                 steps.append((c.before, -1))
-            if c.op in ("update", "insert") and c.after is not None:
+            if c.op in ("update", "insert", "snapshot") and c.after is not None:
                 steps.append((c.after, 1))
             for image, step in steps:
                 key = tuple(_hashable(image.get(n)) for n in names)

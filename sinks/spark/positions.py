@@ -15,11 +15,14 @@ from changestream.changes import Position, TransactionPart
 _SEQ = re.compile(r"^(.*?)(\d+)$")
 
 
-def position_key(position: Position) -> tuple[int, str, int]:
+def position_key(position: Position) -> tuple[int, str, int, int]:
+    """File sequence number, file name stem, offset, snapshot chunks delivered (see
+    :attr:`Position.order`)."""
+    chunks = position.order[3]
     match = _SEQ.match(position.file)
     if match:
-        return int(match.group(2)), match.group(1), position.pos
-    return -1, position.file, position.pos
+        return int(match.group(2)), match.group(1), position.pos, chunks
+    return -1, position.file, position.pos, chunks
 
 
 def is_after(position: Position | None, committed: Position | None) -> bool:

@@ -241,7 +241,7 @@ def test_tls_to_the_server_verifies_its_certificate(tmp_path: Path) -> None:
         server.execute(["CREATE DATABASE tls_db", "CREATE TABLE tls_db.t (id INT PRIMARY KEY)",
                         "INSERT INTO tls_db.t VALUES (1)"])
         got: list[Batch] = []
-        overrides = {"source.url": server.url, "start.until": "caught-up",
+        overrides = {"source.url": server.url, "start.at": "earliest", "start.until": "caught-up",
                      "filter.include": ["tls_db"], "source.tls.mode": "verify-identity",
                      "source.tls.ca": str(certs["ca"])}
         router = Router(load_config(None, env={}, overrides=overrides), CallbackSink(got.append))

@@ -91,6 +91,7 @@ def test_mirrors_follow_every_ddl_of_the_workload(source: tuple[Any, str, str], 
         known = {(db, t) for db in tables for t in tables[db]}
         assert set(workload.tables()) <= known
         reseeded = _cli("schema", "reseed", *sink_options, "--source", server.url,
+                        "--include", f"{prefix}a", "--include", f"{prefix}b",
                         "--shadow-server", shadow_command(server) or "")
         assert reseeded.returncode == 0, reseeded.stderr
         shown_again = _cli("schema", "show", *sink_options, "--format", "json")

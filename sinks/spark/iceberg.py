@@ -245,9 +245,10 @@ class IcebergLanding:
                                                                       Position | None]:
         committed = self._committed(spark, name)
         picked = [(c, p) for c, p in zip(run.changes, run.positions)
-                  if positions.is_after(p, committed)]
-        last = next((p for _, p in reversed(picked) if p is not None), None)
-        return [c for c, _ in picked], last
+                  if (positions.chunk_is_new(p, committed) if c.op == "snapshot"
+                      else positions.is_after(p, committed))]
+        landed = [p for _, p in picked if p is not None]
+        return [c for c, _ in picked], positions.merged(committed, landed) if landed else None
 
     def _aligned(self, spark: Any, name: str, df: Any) -> Any:
         """``df`` with the table's columns, in its order (NULL for kept dropped ones)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 from changestream.changes import Position, TransactionPart
 
@@ -45,3 +46,30 @@ def new_parts(parts: list[TransactionPart], committed: Position | None,
               ends: list[Position | None]) -> list[TransactionPart]:
     """The parts of transactions that end after ``committed``."""
     return [p for p, end in zip(parts, ends) if is_after(end, committed)]
+
+
+def chunk_is_new(position: Position | None, committed: Position | None) -> bool:
+    """Whether a snapshot chunk delivered at ``position`` (its ``snapshot`` progress counts
+    the chunk) is not yet in data committed up to ``committed``. A chunk read again after a
+    restart can come at another binlog position: its number in the snapshot decides."""
+    if committed is None or position is None or not position.snapshot:
+        return True
+    done = committed.snapshot
+    if not done or done.get("id") != position.snapshot.get("id"):
+        return is_after(position, committed)
+    return int(position.snapshot.get("chunks") or 0) > int(done.get("chunks") or 0)
+
+
+def merged(committed: Position | None, landed: list[Position]) -> Position | None:
+    """What a table has committed after ``landed`` (positions in stream order) on top of
+    ``committed``: the furthest binlog position, and the snapshot progress with the most
+    chunks (a chunk read again after a restart may come before the furthest position)."""
+    candidates = ([committed] if committed is not None else []) + landed
+    if not candidates:
+        return None
+    furthest = max(candidates, key=lambda p: position_key(p)[:3])
+    with_snapshot = [p for p in candidates if p.snapshot]
+    if not with_snapshot:
+        return furthest
+    newest = max(with_snapshot, key=lambda p: int((p.snapshot or {}).get("chunks") or 0))
+    return replace(furthest, snapshot=newest.snapshot)

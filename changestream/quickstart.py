@@ -1,9 +1,11 @@
 """``changestream quickstart``: the main job on an embedded default.
 
-Starts a private MariaDB with binlogs on, runs a sample shop workload on it (inserts,
-updates, deletes, a schema change, a rolled-back transaction, a table without a primary
-key), runs the router from that server into local Spark as Iceberg tables (a changelog and
-a mirror per source table), and shows the tables, checking each mirror against the source.
+Starts a private MariaDB with binlogs on, loads a sample shop into it and resets the
+binlog (the rows are in no binlog, as on a server whose old binlogs were purged), runs the
+router from that server into local Spark as Iceberg tables (a changelog and a mirror per
+source table): a snapshot of the tables, then the changes made meanwhile (inserts, updates,
+deletes, a schema change, a rolled-back transaction, a table without a primary key), and
+shows the tables, checking each mirror against the source.
 Like the Router, this module wires a source and a sink together, so it may import the
 Spark sink.
 """
@@ -15,21 +17,24 @@ import datetime as dt
 import random
 import shutil
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from changestream.changes import binlog_order
 from changestream.embedded import EmbeddedMariaDB
 from changestream.filters import ChangeFilter
 from changestream.router import Router, RouterSettings
+from changestream.snapshot.planning import SnapshotSettings
 
 TABLES = ("customers", "orders", "order_notes")
 
 
-def sample_workload(server: EmbeddedMariaDB, rng: random.Random, customers: int = 40,
-                    orders: int = 200) -> None:
-    """A small shop: customers, orders (updated and some deleted), a schema change, a
-    rolled-back transaction, and notes kept in a table without a primary key."""
+def load_shop(server: EmbeddedMariaDB, rng: random.Random, customers: int = 40,
+              orders: int = 200) -> None:
+    """A small shop with rows already in it: customers, orders, and notes kept in a table
+    without a primary key."""
     statements = [
         "CREATE DATABASE shop",
         "CREATE TABLE shop.customers (id INT PRIMARY KEY, name VARCHAR(40), "
@@ -54,6 +59,21 @@ def sample_workload(server: EmbeddedMariaDB, rng: random.Random, customers: int 
             statements.append(f"INSERT INTO shop.orders VALUES ({i}, {rng.randint(1, customers)}, "
                               f"{total}, 'new', '{tags}', '2026-02-01 10:00:00.{i % 1000:03d}')")
         statements.append("COMMIT")
+    statements.append("INSERT INTO shop.order_notes VALUES (1, 'call before delivery'), "
+                      "(2, 'gift wrap'), (2, 'gift wrap')")
+    server.execute(statements)
+
+
+def change_shop(server: EmbeddedMariaDB, rng: random.Random, customers: int = 40,
+                orders: int = 200) -> None:
+    """What happens next: new orders, updates, deletes, a schema change, a rolled-back
+    transaction, a note deleted."""
+    statements = ["BEGIN"]
+    for i in range(orders + 1, orders + 21):
+        statements.append(f"INSERT INTO shop.orders VALUES ({i}, {rng.randint(1, customers)}, "
+                          f"{Decimal(rng.randint(100, 9_999)) / 100}, 'new', 'rush', "
+                          f"'2026-02-02 11:00:00.{i % 1000:03d}')")
+    statements.append("COMMIT")
     for i in range(1, orders + 1, 3):
         statements.append(f"UPDATE shop.orders SET status = 'paid' WHERE id = {i}")
     statements += [
@@ -63,8 +83,6 @@ def sample_workload(server: EmbeddedMariaDB, rng: random.Random, customers: int 
         "ALTER TABLE shop.customers ADD COLUMN vip BOOLEAN NOT NULL DEFAULT FALSE",
         "UPDATE shop.customers SET vip = TRUE WHERE id % 7 = 0",
         "DELETE FROM shop.orders WHERE id % 25 = 0",
-        "INSERT INTO shop.order_notes VALUES (1, 'call before delivery'), (2, 'gift wrap'), "
-        "(2, 'gift wrap')",
         "DELETE FROM shop.order_notes WHERE order_id = 1",
     ]
     server.execute(statements)
@@ -120,9 +138,11 @@ def run_quickstart(folder: Path, *, rows: int = 200) -> bool:
     say(f"changestream quick start in {folder}")
     with EmbeddedMariaDB(base_dir=folder / "mariadb") as server:
         say(f"1. private MariaDB started on {server.url} (binlogs in {server.binlog_dir})")
-        sample_workload(server, random.Random(7), orders=rows)
-        say(f"2. sample workload written: shop.customers, shop.orders ({rows} orders, updates, "
-            "deletes, an ALTER, a rolled-back transaction), shop.order_notes (no primary key)")
+        rng = random.Random(7)
+        load_shop(server, rng, orders=rows)
+        server.execute("RESET MASTER")
+        say(f"2. shop loaded: shop.customers, shop.orders ({rows} orders), shop.order_notes "
+            "(no primary key); then RESET MASTER: no binlog holds these rows")
         began = time.monotonic()
         conf = {**iceberg_conf("changestream", warehouse),
                 "spark.ui.showConsoleProgress": "false"}
@@ -131,15 +151,28 @@ def run_quickstart(folder: Path, *, rows: int = 200) -> bool:
         spark.sparkContext.setLogLevel("ERROR")
         say(f"3. local Spark {spark.version} started ({time.monotonic() - began:.1f}s)")
         sink = SparkSink("iceberg", warehouse=warehouse, spark=spark)
-        router = Router(RouterSettings(source=server.url, start="earliest", until="caught-up",
+        router = Router(RouterSettings(source=server.url,
                                        position_file=str(folder / "position.json"),
-                                       filter=ChangeFilter(include=["shop"])), sink)
+                                       filter=ChangeFilter(include=["shop"]),
+                                       snapshot=SnapshotSettings("initial", chunk_rows=50)),
+                        sink)
         began = time.monotonic()
-        router.run()
-        st = router.stats
-        say(f"4. router delivered {st.transactions_delivered} transactions, "
-            f"{st.changes_delivered} changes in {st.batches_delivered} batches "
-            f"({time.monotonic() - began:.1f}s) into Iceberg tables in {warehouse}")
+        router.start()
+        _until(router, lambda status: (status.get("snapshot") or {}).get("finished"))
+        say("4. router started: a snapshot of the shop's tables (chunks of 50 rows, no "
+            "lock) landed; it goes on streaming")
+        change_shop(server, rng, orders=rows)
+        say("5. more changes written while it runs: new orders, updates, deletes, an ALTER, "
+            "a rolled-back transaction")
+        _until_caught_up(router, server)
+        router.stop()
+        router.wait(60)
+        st, snap = router.stats, router.status()["snapshot"] or {}
+        say(f"6. router delivered {snap.get('rows', 0)} snapshot rows of "
+            f"{snap.get('tables_total', 0)} tables in {snap.get('chunks', 0)} chunks and "
+            f"{st.changes_delivered - snap.get('rows', 0)} changes, "
+            f"in {st.batches_delivered} batches ({time.monotonic() - began:.1f}s) into Iceberg "
+            f"tables in {warehouse}")
         all_equal = True
         for table in TABLES:
             source, mirror = source_rows(server, table), mirror_rows(spark, table)
@@ -156,14 +189,39 @@ def run_quickstart(folder: Path, *, rows: int = 200) -> bool:
         spark.sql("SELECT id, name, vip FROM changestream.shop.customers ORDER BY id "
                   "LIMIT 5").show(truncate=False)
         say("   SELECT _op, _transaction_id, _commit_ts, id, status FROM "
-            "changestream.shop.orders__changelog WHERE id = 1 ORDER BY _commit_ts, _seq")
+            "changestream.shop.orders__changelog WHERE id = 1 ORDER BY _binlog_file, _binlog_pos, "
+            "_seq")
         spark.sql("SELECT _op, _transaction_id, _commit_ts, id, status FROM "
                   "changestream.shop.orders__changelog WHERE id = 1 "
-                  "ORDER BY _commit_ts, _seq").show(truncate=False)
+                  "ORDER BY _binlog_file, _binlog_pos, _seq").show(truncate=False)
         spark.stop()
     say(f"Done: every mirror table equals its source table: {'yes' if all_equal else 'NO'}.")
     say(f"Look again with Spark at the Iceberg warehouse {warehouse} (catalog type 'hadoop').")
     return all_equal
+
+
+def _until(router: Router, done: Callable[[dict[str, Any]], Any],
+           timeout: float = 300) -> None:
+    """Until ``done(router.status())`` says so (the router failing raises its error)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if router.wait(0.2):
+            return
+        if done(router.status()):
+            return
+    raise TimeoutError(f"the router did not get there within {timeout:.0f}s")
+
+
+def _until_caught_up(router: Router, server: EmbeddedMariaDB) -> None:
+    """Until everything the server has now is delivered."""
+    head = binlog_order(*server.binlog_position())
+
+    def caught_up(status: dict[str, Any]) -> bool:
+        delivered = status.get("delivered_position") or {}
+        return bool(delivered.get("file")) and binlog_order(
+            delivered["file"], int(delivered["pos"])) >= head
+
+    _until(router, caught_up)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -47,6 +47,7 @@ class TablePlan:
     query: ChunkQuery | None
     estimated_rows: int
     convert: Callable[[Any], dict[str, Any]]
+    shape: tuple[Any, ...] = ()  # columns and key, to notice a DDL during a chunk
 
     @property
     def name(self) -> str:
@@ -134,7 +135,15 @@ class ChunkReader:
         estimate = self._query("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE "
                                "TABLE_SCHEMA = %s AND TABLE_NAME = %s", (database, table))
         rows = int(estimate[0][0] or 0) if estimate else 0
-        return TablePlan(database, table, schema, query, rows, row_converter(schema))
+        return TablePlan(database, table, schema, query, rows, row_converter(schema),
+                         (definition.columns, definition.primary_key))
+
+    def changed(self, plan: TablePlan) -> bool:
+        """Whether the table's columns or key are not what ``plan`` read (a DDL came)."""
+        definition = read_definition(self._query, self._collations, plan.database,
+                                     plan.table)
+        return definition is None or (definition.columns,
+                                      definition.primary_key) != plan.shape
 
     def read(self, plan: TablePlan, after: tuple[Any, ...] | None,
              window_start: tuple[str, int]) -> ReadChunk:

@@ -85,6 +85,16 @@ class SnapshotRunner:
                 began, rows = time.monotonic(), 0
                 while not self.stopping.is_set():
                     chunk = reader.read(plan, after, start)
+                    if reader.changed(plan):
+                        # A DDL changed the table while the chunk was read: its rows may
+                        # not have the shape the plan says; read it again as it is now.
+                        log.info("snapshot %s: %s changed while read; reading the chunk "
+                                 "again", c.progress.id, name)
+                        replanned = reader.plan(database, table)
+                        if replanned is None or replanned.query is None:
+                            break  # dropped, or lost its key: the stream has the DDL
+                        plan = replanned
+                        continue
                     self._offer(plan, chunk)
                     rows += len(chunk.rows)
                     if chunk.done:

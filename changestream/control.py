@@ -1,8 +1,10 @@
 """The control endpoint: a small HTTP server on 127.0.0.1 for status, metrics and pausing.
 
 ``GET /status`` (JSON), ``GET /metrics`` (Prometheus text format, the router's own registry:
-see :mod:`changestream.metrics`), ``POST /pause``,
-``POST /resume``. With a token, every request needs ``Authorization: Bearer <token>``.
+see :mod:`changestream.metrics`), ``POST /pause``, ``POST /resume``, ``POST /snapshot``
+(body ``{"tables": ["db.table", ...]}``: a snapshot of those tables while running; 202, or
+409 while another runs, 400 for a request it cannot take). With a token, every request
+needs ``Authorization: Bearer <token>``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ class Controllable(Protocol):
     def pause(self) -> None: ...
 
     def resume(self) -> None: ...
+
+    def request_snapshot(self, tables: list[str]) -> dict[str, Any]: ...
 
 
 class ControlServer:
@@ -103,7 +107,31 @@ class ControlServer:
                 elif self.path == "/resume":
                     server.router.resume()
                     self._send(200, {"paused": False})
+                elif self.path == "/snapshot":
+                    self._snapshot()
                 else:
-                    self._send(404, {"error": f"no {self.path}: use /pause or /resume"})
+                    self._send(404, {"error": f"no {self.path}: use /pause, /resume or "
+                                              "/snapshot"})
+
+            def _snapshot(self) -> None:
+                from changestream.errors import ConfigError
+                from changestream.router import SnapshotBusyError
+
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = orjson.loads(self.rfile.read(length) if length else b"{}")
+                    tables = body.get("tables") if isinstance(body, dict) else None
+                    if not isinstance(tables, list) or not all(isinstance(t, str)
+                                                               for t in tables):
+                        raise ValueError('give {"tables": ["db.table", ...]}')
+                except ValueError as exc:
+                    self._send(400, {"error": f"snapshot: {exc}"})
+                    return
+                try:
+                    self._send(202, server.router.request_snapshot(tables))
+                except SnapshotBusyError as exc:
+                    self._send(409, {"error": str(exc)})
+                except ConfigError as exc:
+                    self._send(400, {"error": str(exc)})
 
         return Handler

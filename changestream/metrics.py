@@ -49,6 +49,17 @@ _STATUS_METRICS = (
 )
 
 
+# The snapshot's progress (while one runs in the router's process).
+_SNAPSHOT_METRICS = (
+    ("changestream_snapshot_tables_done", "tables the snapshot has delivered", "tables_done"),
+    ("changestream_snapshot_tables", "tables the snapshot reads", "tables_total"),
+    ("changestream_snapshot_chunks", "chunks the snapshot has delivered", "chunks"),
+    ("changestream_snapshot_rows", "rows the snapshot has delivered", "rows"),
+    ("changestream_snapshot_rows_estimated", "the server's estimate of the snapshot's rows",
+     "rows_estimated"),
+)
+
+
 class RouterMetrics:
     """A router's metrics: histograms and per-table counters it observes, and its status
     (once :meth:`expose_status` is given it) read at each collection."""
@@ -146,3 +157,7 @@ class _StatusCollector:
             yield CounterMetricFamily("changestream_schema_history_ddl_applied",
                                       "DDL statements the schema history applied",
                                       value=history["ddl_applied"])
+        snapshot = status.get("snapshot")
+        if snapshot:
+            for name, help_text, key in _SNAPSHOT_METRICS:
+                yield GaugeMetricFamily(name, help_text, value=float(snapshot[key] or 0))

@@ -75,6 +75,10 @@ from changestream.tls import tls_context
 log = logging.getLogger("changestream")
 
 
+class SnapshotBusyError(ConfigError):
+    """A snapshot was asked for while another one runs."""
+
+
 @dataclass(slots=True)
 class RouterSettings:
     """Everything the router needs besides its sink adapter (see config/ for each key)."""
@@ -300,7 +304,7 @@ class Router:
         """The snapshot's progress (``None``: none ran): tables done and to do, chunks and
         rows delivered, the server's estimate of all rows."""
         coordinator = self._snapshot
-        if coordinator is None:
+        if coordinator is None or coordinator.progress is None:
             return None
         p = coordinator.progress
         return {"id": p.id, "finished": p.finished, "tables_done": len(p.done_tables),
@@ -403,6 +407,8 @@ class Router:
                 assembler.read_until[(database, table)] = WITHHELD
         else:  # a finished snapshot's count of chunks stays in the positions (their order)
             assembler.snapshot = self._finished_snapshot
+            if self.spec.kind == "server":  # idle, for snapshots asked for while running
+                self._snapshot = SnapshotCoordinator(None)
         batch = s.batch.for_sink(self.sink)
         assert batch.max_changes is not None
         sink_ref = SinkActor.start(self.sink, self.store, batch, credits_out, self.stats,
@@ -421,10 +427,10 @@ class Router:
         snapshot = self._snapshot
         # Under a snapshot the stream follows the server until the snapshot is done, also
         # with ``until`` (and ``initial-only`` ends there).
-        follow = None if snapshot is None else (
+        follow = None if progress is None else (
             True if s.until is not None or self._snapshot_mode == "initial-only" else None)
         done_when_idle = None
-        if snapshot is not None and follow:
+        if progress is not None and follow:
             done_when_idle = self._snapshot_done
 
         def open_source(at: tuple[str, int] | None, decoder: EventDecoder) -> Source:
@@ -442,11 +448,8 @@ class Router:
         self._listener.start()
         if snapshot is not None:
             snapshot.waker = self._listener.wake
-            self._snapshot_runner = SnapshotRunner(
-                self._chunk_reader, snapshot,
-                lambda: (self.stats.read_file, self.stats.read_pos),
-                self._stopping, self._fail, self._listener.hold, self._listener.resume)
-            self._snapshot_runner.start()
+        if progress is not None:
+            self._start_snapshot_runner()
         ticker = threading.Thread(target=self._tick, args=(sink_ref,), daemon=True,
                                   name="changestream-ticker")
         ticker.start()
@@ -524,6 +527,46 @@ class Router:
                  progress.total_rows)
         return progress, resume
 
+    def _start_snapshot_runner(self) -> None:
+        assert self._snapshot is not None and self._listener is not None
+        self._snapshot_runner = SnapshotRunner(
+            self._chunk_reader, self._snapshot,
+            lambda: (self.stats.read_file, self.stats.read_pos),
+            self._stopping, self._fail, self._listener.hold, self._listener.resume)
+        self._snapshot_runner.start()
+
+    def request_snapshot(self, tables: list[str]) -> dict[str, Any]:
+        """Snapshot the tables matching ``tables`` (``db.table`` patterns, in the filter's
+        scope) while the router runs, e.g. after adding them to the include list or to
+        repair their mirrors; progress shows in :meth:`status`. Tables without a key are
+        snapshotted only at the start (``snapshot.mode``). Raises :class:`ConfigError`
+        for a request it cannot take (another snapshot running, no such table)."""
+        coordinator, listener = self._snapshot, self._listener
+        if coordinator is None or listener is None or self._stopping.is_set():
+            raise ConfigError("snapshot: the router is not running from a server")
+        runner = self._snapshot_runner
+        if runner is not None and not runner.finished.is_set():
+            raise SnapshotBusyError("snapshot: one is under way; ask again when it is done "
+                                    "(see /status)")
+        if not tables:
+            raise ConfigError("snapshot: name the tables (db.table patterns)")
+        progress = new_snapshot(self._connect, self._table_filter(), tuple(tables))
+        if not progress.tables:
+            raise ConfigError(f"snapshot: no table in scope matches {', '.join(tables)}")
+        keyless = keyless_tables(self._connect, progress.tables)
+        if keyless:
+            names = ", ".join(f"{d}.{t}" for d, t in sorted(keyless))
+            raise ConfigError(f"snapshot: {names} ha{'s' if len(keyless) == 1 else 've'} no "
+                              "primary key or NOT NULL unique key; such tables are "
+                              "snapshotted only when the router starts (snapshot.mode)")
+        done = coordinator.progress.chunks if coordinator.progress is not None else int(
+            (self._finished_snapshot or {}).get("chunks") or 0)
+        coordinator.progress = replace(progress, chunks=done)
+        log.info("snapshot %s asked for: %s", progress.id, ", ".join(progress.tables))
+        self._start_snapshot_runner()
+        return {"snapshot": progress.id, "tables": list(progress.tables),
+                "rows_estimated": progress.total_rows}
+
     def _chunk_reader(self) -> ChunkReader:
         connection = self.spec.connection
         return ChunkReader(lambda **extra: pymysql.connect(
@@ -566,8 +609,7 @@ class Router:
                 return gtid, StartPosition("gtid", gtid=resume.gtid_set)
             return gtid, StartPosition("file", file=resume.file, pos=resume.pos)
         start = StartPosition.parse(self.settings.start or (
-            "latest" if self._snapshot is not None or self._snapshot_mode != "never"
-            else "earliest"))
+            "latest" if self._snapshot_mode != "never" else "earliest"))
         if start.kind == "file" and self.spec.kind == "server":
             assert start.file is not None
             return self._gtids_before(start.file, start.pos), start

@@ -112,6 +112,12 @@ def run_router(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, graceful)
         signal.signal(signal.SIGINT, graceful)
     control = None
+    bar = None
+    if sys.stderr.isatty():
+        from changestream.progress_bar import ProgressBar
+
+        bar = ProgressBar(router.status)
+        bar.start()
     try:
         if config.control.enabled:
             from changestream.control import ControlServer
@@ -125,6 +131,8 @@ def run_router(args: argparse.Namespace) -> int:
     finally:
         if control is not None:
             control.stop()
+        if bar is not None:
+            bar.stop()
     return EXIT_OK
 
 

@@ -53,8 +53,8 @@ class ChunkOffer:
 class SnapshotCoordinator:
     """See the module docstring. ``progress`` is the snapshot's, as delivered so far."""
 
-    def __init__(self, progress: SnapshotProgress):
-        self.progress = progress
+    def __init__(self, progress: SnapshotProgress | None):
+        self.progress = progress  # None: no snapshot yet (one may be asked for)
         self.tracked: dict[tuple[str, str], ChangedKeys] = {}
         self.version = 0  # changes whenever the tracked tables do
         self.offer: ChunkOffer | None = None
@@ -117,6 +117,7 @@ class SnapshotCoordinator:
         from the progress after the chunk)."""
         plan, chunk = offer.plan, offer.chunk
         progress = self.progress
+        assert progress is not None
         if plan is None:
             self.progress = progress.chunk_done(None, 0, True)
             return [], position_after(self.progress)

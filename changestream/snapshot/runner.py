@@ -63,6 +63,7 @@ class SnapshotRunner:
 
     def _snapshot(self, reader: ChunkReader) -> None:
         c = self.coordinator
+        assert c.progress is not None
         log.info("snapshot %s: %d tables to read%s", c.progress.id, len(c.progress.tables),
                  f", going on after {c.progress.rows} rows" if c.progress.rows else "")
         while not c.progress.finished and not self.stopping.is_set():

@@ -11,12 +11,15 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from prometheus_client import generate_latest
 
 from changestream.filters import ChangeFilter
 from changestream.records import json_default
@@ -192,6 +195,9 @@ def test_a_snapshot_under_concurrent_changes_rebuilds_every_table(
     first.wait(120)
     assert churn.statements > 20
     status = first.status()["snapshot"]
+    metrics = generate_latest(first.metrics_registry).decode()
+    assert f"changestream_snapshot_rows {float(status['rows'])}" in metrics
+    assert f"changestream_snapshot_tables_done {float(status['tables_total'])}" in metrics
     # What the other session did after the first router stopped: the next run resumes.
     again = router()
     again.run()
@@ -283,3 +289,74 @@ def test_a_snapshot_killed_again_and_again_goes_on_from_its_last_chunk(
     for table, key in (("k1", ("id",)), ("k2", ("a", "b")), ("u", ("id",))):
         assert rebuilt(records, table, key) == source_rows(server, db, table, key), table
     assert rebuilt_multiset(records, "n") == source_multiset(server, db, "n")
+
+
+def test_a_snapshot_asked_for_while_running_through_the_control_endpoint_and_the_cli(
+        server: Any, fresh_database: str, tmp_path: Path) -> None:
+    """A router following the server from now (no snapshot at the start) is asked, with its
+    token, for a snapshot of one table while another session changes it; the table rebuilt
+    from the records equals the source. Without the token, for a table without a key, or
+    while a snapshot runs, the request is refused."""
+    from changestream.control import ControlServer
+
+    db = fresh_database
+    _load(server, db)
+    out = tmp_path / "out.jsonl"
+    router = Router(RouterSettings(source=server.url, start="latest",
+                                   filter=ChangeFilter(include=[db]),
+                                   snapshot=SnapshotSettings("never", chunk_rows=50)),
+                    JsonLinesSink(out))
+    control = ControlServer(router, 0, "s3cret")
+    control.start()
+    url = f"http://127.0.0.1:{control.port}/snapshot"
+
+    def post(body: Any, token: str | None = "s3cret") -> tuple[int, dict[str, Any]]:
+        request = urllib.request.Request(url, orjson.dumps(body), method="POST",
+                                         headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, orjson.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, orjson.loads(exc.read())
+
+    try:
+        router.start()
+        deadline = time.monotonic() + 30
+        while not router.status()["connected"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with Churn(server, db):
+            assert post({"tables": [f"{db}.k1"]}, token="wrong")[0] == 401
+            assert post({"tables": "k1"})[0] == 400
+            code, body = post({"tables": [f"{db}.k1"]})
+            assert code == 202, body
+            assert body["tables"] == [f"{db}.k1"]
+            busy, _ = post({"tables": [f"{db}.k2"]})
+            assert busy == 409 or (router.status()["snapshot"] or {}).get("finished")
+            while not (router.status()["snapshot"] or {}).get("finished"):
+                assert not router.wait(0.05), "the router ended"
+        keyless = subprocess.run(
+            [sys.executable, "-m", "changestream.cli", "snapshot", f"{db}.n",
+             "--control-port", str(control.port)], capture_output=True, text=True,
+            timeout=60, env={**os.environ, "CHANGESTREAM_CONTROL_TOKEN": "s3cret"})
+        assert keyless.returncode == 2 and "no primary key" in keyless.stderr, keyless.stderr
+        head = server.binlog_position()
+        while True:  # every change made until now delivered
+            delivered = router.status()["delivered_position"] or {}
+            if delivered and (delivered["file"], delivered["pos"]) >= head:
+                break
+            assert not router.wait(0.05), "the router ended"
+        by_cli = subprocess.run(
+            [sys.executable, "-m", "changestream.cli", "snapshot", f"{db}.u",
+             "--control-port", str(control.port)], capture_output=True, text=True,
+            timeout=60, env={**os.environ, "CHANGESTREAM_CONTROL_TOKEN": "s3cret"})
+        assert by_cli.returncode == 0 and "started" in by_cli.stdout, by_cli.stderr
+        while (router.status()["snapshot"] or {}).get("tables_total") != 1 or \
+                not router.status()["snapshot"]["finished"]:
+            assert not router.wait(0.05), "the router ended"
+    finally:
+        router.stop()
+        router.wait(60)
+        control.stop()
+    records = _records(out)
+    assert rebuilt(records, "k1", ("id",)) == source_rows(server, db, "k1", ("id",))
+    assert rebuilt(records, "u", ("id",)) == source_rows(server, db, "u", ("id",))

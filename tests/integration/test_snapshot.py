@@ -27,7 +27,7 @@ from changestream.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.snapshot.planning import SnapshotSettings
 from changestream.snapshot.reader import ChunkReader
-from tests.workloads import types_table
+from tests.workloads import types_table, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -360,3 +360,50 @@ def test_a_snapshot_asked_for_while_running_through_the_control_endpoint_and_the
     records = _records(out)
     assert rebuilt(records, "k1", ("id",)) == source_rows(server, db, "k1", ("id",))
     assert rebuilt(records, "u", ("id",)) == source_rows(server, db, "u", ("id",))
+
+
+def test_when_needed_takes_a_new_snapshot_after_the_saved_position_was_purged(
+        server: Any, fresh_database: str, tmp_path: Path) -> None:
+    """The saved position's binlog file is purged while the router is stopped, with changes
+    in it no binlog holds any more: `when-needed` takes a new snapshot and streams on, and
+    what that run delivers rebuilds the tables as the source has them."""
+    db = fresh_database
+    _load(server, db)
+    position = tmp_path / "position.json"
+
+    def run(out: Path) -> Router:
+        router = Router(RouterSettings(source=server.url, until="caught-up",
+                                       filter=ChangeFilter(include=[db]),
+                                       position_file=str(position),
+                                       snapshot=SnapshotSettings("when-needed",
+                                                                 chunk_rows=300)),
+                        JsonLinesSink(out))
+        router.run()
+        return router
+
+    first = run(tmp_path / "first.jsonl")
+    first_id = first.status()["snapshot"]["id"]
+    old_file = orjson.loads(position.read_bytes())["file"]
+    server.execute([f"UPDATE `{db}`.k1 SET v = 'lost' WHERE id <= 100",
+                    f"DELETE FROM `{db}`.k1 WHERE id > 2400",
+                    f"INSERT INTO `{db}`.k1 VALUES (5000, 'gone with the binlog', 1)",
+                    "FLUSH BINARY LOGS"])
+    current, _ = server.binlog_position()
+    dumps = [row[0] for row in server.execute("SHOW PROCESSLIST")
+             if row[4] and "Binlog Dump" in str(row[4])]
+    if dumps:
+        server.execute([f"KILL CONNECTION {thread}" for thread in dumps])
+
+    def purged() -> bool:
+        server.execute(f"PURGE BINARY LOGS TO '{current}'")
+        return old_file not in [str(row[0]) for row in server.execute("SHOW BINARY LOGS")]
+
+    wait_for(purged)
+    second_out = tmp_path / "second.jsonl"
+    second = run(second_out)
+    status = second.status()["snapshot"]
+    assert status["id"] != first_id and status["finished"]
+    records = _records(second_out)
+    for table, key in (("k1", ("id",)), ("k2", ("a", "b")), ("u", ("id",))):
+        assert rebuilt(records, table, key) == source_rows(server, db, table, key), table
+    assert rebuilt_multiset(records, "n") == source_multiset(server, db, "n")

@@ -1,0 +1,124 @@
+"""Benchmark: a snapshot of one big table, against the server's own dump tool.
+
+Starts a private MariaDB, loads ``--rows`` rows (8 typical columns: INT key, INT, VARCHAR,
+DECIMAL, DATETIME(6), DATE, TIMESTAMP(6), BOOLEAN; every value a function of the row
+number) and resets the binlog, then in one run, each as a child process with its wall time
+and peak RSS:
+
+- ``changestream run --snapshot initial-only`` into a JSON-lines file (the snapshot alone:
+  it stops when done), with ``--chunk-rows`` rows per chunk;
+- ``mariadb-dump --quick --single-transaction`` of the same table into a file;
+- with ``--iceberg``, the same snapshot into Iceberg tables on local Spark (Spark's start
+  counted in; its time is printed apart from a run with no rows).
+
+Prints rows/s, peak MB and the ratio to mariadb-dump, and checks the JSON lines hold every
+row once::
+
+    python bench/snapshot.py                    # 1,000,000 rows
+    python bench/snapshot.py --rows 200000 --chunk-rows 20000 --iceberg
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from changestream.embedded import EmbeddedMariaDB
+
+TABLE = ("CREATE TABLE bench.t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(64), "
+         "amount DECIMAL(12,2), at DATETIME(6), d DATE, ts TIMESTAMP(6) NULL, flag BOOLEAN)")
+
+_PEAK = ("import resource, subprocess, sys, time; t = time.monotonic(); "
+         "code = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL); "
+         "print(time.monotonic() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+         "sys.exit(code)")
+
+
+def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of ``command`` run as a child process."""
+    result = subprocess.run([sys.executable, "-c", _PEAK, *command], capture_output=True,
+                            text=True, env=env)
+    if result.returncode != 0:
+        raise RuntimeError(f"{command[:4]} failed: {result.stderr[-2000:]}")
+    seconds, rss_kb = result.stdout.split()[-2:]
+    return float(seconds), int(rss_kb) / 1024
+
+
+def load(server: EmbeddedMariaDB, rows: int) -> float:
+    began = time.perf_counter()
+    server.execute(["CREATE DATABASE bench", TABLE])
+    with server.connect(autocommit=False) as conn, conn.cursor() as cur:
+        cur.execute("SET time_zone = '+00:00'")
+        for first in range(1, rows + 1, 5000):
+            values = ", ".join(
+                f"({i}, {i % 97}, 'row {i} {'x' * (i % 23)}', {i * 0.37:.2f}, "
+                f"'2024-{1 + i % 12:02d}-{1 + i % 28:02d} {i % 24:02d}:{i % 60:02d}:00."
+                f"{i % 1000000:06d}', '{1990 + i % 30}-01-{1 + i % 28:02d}', "
+                f"FROM_UNIXTIME({1_700_000_000 + i}), {i % 2})"
+                for i in range(first, min(first + 5000, rows + 1)))
+            cur.execute(f"INSERT INTO bench.t VALUES {values}")
+            conn.commit()
+    server.execute("RESET MASTER")
+    return time.perf_counter() - began
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--chunk-rows", type=int, default=10_000)
+    parser.add_argument("--iceberg", action="store_true", help="also into Iceberg")
+    parser.add_argument("--json", help="write the figures here")
+    args = parser.parse_args()
+    figures: dict[str, object] = {"rows": args.rows, "chunk_rows": args.chunk_rows,
+                                  "cpus": os.cpu_count(), "machine": platform.platform(),
+                                  "date": time.strftime("%Y-%m-%d")}
+    with tempfile.TemporaryDirectory() as work, EmbeddedMariaDB() as server:
+        work_dir = Path(work)
+        figures["load_seconds"] = round(load(server, args.rows), 1)
+        env = {**os.environ, "CHANGESTREAM_SNAPSHOT_CHUNK_ROWS": str(args.chunk_rows)}
+        out = work_dir / "snapshot.jsonl"
+        base = [sys.executable, "-m", "changestream.cli", "run", "--source", server.url,
+                "--include", "bench", "--snapshot", "initial-only", "--no-preflight"]
+        runs: dict[str, tuple[float, float]] = {}
+        runs["changestream_jsonl"] = timed([*base, "--sink", f"jsonl:{out}"], env)
+        ids = set()
+        with out.open("rb") as f:
+            for line in f:
+                record = json.loads(line)
+                assert record["op"] == "snapshot"
+                ids.add(record["after"]["id"])
+        assert len(ids) == args.rows, f"{len(ids)} distinct rows of {args.rows}"
+        dump = work_dir / "dump.sql"
+        runs["mariadb_dump"] = timed(
+            ["sh", "-c", f"mariadb-dump --no-defaults -h 127.0.0.1 -P {server.port} -u root "
+                         f"--quick --single-transaction bench t > {dump}"])
+        if args.iceberg:
+            warehouse = work_dir / "warehouse"
+            iceberg = [*base, "--sink", "spark:iceberg", "--sink-option",
+                       f"warehouse={warehouse}", "--sink-option", "master=local[2]",
+                       "--sink-option", "conf.spark.ui.enabled=false"]
+            runs["changestream_iceberg"] = timed(iceberg, env)
+    dump_seconds = runs["mariadb_dump"][0]
+    print(f"{args.rows:,} rows, 8 columns, chunks of {args.chunk_rows:,}, on "
+          f"{os.cpu_count()} CPUs (load {figures['load_seconds']}s)")
+    print(f"{'reader':24} {'seconds':>8} {'rows/s':>10} {'peak MB':>8}  ratio")
+    for name, (seconds, peak) in runs.items():
+        rate = args.rows / seconds
+        ratio = "" if name == "mariadb_dump" else f"{dump_seconds / seconds:.2f}x mariadb-dump"
+        print(f"{name:24} {seconds:8.2f} {rate:10,.0f} {peak:8.1f}  {ratio}")
+        figures[name] = {"seconds": round(seconds, 2), "rows_per_second": round(rate),
+                         "peak_mb": round(peak, 1)}
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -27,6 +27,7 @@ from changestream.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.snapshot.planning import SnapshotSettings
 from changestream.snapshot.reader import ChunkReader
+from changestream.stream import TransactionStream
 from tests.workloads import types_table, wait_for
 
 pytestmark = pytest.mark.integration
@@ -234,6 +235,17 @@ def test_a_snapshot_row_is_the_record_the_binlog_gives(server: Any, fresh_databa
     assert len(inserted) == len(snapshot) == 1
     assert snapshot[0]["after"] == inserted[0]["after"]
     assert snapshot[0]["primary_key"] == inserted[0]["primary_key"]
+    # The original format maps them too, and the embedded library delivers them.
+    original = tmp_path / "original.jsonl"
+    Router(RouterSettings(source=server.url, until="caught-up",
+                          filter=ChangeFilter(include=[f"{db}.types"])),
+           JsonLinesSink(original, format="original")).run()
+    (mapped,) = _records(original)
+    assert mapped["mutation"] == "SNAPSHOT" and mapped["row_data"] == inserted[0]["after"]
+    with TransactionStream(RouterSettings(source=server.url, until="caught-up",
+                                          filter=ChangeFilter(include=[f"{db}.types"]))) as s:
+        parts = list(s)
+    assert [(c.op, c.table) for p in parts for c in p.changes] == [("snapshot", "types")]
 
 
 def test_a_snapshot_killed_again_and_again_goes_on_from_its_last_chunk(

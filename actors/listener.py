@@ -110,7 +110,8 @@ class Listener:
                                         daemon=True)
         self._paused = threading.Event()
         self._paused.set()  # set = running
-        self._holding = threading.Event()  # set while paused at a transaction boundary
+        self._hold = threading.Event()  # set: stop at the next boundary (a snapshot asks)
+        self._holding = threading.Event()  # set while stopped at a transaction boundary
 
     def start(self) -> None:
         self._thread.start()
@@ -312,21 +313,26 @@ class Listener:
     def hold(self, timeout: float = 60.0) -> tuple[str, int] | None:
         """Pause at the next transaction boundary and wait until it is reached: where the
         stream stands (the snapshot of a table without a key goes in there)."""
-        self.pause()
+        self._hold.set()
         self.wake()
         if not self._holding.wait(timeout):
+            self._hold.clear()
             return None
         return self._stands()
+
+    def release(self) -> None:
+        """Read on after :meth:`hold` (a pause asked for through the router stays)."""
+        self._hold.clear()
 
     def _stands(self) -> tuple[str, int]:
         """The last transaction boundary read (where reading began, before any)."""
         return self.boundary or (self.stats.read_file or "", self.stats.read_pos or 0)
 
     def _wait_if_paused(self) -> None:
-        if not self._paused.is_set():
+        if not self._paused.is_set() or self._hold.is_set():
             self._holding.set()
             try:
-                while not self._paused.wait(0.05):
+                while not self._paused.wait(0.05) or self._hold.is_set():
                     if self.stopping.is_set():
                         raise StoppedError
                     snapshot = self.snapshot

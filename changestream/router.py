@@ -532,7 +532,7 @@ class Router:
         self._snapshot_runner = SnapshotRunner(
             self._chunk_reader, self._snapshot,
             lambda: (self.stats.read_file, self.stats.read_pos),
-            self._stopping, self._fail, self._listener.hold, self._listener.resume)
+            self._stopping, self._fail, self._listener.hold, self._listener.release)
         self._snapshot_runner.start()
 
     def request_snapshot(self, tables: list[str]) -> dict[str, Any]:

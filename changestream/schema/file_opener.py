@@ -26,7 +26,7 @@ from changestream.embedded import ServerNotAvailableError, ServerStartError
 from changestream.errors import ConfigError
 from changestream.position_store import PositionStore
 from changestream.schema.history import SchemaHistory, SchemaState
-from changestream.schema.shadow import ShadowServer, ShadowSettings
+from changestream.schema.shadow import ShadowServer, ShadowSettings, remove_stale
 from changestream.schema.startup import HistorySettings, catch_up, restore, scan_queries
 from changestream.schema.tracker import SchemaTracker
 from changestream.sources.files import FileSource
@@ -45,6 +45,8 @@ class FileHistoryOpener:
                  saved: Position | None):
         if settings.shadow_dir is None and store is not None:
             settings = replace(settings, shadow_dir=str(store.path) + ".shadow")
+        if settings.shadow_dir is not None:
+            remove_stale(Path(settings.shadow_dir))
         self.settings = settings
         self.paths = list(paths)
         self.store = store

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pymysql
@@ -21,6 +22,7 @@ from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import EventHeader
 from changestream.errors import ConfigError
 from changestream.position_store import PositionStore
+from changestream.schema.shadow import remove_stale
 from changestream.schema.startup import (
     HistorySettings,
     open_history,
@@ -56,6 +58,8 @@ class HistoryOpener:
                  sink_storage: HistoryStorage | None = None):
         if settings.shadow_dir is None and store is not None:
             settings = replace(settings, shadow_dir=str(store.path) + ".shadow")
+        if settings.shadow_dir is not None:
+            remove_stale(Path(settings.shadow_dir))
         self.sink_storage = sink_storage
         self.storage: HistoryStorage | None = sink_storage or (
             store.history_store if store is not None else None)

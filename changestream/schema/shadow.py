@@ -222,14 +222,22 @@ def _shadow_error(exc: pymysql.MySQLError) -> ShadowError:
     return ShadowError(str(message), code)
 
 
-def _private_dir(parent: Path) -> Path:
-    """``parent/<pid>``, emptied, after removing what routers that are gone left there (a
-    router killed with SIGKILL cannot clean up; its shadow server dies with it, but a
-    bootstrap it was running may still be writing in its folder for a moment)."""
-    parent.mkdir(parents=True, exist_ok=True)
+def remove_stale(parent: Path) -> None:
+    """Remove what shadow servers of routers that are gone left in ``parent`` (a router
+    killed with SIGKILL cannot clean up; its shadow server dies with it, but a bootstrap it
+    was running may still be writing in its folder for a moment). A router calls it when it
+    starts, whether or not it will need a shadow itself."""
+    if not parent.is_dir():
+        return
     for stale in parent.iterdir():
         if stale.name.isdigit() and int(stale.name) != os.getpid() and not _alive(int(stale.name)):
             shutil.rmtree(stale, ignore_errors=True)
+
+
+def _private_dir(parent: Path) -> Path:
+    """``parent/<pid>``, emptied, after :func:`remove_stale`."""
+    parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(parent)
     own = parent / str(os.getpid())
     shutil.rmtree(own, ignore_errors=True)
     return own

@@ -419,3 +419,42 @@ def test_when_needed_takes_a_new_snapshot_after_the_saved_position_was_purged(
     for table, key in (("k1", ("id",)), ("k2", ("a", "b")), ("u", ("id",))):
         assert rebuilt(records, table, key) == source_rows(server, db, table, key), table
     assert rebuilt_multiset(records, "n") == source_multiset(server, db, "n")
+
+
+_PEAK = ("import resource, subprocess, sys; code = subprocess.call(sys.argv[1:]); "
+         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(code)")
+
+
+def test_a_million_row_table_is_snapshotted_whole_in_bounded_memory(
+        mariadb: Any, tmp_path: Path) -> None:
+    """1,000,000 rows through `changestream run --snapshot initial-only`: every row once,
+    and the router's peak memory bounded by its chunks, not the table."""
+    server, db = mariadb, "snapshot_million"
+    server.execute([f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}",
+                    f"CREATE TABLE {db}.t (id INT PRIMARY KEY, k INT, v VARCHAR(40), "
+                    "amount DECIMAL(12,2), at DATETIME(6))"])
+    with server.connect(autocommit=False) as conn, conn.cursor() as cur:
+        for first in range(1, 1_000_001, 20_000):
+            cur.execute(f"INSERT INTO {db}.t VALUES " + ", ".join(
+                f"({i}, {i % 97}, 'row {i}', {i * 0.37:.2f}, "
+                f"'2024-01-01 00:00:00.{i % 999999:06d}')" for i in range(first, first + 20_000)))
+            conn.commit()
+    out = tmp_path / "million.jsonl"
+    result = subprocess.run(
+        [sys.executable, "-c", _PEAK, sys.executable, "-m", "changestream.cli", "run",
+         "--source", server.url, "--include", db, "--snapshot", "initial-only",
+         "--sink", f"jsonl:{out}", "--no-preflight"],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    peak_mb = int(result.stdout.split()[-1]) / 1024
+    ids = bytearray(1_000_001)
+    rows = 0
+    with out.open("rb") as f:
+        for line in f:
+            record = orjson.loads(line)
+            assert record["op"] == "snapshot"
+            ids[record["after"]["id"]] += 1
+            rows += 1
+    server.execute(f"DROP DATABASE {db}")
+    assert rows == 1_000_000 and ids.count(1) == 1_000_000
+    assert peak_mb < 300, f"peak {peak_mb:.0f} MB"

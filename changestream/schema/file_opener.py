@@ -27,7 +27,12 @@ from changestream.errors import ConfigError
 from changestream.position_store import PositionStore
 from changestream.schema.history import SchemaHistory, SchemaState
 from changestream.schema.shadow import ShadowServer, ShadowSettings, remove_stale
-from changestream.schema.startup import HistorySettings, catch_up, restore, scan_queries
+from changestream.schema.startup import (
+    HistorySettings,
+    catch_up,
+    scan_queries,
+    stored_history,
+)
 from changestream.schema.tracker import SchemaTracker
 from changestream.sources.files import FileSource
 from changestream.sources.live import StartPosition
@@ -106,7 +111,9 @@ class FileHistoryOpener:
                 f"server program on this host for the schema history's shadow server ({exc}); "
                 "install one or set schema.shadow_server") from None
         try:
-            history = self._stored(flavor, shadow)
+            saved = self.saved if self.store is not None else None
+            history = stored_history(flavor, shadow, saved, saved,
+                                     self.store.history_store if self.store else None)
             tracker = SchemaTracker(history or SchemaHistory(flavor, SchemaState({}, {}),
                                                              origin="binlog"),
                                     shadow, self.scope, lenient=True)
@@ -122,18 +129,6 @@ class FileHistoryOpener:
             tracker.skip = self.store.history_store.skips()
         tracker.skip |= set(self.settings.skip)
         return tracker
-
-    def _stored(self, flavor: str, shadow: ShadowServer) -> SchemaHistory | None:
-        saved = self.saved
-        if saved is None or saved.schema_history is None or self.store is None:
-            return None
-        stored_flavor, state = self.store.history_store.load(saved.schema_history)
-        if stored_flavor != flavor:
-            raise ConfigError(f"the stored schema history "
-                              f"{self.store.history_store.describe(saved.schema_history)} is "
-                              f"of a {stored_flavor} server, the files are {flavor}'s")
-        restore(shadow, state)
-        return SchemaHistory(flavor, state, origin="stored")
 
     def _source(self, start: StartPosition) -> FileSource:
         return FileSource(self.paths, start_file=start.file if start.kind == "file" else None,

@@ -141,7 +141,7 @@ def open_history_at(settings: HistorySettings, connect: Callable[[], pymysql.Con
             f"server ({exc}); install one or set schema.shadow_server, or set "
             "binlog_row_metadata=FULL on the source") from None
     try:
-        history = _stored(flavor, shadow, saved, resume, store)
+        history = stored_history(flavor, shadow, saved, resume, store)
         if history is None:
             return SchemaTracker(_seeded(flavor, shadow, connect, scan, start, scope), shadow,
                                  scope)
@@ -174,7 +174,7 @@ def _server_facts(conn: pymysql.Connection[Any]) -> tuple[str, int]:
     return ("mariadb" if "mariadb" in str(version).lower() else "mysql"), int(lower_case)
 
 
-def _stored(flavor: str, shadow: ShadowServer, saved: Position | None,
+def stored_history(flavor: str, shadow: ShadowServer, saved: Position | None,
             resume: Position | None, store: HistoryStorage | None) -> SchemaHistory | None:
     if saved is None or saved.schema_history is None or store is None:
         return None

@@ -58,7 +58,6 @@ class SnapshotCoordinator:
         self.tracked: dict[tuple[str, str], ChangedKeys] = {}
         self.version = 0  # changes whenever the tracked tables do
         self.offer: ChunkOffer | None = None
-        self.delivered_rows = 0
         self.waker: Callable[[], None] | None = None  # wakes a listener waiting for events
         self._lock = threading.Lock()
 
@@ -137,7 +136,6 @@ class SnapshotCoordinator:
                 {k: row[k] for k in pk} if pk else None, None, position.file, position.pos,
                 seq, seq, seq == last, plan.schema, info))
         self.progress = progress.chunk_done(chunk.last_key, len(rows), chunk.done)
-        self.delivered_rows += len(rows)
         after = position_after(self.progress)
         return ([TransactionPart(info, changes, True, after)] if changes else []), after
 

@@ -186,10 +186,7 @@ class ChunkReader:
         with self.conn.cursor() as cur:
             if self.mariadb:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-                cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
-                status = {_text(k).lower(): _text(v) for k, v in cur.fetchall()}
-                at = (str(status["binlog_snapshot_file"]),
-                      int(status["binlog_snapshot_position"]))
+                at = _snapshot_position(cur)
             read_at = dt.datetime.now(dt.UTC)
             cur.execute(sql)
             raw = cur.fetchall()
@@ -211,12 +208,17 @@ class ChunkReader:
 
     @staticmethod
     def _snapshot_covers(cur: Any, window_start: tuple[str, int]) -> bool:
-        cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
-        status = {_text(k).lower(): _text(v) for k, v in cur.fetchall()}
-        file, pos = status.get("binlog_snapshot_file"), status.get("binlog_snapshot_position")
-        if not file or pos is None:
-            return True  # binary logging off for the session's view: nothing to wait for
-        return binlog_order(file, int(pos)) >= binlog_order(*window_start)
+        at = _snapshot_position(cur)
+        return at is None or binlog_order(*at) >= binlog_order(*window_start)
+
+
+def _snapshot_position(cur: Any) -> tuple[str, int] | None:
+    """The binlog position MariaDB's consistent snapshot (just started on ``cur``) is at
+    (``None``: binary logging off for the session)."""
+    cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+    status = {_text(k).lower(): _text(v) for k, v in cur.fetchall()}
+    file, pos = status.get("binlog_snapshot_file"), status.get("binlog_snapshot_position")
+    return (str(file), int(pos)) if file and pos is not None else None
 
 
 def _text(value: Any) -> Any:

@@ -1,6 +1,7 @@
 """Ordering positions, and storing them as text, for the sinks that keep their own.
 
-Positions are compared by binlog coordinates: the file's sequence number, then the offset.
+Positions are compared by binlog coordinates (:func:`changestream.changes.binlog_order`: the
+file's sequence number, then the offset), then by the snapshot chunks delivered there.
 That holds for one source server's binlog (which is what a position names); after a switch to
 another server whose file names differ, start the sink on an empty target.
 """
@@ -8,22 +9,15 @@ another server whose file names differ, start the sink on an empty target.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import replace
 
 from changestream.changes import Position, TransactionPart
 
-_SEQ = re.compile(r"^(.*?)(\d+)$")
 
-
-def position_key(position: Position) -> tuple[int, str, int, int]:
-    """File sequence number, file name stem, offset, snapshot chunks delivered (see
-    :attr:`Position.order`)."""
-    chunks = position.order[3]
-    match = _SEQ.match(position.file)
-    if match:
-        return int(match.group(2)), match.group(1), position.pos, chunks
-    return -1, position.file, position.pos, chunks
+def position_key(position: Position) -> tuple[str, int, int, int]:
+    """The order of positions: :attr:`Position.order` (binlog position, then snapshot
+    chunks delivered there)."""
+    return position.order
 
 
 def is_after(position: Position | None, committed: Position | None) -> bool:

@@ -331,6 +331,12 @@ def test_a_snapshot_asked_for_while_running_through_the_control_endpoint_and_the
         except urllib.error.HTTPError as exc:
             return exc.code, orjson.loads(exc.read())
 
+    def ask_by_cli(table: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "changestream.cli", "snapshot", table, "--control-port",
+             str(control.port)], capture_output=True, text=True, timeout=60,
+            env={**os.environ, "CHANGESTREAM_CONTROL_TOKEN": "s3cret"})
+
     try:
         router.start()
         deadline = time.monotonic() + 30
@@ -346,10 +352,7 @@ def test_a_snapshot_asked_for_while_running_through_the_control_endpoint_and_the
             assert busy == 409 or (router.status()["snapshot"] or {}).get("finished")
             while not (router.status()["snapshot"] or {}).get("finished"):
                 assert not router.wait(0.05), "the router ended"
-        keyless = subprocess.run(
-            [sys.executable, "-m", "changestream.cli", "snapshot", f"{db}.n",
-             "--control-port", str(control.port)], capture_output=True, text=True,
-            timeout=60, env={**os.environ, "CHANGESTREAM_CONTROL_TOKEN": "s3cret"})
+        keyless = ask_by_cli(f"{db}.n")
         assert keyless.returncode == 2 and "no primary key" in keyless.stderr, keyless.stderr
         head = server.binlog_position()
         while True:  # every change made until now delivered
@@ -357,10 +360,7 @@ def test_a_snapshot_asked_for_while_running_through_the_control_endpoint_and_the
             if delivered and (delivered["file"], delivered["pos"]) >= head:
                 break
             assert not router.wait(0.05), "the router ended"
-        by_cli = subprocess.run(
-            [sys.executable, "-m", "changestream.cli", "snapshot", f"{db}.u",
-             "--control-port", str(control.port)], capture_output=True, text=True,
-            timeout=60, env={**os.environ, "CHANGESTREAM_CONTROL_TOKEN": "s3cret"})
+        by_cli = ask_by_cli(f"{db}.u")
         assert by_cli.returncode == 0 and "started" in by_cli.stdout, by_cli.stderr
         while (router.status()["snapshot"] or {}).get("tables_total") != 1 or \
                 not router.status()["snapshot"]["finished"]:

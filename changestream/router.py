@@ -569,8 +569,14 @@ class Router:
 
     def _chunk_reader(self) -> ChunkReader:
         connection = self.spec.connection
-        return ChunkReader(lambda **extra: pymysql.connect(
-            connect_timeout=10, **{**connection, **extra}), self.settings.snapshot.chunk_rows)
+        change_filter = self.settings.filter
+        return ChunkReader(
+            lambda **extra: pymysql.connect(connect_timeout=10, **{**connection, **extra}),
+            self.settings.snapshot.chunk_rows,
+            # Records written here straight from the server's text for sinks that take
+            # them encoded in changestream's format (JSON lines).
+            encoded=getattr(self.sink, "encoded_format", None) == "changestream",
+            excluded=None if change_filter.everything else change_filter.excluded_columns)
 
     def _snapshot_done(self) -> bool:
         runner, coordinator = self._snapshot_runner, self._snapshot

@@ -19,19 +19,25 @@ must be seen here).
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import orjson
+
 from changestream.changes import (
     Change,
+    EncodedRun,
     Position,
     TransactionInfo,
     TransactionPart,
     binlog_order,
 )
+from changestream.records import commit_time_text
 from changestream.snapshot.progress import SnapshotProgress
 from changestream.snapshot.reader import ReadChunk, TablePlan
+from changestream.snapshot.row_readers import native as _native
 from changestream.snapshot.window import ChangedKeys
 
 SNAPSHOT_OP = "snapshot"
@@ -127,7 +133,17 @@ class SnapshotCoordinator:
         info = TransactionInfo(f"snapshot-{progress.id}-{progress.chunks + 1}", None, None,
                                chunk.read_at, len(rows), 0, position.file, position.pos,
                                position.pos)
-        pk = [plan.schema.columns[i].name for i in plan.schema.primary_key or ()]
+        self.progress = progress.chunk_done(chunk.last_key, len(rows), chunk.done)
+        after = position_after(self.progress)
+        if not rows:
+            return [], after
+        if plan.encoded:
+            return [EncodedRun(chunk_records(plan.database, plan.table, rows, info),
+                               len(rows), 1, chunk.read_at, after,
+                               tables={(plan.database, plan.table, SNAPSHOT_OP): len(rows)})
+                    ], after
+        pk = [n for n in (plan.schema.column_names[i] for i in plan.schema.primary_key or ())
+              if n not in plan.excluded]
         changes = []
         last = len(rows) - 1
         for seq, row in enumerate(rows):
@@ -135,7 +151,31 @@ class SnapshotCoordinator:
                 SNAPSHOT_OP, plan.database, plan.table, None, row,
                 {k: row[k] for k in pk} if pk else None, None, position.file, position.pos,
                 seq, seq, seq == last, plan.schema, info))
-        self.progress = progress.chunk_done(chunk.last_key, len(rows), chunk.done)
-        after = position_after(self.progress)
-        return ([TransactionPart(info, changes, True, after)] if changes else []), after
+        return [TransactionPart(info, changes, True, after)], after
 
+
+def chunk_records(database: str, table: str, rows: list[tuple[bytes, bytes]],
+                  info: TransactionInfo) -> bytes:
+    """The records of a chunk's rows (each its ``after`` and ``primary_key`` JSON), in
+    changestream's format, written as :mod:`changestream.records` writes them."""
+    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+    head = orjson.dumps({"op": SNAPSHOT_OP, "database": database, "table": table,
+                         "before": None})[:-1] + b',"after":'
+    transaction = orjson.dumps({"id": info.id, "gtid": None, "xid": None})[:-1] + b',"seq":'
+    size = f',"size":{len(rows)},"last":'.encode()
+    position = orjson.dumps({"commit_ts": commit_time_text(info.commit_ts)})[1:-1] + \
+        b'},"position":' + orjson.dumps({"file": info.file, "pos": info.start})[:-1] + \
+        b',"row":'
+    tail = b'},"ts":' + orjson.dumps(stamp) + b"}\n"
+    compiled = _native()
+    if compiled is not None:
+        return compiled.chunk_lines(rows, head, transaction, size, position, tail)
+    last = len(rows) - 1
+    lines = []
+    append = lines.append
+    for seq, (after, pk) in enumerate(rows):
+        n = str(seq).encode()
+        append(b"".join((head, after, b',"primary_key":', pk, b',"sql":null,"transaction":',
+                         transaction, n, size, b"true," if seq == last else b"false,",
+                         position, n, tail)))
+    return b"".join(lines)

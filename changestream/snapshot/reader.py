@@ -29,8 +29,10 @@ from changestream.decoding.table_schema import TableSchema
 from changestream.errors import SourceError
 from changestream.schema.catalog import collation_ids, quote, read_definition, unique_key
 from changestream.schema.definition import definition_schema
+from changestream.snapshot import result_set
 from changestream.snapshot.chunks import ChunkQuery
-from changestream.snapshot.values import row_converter
+from changestream.snapshot.row_readers import ValuesReader, encoded_reader, values_reader
+from changestream.snapshot.values import converter, row_converter
 
 # Encoders only: the values read stay the server's text and bytes.
 _ENCODERS = {k: v for k, v in pymysql.converters.conversions.items() if isinstance(k, type)}
@@ -38,15 +40,20 @@ _ENCODERS = {k: v for k, v in pymysql.converters.conversions.items() if isinstan
 
 @dataclass(slots=True)
 class TablePlan:
-    """How one table is read: its shape, its chunk query (``None`` without a key) and the
-    server's estimate of its rows."""
+    """How one table is read: its shape, its chunk query (``None`` without a key), the
+    server's estimate of its rows, the columns the filter leaves out, and how a row of
+    the result becomes ``(key, row)``: the row as the decoder's values (a dict), or, when
+    ``encoded``, as its record's ``after`` and ``primary_key`` JSON."""
 
     database: str
     table: str
     schema: TableSchema
     query: ChunkQuery | None
     estimated_rows: int
-    convert: Callable[[Any], dict[str, Any]]
+    excluded: frozenset[str]
+    encoded: bool
+    read_row: Callable[[bytes, int], tuple[tuple[Any, ...], Any]]
+    read_values: ValuesReader
     shape: tuple[Any, ...] = ()  # columns and key, to notice a DDL during a chunk
 
     @property
@@ -70,13 +77,33 @@ class TablePlan:
         return tuple(values)
 
 
+def _row_reader(schema: TableSchema, key: tuple[str, ...], excluded: frozenset[str],
+                encoded: bool) -> Callable[[bytes, int], tuple[tuple[Any, ...], Any]]:
+    """How a result row of ``schema`` becomes ``(key, row)`` (see :class:`TablePlan`)."""
+    if encoded:
+        return encoded_reader(schema, key, excluded)
+    read_values = values_reader(len(schema.columns))
+    convert = row_converter(schema, excluded)
+    positions = [schema.column_names.index(k) for k in key]
+    converters = [converter(schema.columns[i]) for i in positions]
+
+    def read(buf: bytes, i: int) -> tuple[tuple[Any, ...], Any]:
+        raw = read_values(buf, i)
+        key = tuple(None if raw[p] is None else c(raw[p])
+                    for p, c in zip(positions, converters))
+        return key, convert(raw)
+
+    return read
+
+
 @dataclass(slots=True)
 class ReadChunk:
-    """Rows read (``(key in the decoder's values, row)``), the key of the last one as the
-    server gave it (where the next chunk starts), whether the table is done, and the binlog
-    position after the read (the end of its window)."""
+    """Rows read (``(key in the decoder's values, row)``, the row as the plan's
+    ``read_row`` gives it), the key of the last one as the server gave it (where the next
+    chunk starts), whether the table is done, and the binlog position after the read (the
+    end of its window)."""
 
-    rows: list[tuple[tuple[Any, ...], dict[str, Any]]]
+    rows: list[tuple[tuple[Any, ...], Any]]
     last_key: tuple[Any, ...] | None
     done: bool
     high: tuple[str, int]
@@ -84,12 +111,23 @@ class ReadChunk:
 
 
 class ChunkReader:
-    """Reads chunks of tables through its own connection (``connect`` opens one)."""
+    """Reads chunks of tables through its own connection (``connect`` opens one); rows as
+    records' JSON when ``encoded`` (see :class:`TablePlan`); ``excluded`` says which
+    columns of a table the filter leaves out."""
 
-    def __init__(self, connect: Callable[..., pymysql.Connection[Any]], chunk_rows: int):
+    def __init__(self, connect: Callable[..., pymysql.Connection[Any]], chunk_rows: int,
+                 encoded: bool = False,
+                 excluded: Callable[[str, str, tuple[str, ...]], frozenset[str]] | None = None):
         self.chunk_rows = chunk_rows
+        self.encoded = encoded
+        self.excluded = excluded
         self.conn = connect(conv=_ENCODERS, charset="utf8mb4", autocommit=False,
                             use_unicode=False)
+        if not result_set.supported(self.conn):
+            self.close()
+            raise SourceError(f"snapshot: PyMySQL {pymysql.__version__} is not one the "
+                              "snapshot reader knows (it reads results off the connection "
+                              "itself); install a PyMySQL between 1.1 and 2.x")
         with self.conn.cursor() as cur:
             cur.execute("SET SESSION time_zone = '+00:00'")
             cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -135,7 +173,11 @@ class ChunkReader:
         estimate = self._query("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE "
                                "TABLE_SCHEMA = %s AND TABLE_NAME = %s", (database, table))
         rows = int(estimate[0][0] or 0) if estimate else 0
-        return TablePlan(database, table, schema, query, rows, row_converter(schema),
+        excluded = self.excluded(database, table, schema.column_names) \
+            if self.excluded is not None else frozenset()
+        return TablePlan(database, table, schema, query, rows, excluded, self.encoded,
+                         _row_reader(schema, key or (), excluded, self.encoded),
+                         values_reader(len(schema.columns)),
                          (definition.columns, definition.primary_key))
 
     def changed(self, plan: TablePlan) -> bool:
@@ -156,8 +198,7 @@ class ChunkReader:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                 if not self.mariadb or self._snapshot_covers(cur, window_start):
                     read_at = dt.datetime.now(dt.UTC)
-                    cur.execute(sql, args)
-                    raw = cur.fetchall()
+                    rows, last = self._select(plan, cur.mogrify(sql, args))
                     self.conn.commit()
                     break
             self.conn.commit()
@@ -167,14 +208,13 @@ class ChunkReader:
                               f"stays before binlog position {window_start[0]}:"
                               f"{window_start[1]}")
         high = self.head()
-        convert = plan.convert
-        positions = [plan.query.columns.index(k) for k in plan.query.key]
-        rows = []
-        for r in raw:
-            row = convert(r)
-            rows.append((tuple(row[plan.query.columns[i]] for i in positions), row))
-        last = plan.key_param(raw[-1]) if raw else after
-        return ReadChunk(rows, last, len(raw) < plan.query.limit, high, read_at)
+        last_key = plan.key_param(plan.read_values(*last)) if last is not None else after
+        return ReadChunk(rows, last_key, len(rows) < plan.query.limit, high, read_at)
+
+    def _select(self, plan: TablePlan, sql: str) -> tuple[list[tuple[tuple[Any, ...], Any]],
+                                                          tuple[bytes, int] | None]:
+        """The rows of ``sql`` as ``plan`` reads them, and where the last one is."""
+        return result_set.select_rows(self.conn, sql, plan.read_row)
 
     def read_whole(self, plan: TablePlan) -> tuple[ReadChunk, tuple[str, int] | None]:
         """Every row of ``plan``'s table in one read (a table without a key). MariaDB: in a
@@ -188,12 +228,10 @@ class ChunkReader:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                 at = _snapshot_position(cur)
             read_at = dt.datetime.now(dt.UTC)
-            cur.execute(sql)
-            raw = cur.fetchall()
+            rows, _ = self._select(plan, sql)
         if self.mariadb:
             self.conn.commit()
-        convert = plan.convert
-        return ReadChunk([((), convert(r)) for r in raw], None, True, ("", 0), read_at), at
+        return ReadChunk(rows, None, True, ("", 0), read_at), at
 
     def lock(self, plan: TablePlan) -> None:
         """``LOCK TABLES ... READ`` on the table (MySQL, a table without a key): its writers

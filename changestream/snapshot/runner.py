@@ -78,6 +78,7 @@ class SnapshotRunner:
                 self._read_whole(reader, plan)
                 continue
             c.track(database, table, plan.key)
+            offered: ChunkOffer | None = None
             try:
                 start = reader.head()  # the window begins here: changes after it are noted
                 if not reader.mariadb:
@@ -85,6 +86,7 @@ class SnapshotRunner:
                 after = c.progress.after
                 began, rows = time.monotonic(), 0
                 while not self.stopping.is_set():
+                    # The next chunk is read while the one before is delivered.
                     chunk = reader.read(plan, after, start)
                     if reader.changed(plan):
                         # A DDL changed the table while the chunk was read: its rows may
@@ -96,7 +98,9 @@ class SnapshotRunner:
                             break  # dropped, or lost its key: the stream has the DDL
                         plan = replanned
                         continue
-                    self._offer(plan, chunk)
+                    if offered is not None:
+                        self._delivered(offered)
+                    offered = self._put(plan, chunk)
                     rows += len(chunk.rows)
                     if chunk.done:
                         log.info("snapshot %s: %s read, %d rows in %.1fs", c.progress.id,
@@ -104,6 +108,8 @@ class SnapshotRunner:
                         break
                     after = chunk.last_key
             finally:
+                if offered is not None:
+                    self._delivered(offered)  # its window is the tracked table's
                 c.untrack(database, table)
         if c.progress.finished:
             log.info("snapshot %s: done, %d rows in %d chunks", c.progress.id, c.progress.rows,
@@ -147,8 +153,16 @@ class SnapshotRunner:
 
     def _offer(self, plan: TablePlan | None, chunk: ReadChunk,
                read_until: tuple[str, int] | None = None) -> None:
+        self._delivered(self._put(plan, chunk, read_until))
+
+    def _put(self, plan: TablePlan | None, chunk: ReadChunk,
+             read_until: tuple[str, int] | None = None) -> ChunkOffer:
         offer = ChunkOffer(plan, chunk, read_until)
         self.coordinator.put(offer)
+        return offer
+
+    def _delivered(self, offer: ChunkOffer) -> None:
+        """Until ``offer`` is delivered (or the router stops)."""
         while not offer.delivered.wait(0.1):
             if self.stopping.is_set():
                 return

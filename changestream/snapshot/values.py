@@ -28,7 +28,7 @@ from changestream.decoding.table_schema import Column, TableSchema
 
 Converter = Callable[[Any], Any]
 _TIME = re.compile(r"^(-)?(\d+):(\d\d):(\d\d)(?:\.(\d{1,6}))?$")
-_INTEGERS = frozenset({ft.TINY, ft.SHORT, ft.INT24, ft.LONG, ft.LONGLONG, ft.YEAR})
+INTEGERS = frozenset({ft.TINY, ft.SHORT, ft.INT24, ft.LONG, ft.LONGLONG, ft.YEAR})
 
 
 def _date(text: str) -> Any:
@@ -79,22 +79,22 @@ def _vector(raw: bytes) -> list[float]:
     return list(struct.unpack(f"<{len(raw) // 4}f", raw))
 
 
-def _as_read(value: Any) -> Any:
+def as_read(value: Any) -> Any:
     return value
 
 
-def _utf8(raw: bytes) -> str:
+def utf8(raw: bytes) -> str:
     return raw.decode("utf-8")
 
 
 def converter(column: Column) -> Converter:
     """How one column's ``SELECT`` value (bytes) becomes the decoder's value (not for
     NULL)."""
-    convert = _text_converter(column)
-    if convert is _as_read:
+    convert = text_converter(column)
+    if convert is as_read:
         # Character columns as text; binary ones (and GEOMETRY, BIT) stay bytes.
-        return _utf8 if column.type_code not in _RAW and column.collation != 63 else _as_read
-    if convert in (_bit, _vector):
+        return utf8 if column.type_code not in _RAW and column.collation != 63 else as_read
+    if convert in (_bit, _vector, int, float):  # int and float read bytes as they are
         return convert
     return lambda raw: convert(raw.decode("utf-8"))
 
@@ -102,9 +102,9 @@ def converter(column: Column) -> Converter:
 _RAW = frozenset({ft.GEOMETRY, ft.BIT, ft.VECTOR})
 
 
-def _text_converter(column: Column) -> Converter:
+def text_converter(column: Column) -> Converter:
     t = column.type_code
-    if t in _INTEGERS:
+    if t in INTEGERS:
         return int
     if t in (ft.FLOAT, ft.DOUBLE):
         return float
@@ -126,15 +126,27 @@ def _text_converter(column: Column) -> Converter:
         return _json
     if t == ft.VECTOR:
         return _vector
-    return _as_read
+    return as_read
 
 
-def row_converter(schema: TableSchema) -> Callable[[Sequence[Any]], dict[str, Any]]:
-    """A ``SELECT`` row of every column of ``schema``, in order, as the decoder's row."""
-    converters = [(c.name, converter(c)) for c in schema.columns]
+def row_converter(schema: TableSchema, excluded: frozenset[str] = frozenset(),
+                  ) -> Callable[[Sequence[Any]], dict[str, Any]]:
+    """A ``SELECT`` row of every column of ``schema``, in order, as the decoder's row, the
+    ``excluded`` columns left out."""
+    converters = [(name, converter(c)) for name, c in zip(schema.column_names, schema.columns)]
+    kept = [n not in excluded for n in schema.column_names]
 
     def convert(row: Sequence[Any]) -> dict[str, Any]:
         return {name: None if value is None else conv(value)
                 for (name, conv), value in zip(converters, row)}
+
+    if all(kept):
+        return convert
+
+    def convert_kept(row: Sequence[Any]) -> dict[str, Any]:
+        return {name: None if value is None else conv(value)
+                for (name, conv), value, keep in zip(converters, row, kept) if keep}
+
+    return convert_kept
 
     return convert

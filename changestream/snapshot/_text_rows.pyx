@@ -1,0 +1,314 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled snapshot rows: a text-protocol row to its record's ``after`` and ``primary_key``
+JSON, and a chunk's records composed, as :mod:`changestream.snapshot.row_readers` and
+:func:`changestream.snapshot.coordinator.chunk_records` do in Python (the same bytes; the
+tests hold both to it). Built by the install script; without it the Python path runs.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.stdlib cimport calloc, free, realloc
+from libc.string cimport memcpy
+
+# Column kinds (row_readers.KINDS names them).
+cdef enum:
+    K_NUMBER = 0     # integer text: as it is, unless it has leading zeros (ZEROFILL)
+    K_DECIMAL = 1    # quoted, unless it has leading zeros
+    K_QUOTED = 2     # DATE, TIME: quoted
+    K_DATETIME = 3   # quoted, the first space a T
+    K_TIMESTAMP = 4  # the same and +00:00
+    K_TEXT = 5       # a JSON string of UTF-8 text
+    K_GENERIC = 6    # the column's Python writer
+    K_SKIP = 7       # read past (a column the filter leaves out)
+
+cdef const char* HEX = b"0123456789abcdef"
+
+
+cdef class _Buffer:
+    cdef char* data
+    cdef Py_ssize_t size, capacity
+
+    def __dealloc__(self):
+        free(self.data)
+
+    cdef int reserve(self, Py_ssize_t more) except -1:
+        cdef Py_ssize_t need = self.size + more
+        cdef char* grown
+        if need > self.capacity:
+            need = max(need, self.capacity * 2, 4096)
+            grown = <char*>realloc(self.data, need)
+            if grown == NULL:
+                raise MemoryError()
+            self.data, self.capacity = grown, need
+        return 0
+
+    cdef int put(self, const char* src, Py_ssize_t n) except -1:
+        self.reserve(n)
+        memcpy(self.data + self.size, src, n)
+        self.size += n
+        return 0
+
+    cdef int put_bytes(self, bytes b) except -1:
+        return self.put(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b))
+
+
+cdef bint _valid_utf8(const unsigned char* s, Py_ssize_t n):
+    """Whether ``s`` is UTF-8 that Python's decoder takes (no overlong forms, surrogates or
+    code points past U+10FFFF)."""
+    cdef Py_ssize_t i = 0
+    cdef unsigned char c, c1
+    while i < n:
+        c = s[i]
+        if c < 0x80:
+            i += 1
+        elif 0xC2 <= c <= 0xDF:
+            if i + 1 >= n or (s[i + 1] & 0xC0) != 0x80:
+                return False
+            i += 2
+        elif 0xE0 <= c <= 0xEF:
+            if i + 2 >= n or (s[i + 1] & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80:
+                return False
+            c1 = s[i + 1]
+            if (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 > 0x9F):
+                return False
+            i += 3
+        elif 0xF0 <= c <= 0xF4:
+            if i + 3 >= n or (s[i + 1] & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80 \
+                    or (s[i + 3] & 0xC0) != 0x80:
+                return False
+            c1 = s[i + 1]
+            if (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 > 0x8F):
+                return False
+            i += 4
+        else:
+            return False
+    return True
+
+
+cdef int _put_text(_Buffer out, const unsigned char* s, Py_ssize_t n) except -1:
+    """``s`` as a JSON string, escaped as orjson escapes it."""
+    cdef Py_ssize_t i, run = 0
+    cdef unsigned char c
+    cdef char esc[6]
+    out.reserve(n + 2)
+    out.data[out.size] = b'"'
+    out.size += 1
+    for i in range(n):
+        c = s[i]
+        if c >= 0x20 and c != 34 and c != 92:
+            continue
+        out.put(<const char*>s + run, i - run)
+        run = i + 1
+        if c == 34:
+            out.put(b'\\"', 2)
+        elif c == 92:
+            out.put(b'\\\\', 2)
+        elif c == 8:
+            out.put(b'\\b', 2)
+        elif c == 9:
+            out.put(b'\\t', 2)
+        elif c == 10:
+            out.put(b'\\n', 2)
+        elif c == 12:
+            out.put(b'\\f', 2)
+        elif c == 13:
+            out.put(b'\\r', 2)
+        else:
+            esc[0], esc[1], esc[2], esc[3] = b'\\', b'u', b'0', b'0'
+            esc[4], esc[5] = HEX[c >> 4], HEX[c & 15]
+            out.put(esc, 6)
+    out.put(<const char*>s + run, n - run)
+    out.put(b'"', 1)
+    return 0
+
+
+cdef class RowEncoder:
+    """Reads a text-protocol row at ``(buffer, offset)`` into ``(key, (after JSON,
+    primary_key JSON))``: see :func:`changestream.snapshot.row_readers.encoded_reader`,
+    whose plan (kinds, JSON prefixes, writers, key and primary key columns) it is given."""
+
+    cdef bytes kinds
+    cdef tuple prefixes, writers, key_converters, pk_prefixes
+    cdef tuple key_columns, pk_columns
+    cdef int ncols
+    cdef _Buffer out
+    cdef Py_ssize_t* starts  # where each column's JSON is in the row's (for the key's)
+    cdef Py_ssize_t* ends
+
+    def __init__(self, bytes kinds, tuple prefixes, tuple writers, tuple key_columns,
+                 tuple key_converters, tuple pk_columns, tuple pk_prefixes):
+        self.kinds = kinds
+        self.ncols = len(kinds)
+        self.prefixes = prefixes
+        self.writers = writers
+        self.key_columns = key_columns
+        self.key_converters = key_converters
+        self.pk_columns = pk_columns
+        self.pk_prefixes = pk_prefixes
+        self.out = _Buffer()
+        self.starts = <Py_ssize_t*>calloc(max(self.ncols, 1), sizeof(Py_ssize_t))
+        self.ends = <Py_ssize_t*>calloc(max(self.ncols, 1), sizeof(Py_ssize_t))
+        if self.starts == NULL or self.ends == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.starts)
+        free(self.ends)
+
+    def __call__(self, bytes buf, Py_ssize_t i):
+        cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(buf)
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(buf)
+        cdef Py_ssize_t n, start, j, k, width
+        cdef unsigned char kind, c
+        cdef bint null, generic
+        cdef _Buffer out = self.out
+        cdef bytes piece
+        cdef list values = [None] * self.ncols
+        out.size = 0
+        for j in range(self.ncols):
+            if i >= size:
+                raise ValueError("a row ends before its last column")
+            n = b[i]
+            null = False
+            if n < 251:
+                start = i + 1
+            elif n == 251:
+                null = True
+                start = i + 1
+                n = 0
+            else:
+                width = 2 if n == 0xFC else 3 if n == 0xFD else 8
+                if i + 1 + width > size:
+                    raise ValueError("a row ends inside a value's length")
+                n = 0
+                for k in range(width - 1, -1, -1):
+                    n = (n << 8) | b[i + 1 + k]
+                start = i + 1 + width
+            if start + n > size:
+                raise ValueError("a row ends inside a value")
+            i = start + n
+            kind = self.kinds[j]
+            if not null and self.key_converters[j] is not None:
+                values[j] = PyBytes_FromStringAndSize(<const char*>b + start, n)
+            if kind == K_SKIP:
+                continue
+            out.put_bytes(<bytes>self.prefixes[j])
+            self.starts[j] = out.size
+            if null:
+                out.put(b"null", 4)
+                self.ends[j] = out.size
+                continue
+            generic = False
+            if kind == K_NUMBER:
+                if b[start] != 48 or n == 1:
+                    out.put(<const char*>b + start, n)
+                else:
+                    generic = True
+            elif kind == K_DECIMAL:
+                if b[start] != 48 or (n > 1 and b[start + 1] == 46):
+                    out.put(b'"', 1)
+                    out.put(<const char*>b + start, n)
+                    out.put(b'"', 1)
+                else:
+                    generic = True
+            elif kind == K_QUOTED:
+                out.put(b'"', 1)
+                out.put(<const char*>b + start, n)
+                out.put(b'"', 1)
+            elif kind == K_DATETIME or kind == K_TIMESTAMP:
+                out.put(b'"', 1)
+                k = out.size
+                out.put(<const char*>b + start, n)
+                while k < out.size:
+                    if out.data[k] == b' ':
+                        out.data[k] = b'T'
+                        break
+                    k += 1
+                if kind == K_TIMESTAMP:
+                    out.put(b'+00:00"', 7)
+                else:
+                    out.put(b'"', 1)
+            elif kind == K_TEXT:
+                if _valid_utf8(b + start, n):
+                    _put_text(out, b + start, n)
+                else:
+                    generic = True
+            else:
+                generic = True
+            if generic:
+                piece = self.writers[j](PyBytes_FromStringAndSize(<const char*>b + start, n))
+                out.put_bytes(piece)
+            self.ends[j] = out.size
+        if out.size == 0:  # no column
+            out.put(b"{", 1)
+        out.put(b"}", 1)
+        after = PyBytes_FromStringAndSize(out.data, out.size)
+        if self.pk_columns:
+            out.size = 0
+            k = 0
+            for j in self.pk_columns:
+                out.put_bytes(<bytes>self.pk_prefixes[k])
+                out.put(PyBytes_AS_STRING(after) + self.starts[j], self.ends[j] - self.starts[j])
+                k += 1
+            out.put(b"}", 1)
+            pk = PyBytes_FromStringAndSize(out.data, out.size)
+        else:
+            pk = b"null"
+        key = tuple([None if values[j] is None else self.key_converters[j](values[j])
+                     for j in self.key_columns])
+        return key, (after, pk)
+
+
+def chunk_lines(list rows, bytes head, bytes transaction, bytes size, bytes position,
+                bytes tail):
+    """A chunk's records: for each ``(after, primary_key)`` of ``rows`` (JSON), ``head``,
+    the row's JSON, its sequence number twice, and the parts between, as
+    :func:`changestream.snapshot.coordinator.chunk_records` joins them."""
+    cdef _Buffer out = _Buffer()
+    cdef Py_ssize_t seq, last = len(rows) - 1
+    cdef bytes number, after, pk
+    cdef tuple row
+    for seq in range(len(rows)):
+        row = <tuple>rows[seq]
+        after, pk = <bytes>row[0], <bytes>row[1]
+        number = str(seq).encode()
+        out.put_bytes(head)
+        out.put_bytes(after)
+        out.put(b',"primary_key":', 15)
+        out.put_bytes(pk)
+        out.put(b',"sql":null,"transaction":', 26)
+        out.put_bytes(transaction)
+        out.put_bytes(number)
+        out.put_bytes(size)
+        if seq == last:
+            out.put(b"true,", 5)
+        else:
+            out.put(b"false,", 6)
+        out.put_bytes(position)
+        out.put_bytes(number)
+        out.put_bytes(tail)
+    return PyBytes_FromStringAndSize(out.data, out.size)
+
+
+def scan_rows(bytes buf, Py_ssize_t at, read_row, list rows):
+    """Reads the row packets that are whole in ``buf`` from ``at``, appending what
+    ``read_row(buf, start)`` gives for each to ``rows``, up to the first packet that is not
+    a row: ``(offset of that packet or of the part not yet whole, what stopped it, start
+    of the last row read or -1)``; see
+    :func:`changestream.snapshot.result_set.scan_rows`."""
+    cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(buf)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(buf), length, start, last = -1
+    while at + 4 <= size:
+        length = b[at] | (b[at + 1] << 8) | (b[at + 2] << 16)
+        start = at + 4
+        if length == 0xFFFFFF:
+            return at, 3, last  # a payload that goes on in the next packet
+        if start + length > size:
+            break
+        if b[start] == 0xFE and length < 9:
+            return at, 1, last  # the end of the rows
+        if b[start] == 0xFF:
+            return at, 2, last  # an error
+        rows.append(read_row(buf, start))
+        last = start
+        at = start + length
+    return at, 0, last

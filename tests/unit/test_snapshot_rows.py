@@ -1,0 +1,183 @@
+"""Snapshot rows from the server's text: the compiled module and the Python generated per
+table give the same bytes, and both are what a record writes for the decoder's values."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import orjson
+import pytest
+
+from changestream.decoding import field_types as ft
+from changestream.decoding.table_schema import Column, TableSchema
+from changestream.records import JSON_OPTIONS, json_default
+from changestream.snapshot import result_set, row_readers
+from changestream.snapshot.values import converter, row_converter
+from changestream.temporal_text import column_formats, formatted
+from tests.servers import skip_or_fail
+
+UTF8MB4, BINARY = 45, 63
+compiled = row_readers.native()
+
+
+def needs_compiled() -> None:
+    if compiled is None:
+        skip_or_fail("the compiled module is not built (scripts/install.sh builds it)")
+
+COLUMNS = [
+    Column(0, ft.LONG, name="id", nullable=False),
+    Column(1, ft.LONGLONG, name="big", unsigned=True),
+    Column(2, ft.NEWDECIMAL, name="amount", precision=12, scale=2),
+    Column(3, ft.DATETIME2, name="at", fsp=6),
+    Column(4, ft.DATETIME2, name="at0", fsp=0),
+    Column(5, ft.TIMESTAMP2, name="ts", fsp=3),
+    Column(6, ft.DATE, name="day"),
+    Column(7, ft.TIME2, name="tm", fsp=2),
+    Column(8, ft.YEAR, name="y"),
+    Column(9, ft.VARCHAR, name="text", collation=UTF8MB4, max_length=400),
+    Column(10, ft.VARCHAR, name="bin", collation=BINARY, max_length=40),
+    Column(11, ft.DOUBLE, name="d"),
+    Column(12, ft.JSON, name="doc"),
+    Column(13, ft.SET, name="tags", set_values=("x", "y", "z"), collation=UTF8MB4),
+    Column(14, ft.BIT, name="flags", bits=10),
+    Column(15, ft.VARCHAR, name="secret", collation=UTF8MB4, max_length=10),
+    Column(16, ft.VARCHAR, name="code", collation=UTF8MB4, max_length=10, nullable=False),
+]
+SCHEMA = TableSchema("shop", "t\"q", tuple(COLUMNS), primary_key=(0, 16))
+
+# Values as a server prints them, with those where its text and a record's JSON differ.
+VALUES: dict[str, list[bytes]] = {
+    "big": [b"0", b"18446744073709551615", b"00042", b"7"],
+    "amount": [b"1.50", b"-0.50", b"0.00", b"0001.50", b"0", b"-12345.67", b"0.5"],
+    "at": [b"2024-02-29 23:59:59.123456", b"0000-00-00 00:00:00.000000",
+           b"2024-02-30 00:00:00.000000", b"0999-01-01 00:00:00.000001"],
+    "at0": [b"2024-01-01 00:00:00", b"0000-00-00 00:00:00"],
+    "ts": [b"2038-01-19 03:14:07.999", b"1970-01-01 00:00:01.000"],
+    "day": [b"2024-01-01", b"0000-00-00", b"2024-00-01", b"1000-01-01"],
+    "tm": [b"838:59:59.00", b"-00:00:01.50", b"00:00:00.00", b"-838:59:59.00"],
+    "y": [b"0000", b"1901", b"2155"],
+    "text": ["".join(map(chr, range(32))).encode() + b'"\\/\x7f', "héllo ✓ 𝄞".encode(),
+             b"", b"x" * 300, b"y" * 70_000, b"plain"],
+    "bin": [b"\x00\xff", b"", b"abc"],
+    "d": [b"1.5", b"-3.5e20", b"0", b"1e-300"],
+    "doc": [b'{"a": [1, 2, {"b": null}]}', b"null", b"[]", b'"s"'],
+    "tags": [b"", b"x,z", b"y"],
+    "flags": [b"\x02\xaa", b"\x00\x00"],
+    "secret": [b"s1", b"pw"],
+    "code": [b"A", b"b\xc3\xa9"],
+}
+
+
+def text_row(values: list[bytes | None]) -> bytes:
+    """A text-protocol row (length-encoded values, 0xFB for NULL)."""
+    out = bytearray()
+    for v in values:
+        if v is None:
+            out.append(0xFB)
+        elif len(v) < 251:
+            out += bytes([len(v)]) + v
+        elif len(v) < 1 << 16:
+            out += b"\xfc" + len(v).to_bytes(2, "little") + v
+        elif len(v) < 1 << 24:
+            out += b"\xfd" + len(v).to_bytes(3, "little") + v
+        else:
+            out += b"\xfe" + len(v).to_bytes(8, "little") + v
+    return bytes(out)
+
+
+def rows(count: int, seed: int = 7) -> list[list[bytes | None]]:
+    rng = random.Random(seed)
+    made = []
+    for i in range(count):
+        row: list[bytes | None] = [str(i + 1).encode()]
+        for c in COLUMNS[1:]:
+            nullable = c.nullable and rng.random() < 0.15
+            row.append(None if nullable else rng.choice(VALUES[c.name or ""]))
+        made.append(row)
+    return made
+
+
+def expected(row: list[bytes | None], excluded: frozenset[str]) -> tuple[bytes, bytes]:
+    """A record's ``after`` and ``primary_key`` for the decoder's values of ``row``."""
+    values = row_converter(SCHEMA, excluded)(row)
+    formats = column_formats(SCHEMA)
+    after = formatted(values, formats)
+    pk = {n: after[n] for n in ("id", "code") if n not in excluded}
+
+    def dumps(value: Any) -> bytes:
+        return orjson.dumps(value, default=json_default,
+                            option=JSON_OPTIONS & ~orjson.OPT_APPEND_NEWLINE)
+
+    return dumps(after), dumps(pk) if pk else b"null"
+
+
+@pytest.mark.parametrize("excluded", [frozenset(), frozenset({"secret", "code"})])
+@pytest.mark.parametrize("path", ["python", "compiled"])
+def test_a_row_is_written_as_a_record_writes_the_decoders_values(
+        path: str, excluded: frozenset[str]) -> None:
+    if path == "compiled":
+        needs_compiled()
+    read = row_readers.encoded_reader(SCHEMA, ("id", "code"), excluded,
+                                      compiled=path == "compiled")
+    for row in rows(400):
+        buf = b"\x00\x01" + text_row(row)
+        key, (after, pk) = read(buf, 2)
+        assert (after, pk) == expected(row, excluded), row
+        assert key == (int(row[0] or 0), converter(COLUMNS[16])(row[16]))
+
+
+@pytest.mark.parametrize("path", ["python", "compiled"])
+def test_text_that_is_not_utf8_is_refused_as_decoding_refuses_it(path: str) -> None:
+    if path == "compiled":
+        needs_compiled()
+    read = row_readers.encoded_reader(SCHEMA, ("id",), compiled=path == "compiled")
+    row = rows(1)[0]
+    for bad in (b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xe0\x80\x80", b"\xf4\x90\x80\x80"):
+        row[9] = b"ok " + bad
+        with pytest.raises(UnicodeDecodeError):
+            read(text_row(row), 0)
+
+
+def test_a_row_cut_short_is_an_error_not_a_read_past_its_buffer() -> None:
+    needs_compiled()
+    read = row_readers.encoded_reader(SCHEMA, ("id",), compiled=True)
+    whole = text_row(rows(1)[0])
+    for cut in (1, 5, len(whole) - 1):
+        with pytest.raises(ValueError, match="row ends"):
+            read(whole[:cut], 0)
+
+
+def test_compiled_and_python_scans_and_chunk_records_agree(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    needs_compiled()
+    from changestream.changes import TransactionInfo
+    from changestream.snapshot.coordinator import chunk_records
+
+    packets = b"".join(len(r).to_bytes(3, "little") + bytes([n % 256]) + r
+                       for n, r in enumerate(text_row(row) for row in rows(50)))
+    eof = b"\x05\x00\x00\x07\xfe\x00\x00\x02\x00"
+    read = row_readers.values_reader(len(COLUMNS))
+    for buf in (packets + eof, packets + eof[:6], packets[:-3]):
+        got_python: list[Any] = []
+        got_compiled: list[Any] = []
+        python = result_set.scan_rows(buf, 0, read, got_python)
+        assert compiled.scan_rows(buf, 0, read, got_compiled) == python
+        assert got_python == got_compiled
+    assert len(got_python) == 49  # the last row's packet is cut
+    read_encoded = row_readers.encoded_reader(SCHEMA, ("id",))
+    encoded = [read_encoded(text_row(r), 0)[1] for r in rows(30)]
+    import datetime as dt
+    info = TransactionInfo("snapshot-x-1", None, None, dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
+                           30, 0, "mariadb-bin.000001", 4, 4)
+    with_compiled = chunk_records("shop", "t\"q", encoded, info)
+    monkeypatch.setenv("CHANGESTREAM_PURE_PYTHON", "1")
+    with_python = chunk_records("shop", "t\"q", encoded, info)
+
+    def without_ts(lines: bytes) -> list[bytes]:
+        return [line.rsplit(b',"ts":', 1)[0] for line in lines.splitlines()]
+
+    assert without_ts(with_compiled) == without_ts(with_python)
+    records = [orjson.loads(line) for line in with_compiled.splitlines()]
+    assert [r["transaction"]["seq"] for r in records] == list(range(30))
+    assert [r["transaction"]["last"] for r in records] == [False] * 29 + [True]

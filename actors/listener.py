@@ -104,6 +104,9 @@ class Listener:
         # snapshot under ``until caught-up``).
         self.done_when_idle = done_when_idle
         self.boundary: tuple[str, int] | None = None
+        # Whether the stream's position is known before its first transaction boundary
+        # (a start by GTID alone is not): only then can a chunk go in before one.
+        self.start_known = True
         self._ever_connected = False
         self._source: Source | None = None
         self._thread = threading.Thread(target=self._run, name="changestream-listener",
@@ -232,7 +235,7 @@ class Listener:
                     elif h is not None:
                         self._note_read(h)
                     stats.caught_up = True
-                    if snapshot is not None and not inside:
+                    if snapshot is not None and not inside and self._placeable():
                         offer = snapshot.due(stats.read_file, stats.read_pos)
                         if offer is not None:
                             self._send([offer], None)
@@ -324,6 +327,9 @@ class Listener:
         """Read on after :meth:`hold` (a pause asked for through the router stays)."""
         self._hold.clear()
 
+    def _placeable(self) -> bool:
+        return self.boundary is not None or self.start_known
+
     def _stands(self) -> tuple[str, int]:
         """The last transaction boundary read (where reading began, before any)."""
         return self.boundary or (self.stats.read_file or "", self.stats.read_pos or 0)
@@ -336,7 +342,7 @@ class Listener:
                     if self.stopping.is_set():
                         raise StoppedError
                     snapshot = self.snapshot
-                    if snapshot is not None:
+                    if snapshot is not None and self._placeable():
                         offer = snapshot.due(*self._stands())
                         if offer is not None:
                             self._send([offer], None)

@@ -6,7 +6,8 @@ number) and resets the binlog, then in one run, each as a child process with its
 and peak RSS:
 
 - ``changestream run --snapshot initial-only`` into a JSON-lines file (the snapshot alone:
-  it stops when done), with ``--chunk-rows`` rows per chunk;
+  it stops when done), with ``--chunk-rows`` rows per chunk, with the compiled row path and
+  again with the Python one (``CHANGESTREAM_PURE_PYTHON=1``; the records compared);
 - ``mariadb-dump --quick --single-transaction`` of the same table into a file;
 - with ``--iceberg``, the same snapshot into Iceberg tables on local Spark (Spark's start
   counted in; its time is printed apart from a run with no rows).
@@ -69,6 +70,16 @@ def load(server: EmbeddedMariaDB, rows: int) -> float:
     return time.perf_counter() - began
 
 
+def _timeless(line: bytes) -> dict[str, object]:
+    """A record without what differs between two runs: when it was written and read, and
+    the snapshot's id (a time)."""
+    record = json.loads(line)
+    del record["ts"]
+    record["transaction"]["id"] = record["transaction"]["id"].rsplit("-", 1)[-1]
+    record["transaction"]["commit_ts"] = None
+    return record
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -83,18 +94,27 @@ def main() -> int:
         work_dir = Path(work)
         figures["load_seconds"] = round(load(server, args.rows), 1)
         env = {**os.environ, "CHANGESTREAM_SNAPSHOT_CHUNK_ROWS": str(args.chunk_rows)}
-        out = work_dir / "snapshot.jsonl"
         base = [sys.executable, "-m", "changestream.cli", "run", "--source", server.url,
                 "--include", "bench", "--snapshot", "initial-only", "--no-preflight"]
         runs: dict[str, tuple[float, float]] = {}
-        runs["changestream_jsonl"] = timed([*base, "--sink", f"jsonl:{out}"], env)
-        ids = set()
-        with out.open("rb") as f:
-            for line in f:
-                record = json.loads(line)
-                assert record["op"] == "snapshot"
-                ids.add(record["after"]["id"])
-        assert len(ids) == args.rows, f"{len(ids)} distinct rows of {args.rows}"
+        outputs = []
+        for name, extra in (("changestream_jsonl", {}),
+                            ("changestream_jsonl_python", {"CHANGESTREAM_PURE_PYTHON": "1"})):
+            out = work_dir / f"{name}.jsonl"
+            runs[name] = timed([*base, "--sink", f"jsonl:{out}"], {**env, **extra})
+            ids = set()
+            with out.open("rb") as f:
+                for line in f:
+                    record = json.loads(line)
+                    assert record["op"] == "snapshot"
+                    ids.add(record["after"]["id"])
+            assert len(ids) == args.rows, f"{name}: {len(ids)} distinct rows of {args.rows}"
+            outputs.append(out)
+        # The compiled and the Python path write the same records (but for the times).
+        with outputs[0].open("rb") as compiled, outputs[1].open("rb") as python:
+            for a, b in zip(compiled, python, strict=True):
+                assert _timeless(a) == _timeless(b), (a, b)
+            outputs[1].unlink()
         dump = work_dir / "dump.sql"
         runs["mariadb_dump"] = timed(
             ["sh", "-c", f"mariadb-dump --no-defaults -h 127.0.0.1 -P {server.port} -u root "

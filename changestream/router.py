@@ -397,6 +397,8 @@ class Router:
             is_transactional=self._engine_lookup(), include_sql=s.include_sql)
         if start.kind == "file" and start.file:
             assembler.start_boundary = (start.file, start.pos)
+        elif resume is not None and resume.file:  # resumed by GTID: it was there
+            assembler.start_boundary = (resume.file, resume.pos)
         if progress is not None:
             self._snapshot = SnapshotCoordinator(progress)
             assembler.snapshot = progress.as_dict()
@@ -443,6 +445,7 @@ class Router:
                                   reconnect_seconds=s.reconnect_seconds, live=live,
                                   workers=self._workers, table_filter=self._table_filter(),
                                   snapshot=snapshot, done_when_idle=done_when_idle)
+        self._listener.start_known = assembler.start_boundary is not None
         if resume is not None and resume.pending_xa:
             self._reload_prepared_xa(resume, assembler, column_info)
         self._listener.start()
@@ -505,10 +508,12 @@ class Router:
         if resume is not None and resume.snapshot:
             progress = SnapshotProgress.from_dict(resume.snapshot)
             if not progress.finished:
-                if mode != "never":
+                # Whatever the mode: it says which snapshots start, and this one (asked
+                # for, or started by an earlier mode) is under way.
+                if self.spec.kind == "server":
                     return progress, resume
-                log.warning("snapshot.mode never: the snapshot under way in the saved "
-                            "position is left unfinished")
+                log.warning("binlog files: the snapshot under way in the saved position "
+                            "(of a server) is left unfinished")
             self._finished_snapshot = resume.snapshot
             done_chunks = progress.chunks
         if mode == "never":

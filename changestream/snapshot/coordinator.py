@@ -52,6 +52,9 @@ class ChunkOffer:
     # A table read whole (no key): its rows in transactions that begin before this binlog
     # position are in the chunk, and are left out of the stream.
     read_until: tuple[str, int] | None = None
+    # No rows: the snapshot's start, so that the positions saved from then on carry it
+    # (a snapshot asked for is taken up again by a router restarted before its first chunk).
+    start: bool = False
     handed: bool = False
     delivered: threading.Event = field(default_factory=threading.Event)
 
@@ -123,6 +126,8 @@ class SnapshotCoordinator:
         plan, chunk = offer.plan, offer.chunk
         progress = self.progress
         assert progress is not None
+        if offer.start:
+            return [], position_after(progress)
         if plan is None:
             self.progress = progress.chunk_done(None, 0, True)
             return [], position_after(self.progress)

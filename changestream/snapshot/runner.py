@@ -66,6 +66,8 @@ class SnapshotRunner:
         assert c.progress is not None
         log.info("snapshot %s: %d tables to read%s", c.progress.id, len(c.progress.tables),
                  f", going on after {c.progress.rows} rows" if c.progress.rows else "")
+        self._delivered(self._put(None, ReadChunk([], None, False, reader.head(), _now()),
+                                  start=True))
         while not c.progress.finished and not self.stopping.is_set():
             name = c.progress.tables[0]
             database, _, table = name.partition(".")
@@ -156,8 +158,8 @@ class SnapshotRunner:
         self._delivered(self._put(plan, chunk, read_until))
 
     def _put(self, plan: TablePlan | None, chunk: ReadChunk,
-             read_until: tuple[str, int] | None = None) -> ChunkOffer:
-        offer = ChunkOffer(plan, chunk, read_until)
+             read_until: tuple[str, int] | None = None, start: bool = False) -> ChunkOffer:
+        offer = ChunkOffer(plan, chunk, read_until, start)
         self.coordinator.put(offer)
         return offer
 

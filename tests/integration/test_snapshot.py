@@ -448,6 +448,72 @@ def test_a_snapshot_asked_for_while_running_through_the_control_endpoint_and_the
     assert rebuilt(records, "u", ("id",)) == source_rows(server, db, "u", ("id",))
 
 
+def test_a_snapshot_asked_for_is_taken_up_again_by_a_router_killed_before_its_first_chunk(
+        server: Any, fresh_database: str, tmp_path: Path) -> None:
+    """A request accepted is in the next saved position, before any of its rows: another
+    session holds the table locked so that no chunk can be read, the router is killed -9,
+    and the restarted router (asked nothing) takes the snapshot up and rebuilds the table."""
+    db = fresh_database
+    _load(server, db)
+    out, position = tmp_path / "out.jsonl", tmp_path / "position.json"
+    command = [sys.executable, "-m", "changestream.cli", "run", "--source", server.url,
+               "--include", db, "--position-file", str(position), "--sink", f"jsonl:{out}",
+               "--snapshot", "never", "--start", "latest", "--batch-seconds", "0.2"]
+    env = {**os.environ, "CHANGESTREAM_CONTROL_TOKEN": "s3cret"}
+    port = _free_port()
+    process = subprocess.Popen([*command, "--control-port", str(port)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    locker = _connect(server)(autocommit=True)
+    try:
+        status_url = f"http://127.0.0.1:{port}/status"
+
+        def connected() -> bool:
+            request = urllib.request.Request(
+                status_url, headers={"Authorization": "Bearer s3cret"})
+            try:
+                with urllib.request.urlopen(request, timeout=5) as response:
+                    return bool(orjson.loads(response.read())["connected"])
+            except OSError:
+                return False
+
+        wait_for(connected, 60)
+        with locker.cursor() as cur:
+            cur.execute(f"LOCK TABLES `{db}`.k1 WRITE")  # no chunk of k1 can be read
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/snapshot", orjson.dumps({"tables": [f"{db}.k1"]}),
+            method="POST", headers={"Authorization": "Bearer s3cret"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 202
+
+        def announced() -> bool:
+            saved = orjson.loads(position.read_bytes()) if position.exists() else {}
+            return (saved.get("snapshot") or {}).get("tables") == [f"{db}.k1"]
+
+        wait_for(announced, 30)
+        process.kill()
+        process.wait()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        locker.close()  # unlocks
+    assert not any(r["op"] == "snapshot" for r in _records(out)) if out.exists() else True
+    done = subprocess.run([*command, "--until", "caught-up"], capture_output=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    records = _records(out)
+    assert sum(r["op"] == "snapshot" for r in records) == 2500
+    assert rebuilt(records, "k1", ("id",)) == source_rows(server, db, "k1", ("id",))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def test_when_needed_takes_a_new_snapshot_after_the_saved_position_was_purged(
         server: Any, fresh_database: str, tmp_path: Path) -> None:
     """The saved position's binlog file is purged while the router is stopped, with changes

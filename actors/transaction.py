@@ -110,7 +110,11 @@ class TransactionActor(pykka.ThreadingActor):
         if offer.read_until is not None and offer.plan is not None:
             assembler.read_until[(offer.plan.database, offer.plan.table)] = \
                 binlog_order(*offer.read_until)
-        parts, position = self.snapshot.deliver(offer, assembler.position(), position_after)
-        self.credits_out.take()
-        self.sink.tell(Parts(parts, position))
+        delivered = self.snapshot.deliver(offer, assembler.position(), position_after)
+        if delivered is None:
+            offer.rejected = True
+        else:
+            parts, position = delivered
+            self.credits_out.take()
+            self.sink.tell(Parts(parts, position))
         offer.delivered.set()

@@ -34,6 +34,7 @@ from changestream.changes import (
     TransactionPart,
     binlog_order,
 )
+from changestream.ddl import parse_ddl
 from changestream.records import commit_time_text
 from changestream.snapshot.progress import SnapshotProgress
 from changestream.snapshot.reader import ReadChunk, TablePlan
@@ -52,6 +53,7 @@ class ChunkOffer:
     # A table read whole (no key): its rows in transactions that begin before this binlog
     # position are in the chunk, and are left out of the stream.
     read_until: tuple[str, int] | None = None
+    rejected: bool = False  # not delivered: a DDL of the table came (read it again)
     # No rows: the snapshot's start, so that the positions saved from then on carry it
     # (a snapshot asked for is taken up again by a router restarted before its first chunk).
     start: bool = False
@@ -109,20 +111,35 @@ class SnapshotCoordinator:
     # -- the Transaction actor -----------------------------------------------------------
 
     def note(self, parts: list[TransactionPart]) -> None:
-        """The keys the changes of ``parts`` touch, for the tracked tables."""
+        """The keys the changes of ``parts`` touch, and their DDL, for the tracked tables."""
         tracked = self.tracked
         for part in parts:
             for change in part.changes:
+                if change.op == "ddl":
+                    self._note_ddl(change)
+                    continue
                 window = tracked.get((change.database or "", change.table or ""))
                 if window is not None:
                     window.note(change.before, change.after)
 
+    def _note_ddl(self, change: Change) -> None:
+        ddl = parse_ddl(change.sql or "", change.session_database)
+        if ddl is None:
+            return
+        at = binlog_order(change.file, change.pos)
+        for (database, table), window in self.tracked.items():
+            if any((t.database or change.session_database) == database and t.table == table
+                   for t in ddl.tables) or (not ddl.tables and ddl.database == database):
+                window.last_ddl = at
+
     def deliver(self, offer: ChunkOffer, stream: Position,
                 position_after: Callable[[SnapshotProgress], Position],
-                ) -> tuple[list[TransactionPart], Position]:
+                ) -> tuple[list[TransactionPart | EncodedRun], Position] | None:
         """The chunk's rows no noted change touched, as ``snapshot`` changes where the
         stream is (``stream``), and the position after them (``position_after`` makes it
-        from the progress after the chunk)."""
+        from the progress after the chunk); ``None`` when a DDL of the table came after
+        the chunk's plan was made (its rows may not have the table's shape here: the
+        runner reads it again)."""
         plan, chunk = offer.plan, offer.chunk
         progress = self.progress
         assert progress is not None
@@ -133,6 +150,9 @@ class SnapshotCoordinator:
             return [], position_after(self.progress)
         position = stream
         window = self.tracked.get((plan.database, plan.table)) if plan.key else None
+        if window is not None and window.last_ddl is not None and \
+                window.last_ddl >= plan.planned_at:
+            return None
         rows = window.unchanged(chunk.rows) if window is not None else \
             [row for _, row in chunk.rows]
         info = TransactionInfo(f"snapshot-{progress.id}-{progress.chunks + 1}", None, None,

@@ -35,6 +35,8 @@ from changestream.snapshot.row_readers import ValuesReader, encoded_reader, valu
 from changestream.snapshot.values import converter, row_converter
 
 # Encoders only: the values read stay the server's text and bytes.
+_NO_SUCH_TABLE = 1146
+_DEFINITION_CHANGED = 1412  # "Table definition has changed, please retry transaction"
 _ENCODERS = {k: v for k, v in pymysql.converters.conversions.items() if isinstance(k, type)}
 
 
@@ -54,7 +56,9 @@ class TablePlan:
     encoded: bool
     read_row: Callable[[bytes, int], tuple[tuple[Any, ...], Any]]
     read_values: ValuesReader
-    shape: tuple[Any, ...] = ()  # columns and key, to notice a DDL during a chunk
+    # The binlog position (its order) the plan was made at: a DDL of the table at or after
+    # it may not be in the plan (a chunk delivered after one is read again).
+    planned_at: tuple[Any, ...] = ()
 
     @property
     def name(self) -> str:
@@ -156,14 +160,28 @@ class ChunkReader:
             except pymysql.MySQLError:
                 cur.execute("SHOW MASTER STATUS")
             row = cur.fetchone()
-        self.conn.commit()
+        # No commit: the statement read no table, and the next transaction's start ends it.
         if row is None:
             raise SourceError("snapshot: the server reports no binlog position: is log_bin on?")
         return _text(row[0]), int(row[1])
 
     def plan(self, database: str, table: str) -> TablePlan | None:
-        """How to read ``database.table`` (``None``: it does not exist)."""
-        definition = read_definition(self._query, self._collations, database, table)
+        """How to read ``database.table`` (``None``: it does not exist), and the binlog
+        position it was planned at: every DDL of the table before it is in the plan. Its
+        metadata lock is held from before that position is read until the definition is,
+        so no DDL of the table can complete in between (one under way is waited for)."""
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(f"SELECT * FROM {quote(database)}.{quote(table)} LIMIT 0")
+            planned_at = self.head()
+            definition = read_definition(self._query_in_transaction, self._collations,
+                                         database, table)
+        except pymysql.err.ProgrammingError as exc:
+            if exc.args[0] != _NO_SUCH_TABLE:
+                raise
+            definition = None
+        finally:
+            self.conn.commit()
         if definition is None:
             return None
         schema = definition_schema(definition)
@@ -177,15 +195,13 @@ class ChunkReader:
             if self.excluded is not None else frozenset()
         return TablePlan(database, table, schema, query, rows, excluded, self.encoded,
                          _row_reader(schema, key or (), excluded, self.encoded),
-                         values_reader(len(schema.columns)),
-                         (definition.columns, definition.primary_key))
+                         values_reader(len(schema.columns)), binlog_order(*planned_at))
 
-    def changed(self, plan: TablePlan) -> bool:
-        """Whether the table's columns or key are not what ``plan`` read (a DDL came)."""
-        definition = read_definition(self._query, self._collations, plan.database,
-                                     plan.table)
-        return definition is None or (definition.columns,
-                                      definition.primary_key) != plan.shape
+    def _query_in_transaction(self, sql: str, args: tuple[Any, ...] = ()
+                              ) -> list[tuple[Any, ...]]:
+        with self.conn.cursor() as cur:
+            cur.execute(sql, args)
+            return [tuple(_text(v) for v in row) for row in cur.fetchall()]
 
     def read(self, plan: TablePlan, after: tuple[Any, ...] | None,
              window_start: tuple[str, int]) -> ReadChunk:
@@ -198,7 +214,16 @@ class ChunkReader:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                 if not self.mariadb or self._snapshot_covers(cur, window_start):
                     read_at = dt.datetime.now(dt.UTC)
-                    rows, last = self._select(plan, cur.mogrify(sql, args))
+                    try:
+                        result = result_set.select_rows(self.conn, cur.mogrify(sql, args),
+                                                        plan.read_row)
+                    except pymysql.err.OperationalError as exc:
+                        if exc.args[0] != _DEFINITION_CHANGED:
+                            raise
+                        # A DDL rebuilt the table after the snapshot began: a new one (the
+                        # stream turns the chunk back if the plan no longer fits).
+                        self.conn.rollback()
+                        continue
                     self.conn.commit()
                     break
             self.conn.commit()
@@ -208,13 +233,10 @@ class ChunkReader:
                               f"stays before binlog position {window_start[0]}:"
                               f"{window_start[1]}")
         high = self.head()
+        last = result.last
         last_key = plan.key_param(plan.read_values(*last)) if last is not None else after
-        return ReadChunk(rows, last_key, len(rows) < plan.query.limit, high, read_at)
-
-    def _select(self, plan: TablePlan, sql: str) -> tuple[list[tuple[tuple[Any, ...], Any]],
-                                                          tuple[bytes, int] | None]:
-        """The rows of ``sql`` as ``plan`` reads them, and where the last one is."""
-        return result_set.select_rows(self.conn, sql, plan.read_row)
+        return ReadChunk(result.rows, last_key, len(result.rows) < plan.query.limit, high,
+                         read_at)
 
     def read_whole(self, plan: TablePlan) -> tuple[ReadChunk, tuple[str, int] | None]:
         """Every row of ``plan``'s table in one read (a table without a key). MariaDB: in a
@@ -228,10 +250,10 @@ class ChunkReader:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                 at = _snapshot_position(cur)
             read_at = dt.datetime.now(dt.UTC)
-            rows, _ = self._select(plan, sql)
+            result = result_set.select_rows(self.conn, sql, plan.read_row)
         if self.mariadb:
             self.conn.commit()
-        return ReadChunk(rows, None, True, ("", 0), read_at), at
+        return ReadChunk(result.rows, None, True, ("", 0), read_at), at
 
     def lock(self, plan: TablePlan) -> None:
         """``LOCK TABLES ... READ`` on the table (MySQL, a table without a key): its writers

@@ -17,7 +17,8 @@ it maps to, a connection lost as ``OperationalError`` 2013.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import pymysql
 from pymysql.constants import CLIENT, COMMAND
@@ -41,11 +42,18 @@ def supported(conn: Any) -> bool:
         and not conn.client_flag & CLIENT.DEPRECATE_EOF)
 
 
-def select_rows(conn: Any, sql: str, read_row: Callable[[bytes, int], Row],
-                ) -> tuple[list[Row], tuple[bytes, int] | None]:
+@dataclass(slots=True)
+class ResultRows(Generic[Row]):
+    """A result's rows (as the row function read them) and where the last one is (to read
+    it again another way; ``None``: no rows)."""
+
+    rows: list[Row]
+    last: tuple[bytes, int] | None
+
+
+def select_rows(conn: Any, sql: str, read_row: Callable[[bytes, int], Row]) -> ResultRows[Row]:
     """The rows of ``sql`` (a statement giving one result set), each read by ``read_row``
-    from ``(buffer, offset of its first value)``, and where the last row is (to read it
-    again another way; ``None``: no rows)."""
+    from ``(buffer, offset of its first value)``."""
     conn._execute_command(COMMAND.COM_QUERY, sql.encode("utf-8"))
     if conn._sock is not None:
         conn._sock.settimeout(conn._read_timeout)
@@ -53,7 +61,7 @@ def select_rows(conn: Any, sql: str, read_row: Callable[[bytes, int], Row],
     packets = _Packets(conn)
     first = packets.next()
     if first[0] == _OK:
-        return [], None  # not a statement with rows
+        return ResultRows([], None)  # not a statement with rows
     while True:  # the column definitions, up to an EOF packet
         payload = packets.next()
         if payload[0] == _EOF and len(payload) < 9:
@@ -72,7 +80,7 @@ def select_rows(conn: Any, sql: str, read_row: Callable[[bytes, int], Row],
         buf, start, end = packets.next_in_place()
         head = buf[start]
         if head == _EOF and end - start < 9:
-            return rows, last
+            return ResultRows(rows, last)
         if head == _ERROR:
             packets.raise_error(buf[start:end])
         rows.append(read_row(buf, start))  # a row of 16 MiB or more

@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from changestream.changes import binlog_order
 from changestream.errors import SourceError
@@ -80,42 +81,63 @@ class SnapshotRunner:
                 self._read_whole(reader, plan)
                 continue
             c.track(database, table, plan.key)
-            offered: ChunkOffer | None = None
             try:
-                start = reader.head()  # the window begins here: changes after it are noted
-                if not reader.mariadb:
-                    self._wait_for_stream(start)
-                after = c.progress.after
-                began, rows = time.monotonic(), 0
-                while not self.stopping.is_set():
-                    # The next chunk is read while the one before is delivered.
-                    chunk = reader.read(plan, after, start)
-                    if reader.changed(plan):
-                        # A DDL changed the table while the chunk was read: its rows may
-                        # not have the shape the plan says; read it again as it is now.
-                        log.info("snapshot %s: %s changed while read; reading the chunk "
-                                 "again", c.progress.id, name)
-                        replanned = reader.plan(database, table)
-                        if replanned is None or replanned.query is None:
-                            break  # dropped, or lost its key: the stream has the DDL
-                        plan = replanned
-                        continue
-                    if offered is not None:
-                        self._delivered(offered)
-                    offered = self._put(plan, chunk)
-                    rows += len(chunk.rows)
-                    if chunk.done:
-                        log.info("snapshot %s: %s read, %d rows in %.1fs", c.progress.id,
-                                 name, rows, time.monotonic() - began)
-                        break
-                    after = chunk.last_key
+                self._read_table(reader, plan)
             finally:
-                if offered is not None:
-                    self._delivered(offered)  # its window is the tracked table's
                 c.untrack(database, table)
         if c.progress.finished:
             log.info("snapshot %s: done, %d rows in %d chunks", c.progress.id, c.progress.rows,
                      c.progress.chunks)
+
+    def _read_table(self, reader: ChunkReader, plan: TablePlan) -> None:
+        """The chunks of a table with a key, each read while the one before is delivered.
+        A chunk the stream turns back (a DDL of the table came after its plan) is read
+        again, with the table as it is now, and the one read after it too."""
+        c = self.coordinator
+        assert c.progress is not None
+        start = self._window_start(reader)
+        began, rows = time.monotonic(), 0
+        after = c.progress.after
+        pending: tuple[ChunkOffer, tuple[Any, ...] | None] | None = None  # and its start
+        while not self.stopping.is_set():
+            chunk = None
+            if pending is None or not pending[0].chunk.done:
+                chunk = reader.read(plan, after, start)
+            if pending is not None:
+                offer, offer_after = pending
+                pending = None
+                delivered = self._delivered(offer)
+                if delivered is None:
+                    return  # stopping
+                if not delivered:
+                    log.info("snapshot %s: %s changed (a DDL) after its chunk was read; "
+                             "reading it again", c.progress.id, plan.name)
+                    replanned = reader.plan(plan.database, plan.table)
+                    if replanned is None or replanned.query is None:
+                        return  # dropped, or lost its key: the stream has the DDL
+                    if replanned.key != plan.key:  # the keys noted are of another key
+                        c.track(plan.database, plan.table, replanned.key)
+                        start = self._window_start(reader)
+                    plan, after = replanned, offer_after
+                    continue
+                rows += len(offer.chunk.rows)
+                if offer.chunk.done:
+                    log.info("snapshot %s: %s read, %d rows in %.1fs", c.progress.id,
+                             plan.name, rows, time.monotonic() - began)
+                    return
+            assert chunk is not None
+            pending = (self._put(plan, chunk), after)
+            after = chunk.last_key
+        if pending is not None:
+            self._delivered(pending[0])  # its window is the tracked table's
+
+    def _window_start(self, reader: ChunkReader) -> tuple[str, int]:
+        """Where the table's window begins (its changes after it are noted from now on):
+        the binlog head, which MySQL's stream must have passed before a chunk is read."""
+        start = reader.head()
+        if not reader.mariadb:
+            self._wait_for_stream(start)
+        return start
 
     def _read_whole(self, reader: ChunkReader, plan: TablePlan) -> None:
         """A table without a key, in one read delivered where the stream holds: MariaDB
@@ -159,15 +181,17 @@ class SnapshotRunner:
 
     def _put(self, plan: TablePlan | None, chunk: ReadChunk,
              read_until: tuple[str, int] | None = None, start: bool = False) -> ChunkOffer:
-        offer = ChunkOffer(plan, chunk, read_until, start)
+        offer = ChunkOffer(plan, chunk, read_until=read_until, start=start)
         self.coordinator.put(offer)
         return offer
 
-    def _delivered(self, offer: ChunkOffer) -> None:
-        """Until ``offer`` is delivered (or the router stops)."""
+    def _delivered(self, offer: ChunkOffer) -> bool | None:
+        """Waits until the stream took ``offer``: whether it delivered it (``False``: turned
+        back), ``None`` when the router stops first."""
         while not offer.delivered.wait(0.1):
             if self.stopping.is_set():
-                return
+                return None
+        return not offer.rejected
 
     def _wait_for_stream(self, start: tuple[str, int]) -> None:
         """Until the router's stream has read to ``start``: what the binlog holds before it

@@ -18,6 +18,8 @@ class ChangedKeys:
     def __init__(self, key: Sequence[str]):
         self.key = tuple(key)
         self.keys: set[tuple[Any, ...]] = set()
+        # Where (binlog order) the last DDL of the table the stream assembled began.
+        self.last_ddl: tuple[Any, ...] | None = None
 
     def note(self, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> None:
         """A row change: both its images' keys are changed (an update may move a row)."""

@@ -196,9 +196,11 @@ def test_a_snapshot_under_concurrent_changes_rebuilds_every_table(
     first = router()
     with Churn(server, db) as churn:
         first.start()
-        while not (first.status()["snapshot"] or {}).get("finished"):
-            assert not first.wait(0.05), "the router ended before its snapshot did"
+        while not (first.status()["snapshot"] or {}).get("finished") and \
+                not first.wait(0.05):
+            pass
     first.wait(120)
+    assert (first.status()["snapshot"] or {}).get("finished"), "the router ended first"
     assert churn.statements > 20
     status = first.status()["snapshot"]
     metrics = generate_latest(first.metrics_registry).decode()
@@ -320,6 +322,55 @@ def test_records_written_from_the_servers_text_are_the_records_of_the_decoders_v
     assert edge[0]["after"]["z"] == 5 and edge[0]["after"]["zd"] == "1.50"
     # MariaDB's JSON is text; MySQL's a JSON null document.
     assert edge[0]["after"]["js"] == ("null" if "mariadb" in server.url else {"$json": None})
+
+
+def test_a_table_altered_in_the_middle_of_its_snapshot_is_read_on_as_it_is_now(
+        server: Any, fresh_database: str, tmp_path: Path) -> None:
+    """ALTERs while a table is snapshotted (a column added and filled, a DECIMAL's scale
+    changed): the chunks read after each are read with the table's new shape, and the
+    table rebuilt from the records equals the source."""
+    from decimal import Decimal
+
+    db = fresh_database
+    _load(server, db)
+    for base in range(30_000, 70_000, 20_000):
+        values = ", ".join(f"({i}, 'w{i}', 0.5)" for i in range(base, base + 20_000))
+        server.execute(f"INSERT INTO `{db}`.k1 VALUES {values}")
+    out = tmp_path / "out.jsonl"
+    router = Router(RouterSettings(source=server.url, until="caught-up",
+                                   filter=ChangeFilter(include=[f"{db}.k1"]),
+                                   snapshot=SnapshotSettings(chunk_rows=100)),
+                    JsonLinesSink(out))
+    altered = threading.Event()
+
+    def alter() -> None:
+        wait_for(lambda: ((router.status()["snapshot"] or {}).get("rows") or 0) > 3000, 60)
+        server.execute([f"ALTER TABLE `{db}`.k1 ADD COLUMN extra VARCHAR(10) NULL",
+                        f"UPDATE `{db}`.k1 SET extra = 'x' WHERE id % 7 = 0",
+                        f"ALTER TABLE `{db}`.k1 MODIFY n DECIMAL(12,3)"])
+        altered.set()
+
+    thread = threading.Thread(target=alter, daemon=True)
+    router.start()
+    thread.start()
+    thread.join(120)
+    assert router.wait(300)
+    assert altered.is_set()
+    records = _records(out)
+    ddl = [i for i, r in enumerate(records) if r["op"] == "ddl"]
+    snapshot = [i for i, r in enumerate(records) if r["op"] == "snapshot"]
+    assert len(ddl) == 2 and snapshot[0] < ddl[0] and ddl[-1] < snapshot[-1], \
+        "the ALTERs came in the middle of the snapshot"
+    late = [r["after"] for r in records[ddl[-1]:] if r["op"] == "snapshot"]
+    assert all(len(a["n"].split(".")[1]) == 3 and "extra" in a for a in late)
+
+    def normal(row: dict[str, Any]) -> dict[str, Any]:
+        return {"id": row["id"], "v": row["v"], "n": Decimal(row["n"]),
+                "extra": row.get("extra")}
+
+    got = {k: normal(r) for k, r in rebuilt(records, "k1", ("id",)).items()}
+    want = {k: normal(r) for k, r in source_rows(server, db, "k1", ("id",)).items()}
+    assert len(want) == 42_500 and got == want
 
 
 def test_a_snapshot_killed_again_and_again_goes_on_from_its_last_chunk(

@@ -1,21 +1,23 @@
 """Benchmark: a snapshot of one big table, against the server's own dump tool.
 
-Starts a private MariaDB, loads ``--rows`` rows (8 typical columns: INT key, INT, VARCHAR,
-DECIMAL, DATETIME(6), DATE, TIMESTAMP(6), BOOLEAN; every value a function of the row
-number) and resets the binlog, then in one run, each as a child process with its wall time
-and peak RSS:
+Starts a private MariaDB, loads ``--rows`` rows of a table of ``--shape`` (``typical``: 8
+columns, INT key, INT, VARCHAR, DECIMAL, DATETIME(6), DATE, TIMESTAMP(6), BOOLEAN;
+``narrow``: 2 integers; ``wide``: 24 columns of numbers, text and dates; every value a
+function of the row number) and resets the binlog, then in one run, each as a child
+process with its wall time and peak RSS:
 
 - ``changestream run --snapshot initial-only`` into a JSON-lines file (the snapshot alone:
   it stops when done), with ``--chunk-rows`` rows per chunk, with the compiled row path and
   again with the Python one (``CHANGESTREAM_PURE_PYTHON=1``; the records compared);
 - ``mariadb-dump --quick --single-transaction`` of the same table into a file;
-- with ``--iceberg``, the same snapshot into Iceberg tables on local Spark (Spark's start
-  counted in; its time is printed apart from a run with no rows).
+- with ``--iceberg``, the same snapshot into Iceberg tables on local Spark (Spark's start,
+  about 7 s, counted in).
 
 Prints rows/s, peak MB and the ratio to mariadb-dump, and checks the JSON lines hold every
 row once::
 
     python bench/snapshot.py                    # 1,000,000 rows
+    python bench/snapshot.py --shape wide --rows 300000
     python bench/snapshot.py --rows 200000 --chunk-rows 20000 --iceberg
 """
 
@@ -36,6 +38,38 @@ from changestream.embedded import EmbeddedMariaDB
 TABLE = ("CREATE TABLE bench.t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(64), "
          "amount DECIMAL(12,2), at DATETIME(6), d DATE, ts TIMESTAMP(6) NULL, flag BOOLEAN)")
 
+
+def _typical(i: int) -> str:
+    return (f"({i}, {i % 97}, 'row {i} {'x' * (i % 23)}', {i * 0.37:.2f}, "
+            f"'2024-{1 + i % 12:02d}-{1 + i % 28:02d} {i % 24:02d}:{i % 60:02d}:00."
+            f"{i % 1000000:06d}', '{1990 + i % 30}-01-{1 + i % 28:02d}', "
+            f"FROM_UNIXTIME({1_700_000_000 + i}), {i % 2})")
+
+
+_WIDE_COLUMNS = ", ".join(
+    [f"i{n} BIGINT" for n in range(6)] + [f"s{n} VARCHAR(80)" for n in range(6)]
+    + [f"m{n} DECIMAL(14,4)" for n in range(4)] + [f"t{n} DATETIME" for n in range(4)]
+    + ["body TEXT", "note VARCHAR(200)", "f DOUBLE"])
+
+
+def _wide(i: int) -> str:
+    return (f"({i}, " + ", ".join(str(i * (n + 3)) for n in range(6)) + ", "
+            + ", ".join(f"'name {n} of row {i} with some words'" for n in range(6)) + ", "
+            + ", ".join(f"{i * 0.0137 + n:.4f}" for n in range(4)) + ", "
+            + ", ".join(f"'2023-{1 + (i + n) % 12:02d}-{1 + i % 28:02d} 10:{n:02d}:00'"
+                        for n in range(4))
+            + f", '{'lorem ipsum dolor sit amet ' * (1 + i % 8)}', 'it''s \"quoted\"', "
+            f"{i / 7})")
+
+
+# name: (CREATE TABLE, a row's VALUES for row number i)
+SHAPES = {
+    "typical": (TABLE, _typical),  # 8 typical columns
+    "narrow": ("CREATE TABLE bench.t (id INT PRIMARY KEY, k INT NOT NULL)",
+               lambda i: f"({i}, {i % 1000})"),
+    "wide": (f"CREATE TABLE bench.t (id INT PRIMARY KEY, {_WIDE_COLUMNS})", _wide),
+}
+
 _PEAK = ("import resource, subprocess, sys, time; t = time.monotonic(); "
          "code = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL); "
          "print(time.monotonic() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
@@ -52,18 +86,14 @@ def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float,
     return float(seconds), int(rss_kb) / 1024
 
 
-def load(server: EmbeddedMariaDB, rows: int) -> float:
+def load(server: EmbeddedMariaDB, rows: int, shape: str = "typical") -> float:
     began = time.perf_counter()
-    server.execute(["CREATE DATABASE bench", TABLE])
+    create, row = SHAPES[shape]
+    server.execute(["CREATE DATABASE bench", create])
     with server.connect(autocommit=False) as conn, conn.cursor() as cur:
         cur.execute("SET time_zone = '+00:00'")
-        for first in range(1, rows + 1, 5000):
-            values = ", ".join(
-                f"({i}, {i % 97}, 'row {i} {'x' * (i % 23)}', {i * 0.37:.2f}, "
-                f"'2024-{1 + i % 12:02d}-{1 + i % 28:02d} {i % 24:02d}:{i % 60:02d}:00."
-                f"{i % 1000000:06d}', '{1990 + i % 30}-01-{1 + i % 28:02d}', "
-                f"FROM_UNIXTIME({1_700_000_000 + i}), {i % 2})"
-                for i in range(first, min(first + 5000, rows + 1)))
+        for first in range(1, rows + 1, 2000):
+            values = ", ".join(row(i) for i in range(first, min(first + 2000, rows + 1)))
             cur.execute(f"INSERT INTO bench.t VALUES {values}")
             conn.commit()
     server.execute("RESET MASTER")
@@ -85,6 +115,9 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--chunk-rows", type=int, default=10_000)
     parser.add_argument("--iceberg", action="store_true", help="also into Iceberg")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="typical",
+                        help="the table: typical (8 columns), narrow (2 integer columns), "
+                             "wide (24 columns, text and numbers)")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
     figures: dict[str, object] = {"rows": args.rows, "chunk_rows": args.chunk_rows,
@@ -92,7 +125,8 @@ def main() -> int:
                                   "date": time.strftime("%Y-%m-%d")}
     with tempfile.TemporaryDirectory() as work, EmbeddedMariaDB() as server:
         work_dir = Path(work)
-        figures["load_seconds"] = round(load(server, args.rows), 1)
+        figures["load_seconds"] = round(load(server, args.rows, args.shape), 1)
+        figures["shape"] = args.shape
         env = {**os.environ, "CHANGESTREAM_SNAPSHOT_CHUNK_ROWS": str(args.chunk_rows)}
         base = [sys.executable, "-m", "changestream.cli", "run", "--source", server.url,
                 "--include", "bench", "--snapshot", "initial-only", "--no-preflight"]
@@ -126,7 +160,7 @@ def main() -> int:
                        "--sink-option", "conf.spark.ui.enabled=false"]
             runs["changestream_iceberg"] = timed(iceberg, env)
     dump_seconds = runs["mariadb_dump"][0]
-    print(f"{args.rows:,} rows, 8 columns, chunks of {args.chunk_rows:,}, on "
+    print(f"{args.rows:,} rows, {args.shape} table, chunks of {args.chunk_rows:,}, on "
           f"{os.cpu_count()} CPUs (load {figures['load_seconds']}s)")
     print(f"{'reader':24} {'seconds':>8} {'rows/s':>10} {'peak MB':>8}  ratio")
     for name, (seconds, peak) in runs.items():

@@ -1,1 +1,1 @@
-"""The pykka actors of the router: listener, column info, transaction and sink."""
+"""The pykka actors of the router: the Transaction actor and the Sink actor, and their messages."""

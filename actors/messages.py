@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from changestream.changes import EncodedRun, Position, TransactionPart
 from changestream.decoding.events import Event
+from changestream.model.changes import EncodedRun, Position, TransactionPart
 
 
 @dataclass(slots=True)

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
-from changestream.changes import Batch, EncodedRun, Position, TransactionPart
-from changestream.errors import SinkError, SinkStoppedError
-from changestream.flow import Credits
-from changestream.metrics import count_tables
-from changestream.position_store import PositionStore
-from changestream.sink import SinkAdapter
-from changestream.stats import RouterStats
+from changestream.delivery.adapter import SinkAdapter
+from changestream.delivery.flow import Credits
+from changestream.delivery.position_store import PositionStore
+from changestream.model.changes import Batch, EncodedRun, Position, TransactionPart
+from changestream.model.errors import SinkError, SinkStoppedError
+from changestream.runtime.metrics import count_tables
+from changestream.runtime.stats import RouterStats
 
 if TYPE_CHECKING:
     from changestream.schema.opener import HistoryOpener

@@ -8,12 +8,12 @@ from typing import Any
 
 import pykka
 
-from changestream.assembler import TransactionAssembler
-from changestream.changes import EncodedRun, Position, binlog_order
-from changestream.decode_workers import DecodeWorkers, SegmentTicket
-from changestream.flow import Credits, StoppedError
+from changestream.delivery.flow import Credits, StoppedError
+from changestream.model.changes import EncodedRun, Position, binlog_order
+from changestream.parallel.decode_workers import DecodeWorkers, SegmentTicket
 from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator
 from changestream.snapshot.progress import SnapshotProgress
+from changestream.transactions.assembler import TransactionAssembler
 
 from .messages import EndOfStream, EventBatch, Parts, ResetOpenTransaction
 
@@ -21,11 +21,11 @@ log = logging.getLogger("changestream")
 
 
 class TransactionActor(pykka.ThreadingActor):
-    """Feeds event batches to a :class:`~changestream.assembler.TransactionAssembler` and
-    sends what it completes to the Sink actor, in messages of at most
-    ``message_changes`` changes, waiting for a credit before each (backpressure).
-    A batch may hold tickets of segments handed to decode ``workers``: their results are
-    sent on in their place."""
+    """Feeds event batches to a
+    :class:`~changestream.transactions.assembler.TransactionAssembler` and sends what it
+    completes to the Sink actor, in messages of at most ``message_changes`` changes,
+    waiting for a credit before each (backpressure). A batch may hold tickets of segments
+    handed to decode ``workers``: their results are sent on in their place."""
 
     def __init__(self, assembler: TransactionAssembler, sink: pykka.ActorRef[Any],
                  credits_in: Credits, credits_out: Credits,

@@ -21,13 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from changestream.assembler import TransactionAssembler
-from changestream.changes import Batch
-from changestream.decode_workers import Segment, WorkerSettings, _Worker
 from changestream.decoding.event_decoder import EventDecoder
-from changestream.records import encode_lines
-from changestream.segments import Segmenter
+from changestream.delivery.records import encode_lines
+from changestream.model.changes import Batch
+from changestream.parallel.decode_workers import Segment, WorkerSettings, _Worker
+from changestream.parallel.segments import Segmenter
 from changestream.sources.files import FileSource
+from changestream.transactions.assembler import TransactionAssembler
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sinks.jsonl import JsonLinesSink

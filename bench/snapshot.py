@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from changestream.embedded import EmbeddedMariaDB
+from changestream.devserver import EmbeddedMariaDB
 
 TABLE = ("CREATE TABLE bench.t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(64), "
          "amount DECIMAL(12,2), at DATETIME(6), d DATE, ts TIMESTAMP(6) NULL, flag BOOLEAN)")

@@ -1,6 +1,6 @@
 """Benchmark: how fast the router lands into Spark, and how soon a commit is visible.
 
-Starts a private MariaDB (``changestream.embedded.EmbeddedMariaDB``) and one local Spark
+Starts a private MariaDB (``changestream.devserver.EmbeddedMariaDB``) and one local Spark
 session, then for each landing mode (``parquet``, ``iceberg``):
 
 1. **Throughput.** Writes a deterministic workload (``--rows`` rows in transactions of
@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from changestream.actors.sink import BatchSettings
-from changestream.embedded import EmbeddedMariaDB
-from changestream.filters import ChangeFilter
-from changestream.plugins import make_sink
-from changestream.router import Router, RouterSettings
+from changestream.delivery.plugins import make_sink
+from changestream.devserver import EmbeddedMariaDB
+from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
+from changestream.transactions.filters import ChangeFilter
 
 TABLE = ("CREATE TABLE `{db}`.t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(64), "
          "amount DECIMAL(12,2), at DATETIME(6), d DATE, ts TIMESTAMP(6) NULL, flag BOOLEAN)")

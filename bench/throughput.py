@@ -33,7 +33,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from changestream.embedded import EmbeddedMariaDB
+from changestream.devserver import EmbeddedMariaDB
 
 NARROW = ("id BIGINT PRIMARY KEY, qty INT, name VARCHAR(40), price DECIMAL(12,2), "
           "created DATETIME(6), score DOUBLE, flag TINYINT, label VARCHAR(40) "
@@ -137,7 +137,7 @@ import sys
 import orjson
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import WriteRowsEvent
-from changestream.records import json_default
+from changestream.delivery.records import json_default
 port, file, limit = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 stream = BinLogStreamReader(
     connection_settings={"host": "127.0.0.1", "port": port, "user": "root", "passwd": ""},

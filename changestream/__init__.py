@@ -12,23 +12,23 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from changestream.changes import Batch, Change, Position, TransactionInfo, TransactionPart
-    from changestream.config import Config, load_config
-    from changestream.errors import ChangestreamError, ConfigError, SinkError, SourceError
-    from changestream.router import Router, RouterSettings
-    from changestream.sink import SinkAdapter
-    from changestream.stream import TransactionStream
+    from changestream.delivery.adapter import SinkAdapter
+    from changestream.model.changes import Batch, Change, Position, TransactionInfo, TransactionPart
+    from changestream.model.errors import ChangestreamError, ConfigError, SinkError, SourceError
+    from changestream.runtime.config import Config, load_config
+    from changestream.runtime.router import Router, RouterSettings
+    from changestream.runtime.stream import TransactionStream
 
 # Imported when first used: a decode worker process imports only what decoding needs.
 _HOMES = {
-    "Batch": "changes", "Change": "changes", "Position": "changes",
-    "TransactionInfo": "changes", "TransactionPart": "changes",
-    "Config": "config", "load_config": "config",
-    "ChangestreamError": "errors", "ConfigError": "errors", "SinkError": "errors",
-    "SourceError": "errors",
-    "Router": "router", "RouterSettings": "router",
-    "SinkAdapter": "sink",
-    "TransactionStream": "stream",
+    "Batch": "model.changes", "Change": "model.changes", "Position": "model.changes",
+    "TransactionInfo": "model.changes", "TransactionPart": "model.changes",
+    "Config": "runtime.config", "load_config": "runtime.config",
+    "ChangestreamError": "model.errors", "ConfigError": "model.errors",
+    "SinkError": "model.errors", "SourceError": "model.errors",
+    "Router": "runtime.router", "RouterSettings": "runtime.router",
+    "SinkAdapter": "delivery.adapter",
+    "TransactionStream": "runtime.stream",
 }
 
 __all__ = [

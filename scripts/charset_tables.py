@@ -39,7 +39,7 @@ import pymysql
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from changestream.source_url import parse_source_url  # noqa: E402
+from changestream.sources.source_url import parse_source_url  # noqa: E402
 
 OUT_COLLATIONS = ROOT / "changestream/decoding/collation_ids.py"
 OUT_TABLES = ROOT / "changestream/decoding/charset_tables.py"
@@ -78,7 +78,7 @@ def connect(url: str) -> pymysql.Connection[Any]:
 def private_servers() -> Iterator[list[str]]:
     """The test suite's private servers (MariaDB 10.11, MySQL 9.x, and MariaDB 11.8 where
     its root is built), as URLs."""
-    from changestream.embedded import EmbeddedMariaDB, ServerNotAvailableError
+    from changestream.devserver import EmbeddedMariaDB, ServerNotAvailableError
     from tests import servers
 
     with contextlib.ExitStack() as stack:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from changestream.changes import Batch, Position
+from changestream.model.changes import Batch, Position
 
 
 class CallbackSink:

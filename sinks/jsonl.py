@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
-from changestream.changes import Batch, Change, Position, TransactionPart
-from changestream.errors import SinkError
-from changestream.records import FORMATS, iter_lines
+from changestream.delivery.records import FORMATS, iter_lines
+from changestream.model.changes import Batch, Change, Position, TransactionPart
+from changestream.model.errors import SinkError
 
 
 class JsonLinesSink:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from changestream.embedded import EmbeddedMariaDB, ServerNotAvailableError
+from changestream.devserver import EmbeddedMariaDB, ServerNotAvailableError
 from tests.servers import PrivateMariaDB11, PrivateMySQL, require_server, skip_or_fail
 
 #: What the ``server`` fixture yields.

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from changestream.decode_workers import Segment, WorkerSettings, _Worker
 from changestream.decoding.event_decoder import EventDecoder
-from changestream.filters import ChangeFilter
-from changestream.segments import Segmenter
+from changestream.parallel.decode_workers import Segment, WorkerSettings, _Worker
+from changestream.parallel.segments import Segmenter
 from changestream.sources.files import FileSource
 from changestream.sources.raw import RawEvent
+from changestream.transactions.filters import ChangeFilter
 
 
 class _Collected:

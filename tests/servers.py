@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from changestream.embedded import (
+from changestream.devserver import (
     EmbeddedMariaDB,
     EmbeddedMySQL,
     EmbeddedServer,
@@ -153,7 +153,7 @@ def _root_command(kind: SidRoot, root: str | os.PathLike[str] | None) -> tuple[P
 
 class PrivateMySQL(SidRootServer, EmbeddedMySQL):
     """A private MySQL 9.x server from the MySQL sid root, with ROW binlogs, full row
-    metadata and GTIDs on (see :class:`~changestream.embedded.EmbeddedMySQL`).
+    metadata and GTIDs on (see :class:`~changestream.devserver.EmbeddedMySQL`).
     Raises :class:`ServerNotAvailableError` when there is no MySQL root."""
 
     def __init__(self, *, root: str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
@@ -163,7 +163,7 @@ class PrivateMySQL(SidRootServer, EmbeddedMySQL):
 
 class PrivateMariaDB11(SidRootServer, EmbeddedMariaDB):
     """A private MariaDB 11.8 server from the MariaDB sid root, set up as
-    :class:`~changestream.embedded.EmbeddedMariaDB` sets up Debian's own (ROW binlog, full
+    :class:`~changestream.devserver.EmbeddedMariaDB` sets up Debian's own (ROW binlog, full
     row images and metadata, annotated row events; MariaDB's GTIDs are always on).
     Raises :class:`ServerNotAvailableError` when there is no MariaDB root."""
 

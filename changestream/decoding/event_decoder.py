@@ -49,7 +49,7 @@ from changestream.decoding.row_values import UnsupportedColumnType, value_reader
 from changestream.decoding.rows import RowImageDecoder, RowsFormatError
 from changestream.decoding.table_map import TableMapFormatError, parse_table_map
 from changestream.decoding.table_schema import TableSchema
-from changestream.errors import (
+from changestream.model.errors import (
     BinlogError,
     ChecksumMismatchError,
     TruncatedBinlogError,

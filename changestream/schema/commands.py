@@ -26,9 +26,9 @@ from typing import Any
 import orjson
 import pymysql
 
-from changestream.changes import Position
-from changestream.errors import ChangestreamError, ConfigError
-from changestream.position_store import PositionStore
+from changestream.delivery.position_store import PositionStore
+from changestream.model.changes import Position
+from changestream.model.errors import ChangestreamError, ConfigError
 from changestream.schema.definition import TableDefinition
 from changestream.schema.history import SchemaState, encode_state
 from changestream.schema.startup import (
@@ -94,9 +94,9 @@ class _Saved:
             self.storage: HistoryStorage = self.store.history_store
             self.where = f"position file {args.position_file}"
         else:
-            from changestream.plugins import make_sink
-            from changestream.router import _sink_options
-            from changestream.run import config_from_args
+            from changestream.cli.run import config_from_args
+            from changestream.delivery.plugins import make_sink
+            from changestream.runtime.router import _sink_options
 
             # show's --format is its output's, not the sink's record format
             config = config_from_args(argparse.Namespace(
@@ -199,8 +199,8 @@ def cmd_skip(args: argparse.Namespace) -> int:
 
 
 def cmd_reseed(args: argparse.Namespace) -> int:
-    from changestream.router import Router, RouterSettings
-    from changestream.run import config_from_args
+    from changestream.cli.run import config_from_args
+    from changestream.runtime.router import Router, RouterSettings
     from changestream.sinks.callback import CallbackSink
 
     saved: _Saved | None = None

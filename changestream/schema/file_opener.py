@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from changestream.changes import Position, binlog_order
-from changestream.column_info import ColumnInfo
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import EventHeader, FormatDescriptionEvent
-from changestream.embedded import ServerNotAvailableError, ServerStartError
-from changestream.errors import ConfigError
-from changestream.position_store import PositionStore
+from changestream.delivery.position_store import PositionStore
+from changestream.devserver import ServerNotAvailableError, ServerStartError
+from changestream.model.changes import Position, binlog_order
+from changestream.model.errors import ConfigError
+from changestream.schema.column_info import ColumnInfo
 from changestream.schema.history import SchemaHistory, SchemaState
 from changestream.schema.shadow import ShadowServer, ShadowSettings, remove_stale
 from changestream.schema.startup import (

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from changestream.changes import binlog_order
+from changestream.model.changes import binlog_order
 from changestream.schema.definition import TableDefinition, TableKey
 
 HISTORY_FORMAT = 1

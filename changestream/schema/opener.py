@@ -1,5 +1,5 @@
 """The schema history of one router run: opened at the start or when first needed, handed
-to :class:`~changestream.column_info.ColumnInfo`, saved with each position, closed at the
+to :class:`~changestream.schema.column_info.ColumnInfo`, saved with each position, closed at the
 end (see :mod:`changestream.schema.startup` for how it is opened).
 
 It is stored where the positions are: inside the sink's target for a sink that keeps its
@@ -16,12 +16,12 @@ from typing import Any
 
 import pymysql
 
-from changestream.changes import Position
-from changestream.column_info import CatalogLookup, ColumnInfo
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import EventHeader
-from changestream.errors import ConfigError
-from changestream.position_store import PositionStore
+from changestream.delivery.position_store import PositionStore
+from changestream.model.changes import Position
+from changestream.model.errors import ConfigError
+from changestream.schema.column_info import CatalogLookup, ColumnInfo
 from changestream.schema.shadow import remove_stale
 from changestream.schema.startup import (
     HistorySettings,

@@ -23,7 +23,7 @@ from typing import Any
 import pymysql
 
 from changestream.decoding.query_status import QueryStatus
-from changestream.embedded import (
+from changestream.devserver import (
     EmbeddedMariaDB,
     EmbeddedMySQL,
     EmbeddedServer,

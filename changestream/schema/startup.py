@@ -31,13 +31,13 @@ from typing import Any
 
 import pymysql
 
-from changestream.changes import Position, binlog_order
-from changestream.ddl import parse_ddl
 from changestream.decoding import event_types as et
+from changestream.decoding.ddl import parse_ddl
 from changestream.decoding.events import QueryEvent
 from changestream.decoding.query_status import parse_query_status
-from changestream.embedded import ServerNotAvailableError, ServerStartError
-from changestream.errors import ConfigError, SourceError
+from changestream.devserver import ServerNotAvailableError, ServerStartError
+from changestream.model.changes import Position, binlog_order
+from changestream.model.errors import ConfigError, SourceError
 from changestream.schema.definition import TableKey
 from changestream.schema.history import SchemaHistory, SchemaState
 from changestream.schema.shadow import (

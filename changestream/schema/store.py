@@ -16,7 +16,7 @@ from typing import Protocol
 
 import orjson
 
-from changestream.errors import ConfigError
+from changestream.model.errors import ConfigError
 from changestream.schema.history import HISTORY_FORMAT, SchemaState
 
 

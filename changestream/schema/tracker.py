@@ -7,9 +7,9 @@ import logging
 import re
 from collections.abc import Callable
 
-from changestream.ddl import DdlStatement, TableName
+from changestream.decoding.ddl import DdlStatement, TableName
 from changestream.decoding.query_status import QueryStatus
-from changestream.errors import SourceError
+from changestream.model.errors import SourceError
 from changestream.schema.definition import TableDefinition, TableKey
 from changestream.schema.history import SchemaChangeSet, SchemaHistory
 from changestream.schema.shadow import (

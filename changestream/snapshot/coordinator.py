@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from changestream.changes import (
+from changestream.decoding.ddl import parse_ddl
+from changestream.delivery.records import commit_time_text
+from changestream.model.changes import (
     Change,
     EncodedRun,
     Position,
@@ -34,8 +36,6 @@ from changestream.changes import (
     TransactionPart,
     binlog_order,
 )
-from changestream.ddl import parse_ddl
-from changestream.records import commit_time_text
 from changestream.snapshot.progress import SnapshotProgress
 from changestream.snapshot.reader import ReadChunk, TablePlan
 from changestream.snapshot.row_readers import native as _native
@@ -182,7 +182,7 @@ class SnapshotCoordinator:
 def chunk_records(database: str, table: str, rows: list[tuple[bytes, bytes]],
                   info: TransactionInfo) -> bytes:
     """The records of a chunk's rows (each its ``after`` and ``primary_key`` JSON), in
-    changestream's format, written as :mod:`changestream.records` writes them."""
+    changestream's format, written as :mod:`changestream.delivery.records` writes them."""
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
     head = orjson.dumps({"op": SNAPSHOT_OP, "database": database, "table": table,
                          "before": None})[:-1] + b',"after":'

@@ -18,7 +18,7 @@ from typing import Any
 
 import pymysql
 
-from changestream.errors import ConfigError
+from changestream.model.errors import ConfigError
 from changestream.schema.shadow import SYSTEM_DATABASES
 from changestream.snapshot.progress import SnapshotProgress
 

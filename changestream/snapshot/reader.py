@@ -24,9 +24,9 @@ from typing import Any
 import pymysql
 import pymysql.converters
 
-from changestream.changes import binlog_order
 from changestream.decoding.table_schema import TableSchema
-from changestream.errors import SourceError
+from changestream.model.changes import binlog_order
+from changestream.model.errors import SourceError
 from changestream.schema.catalog import collation_ids, quote, read_definition, unique_key
 from changestream.schema.definition import definition_schema
 from changestream.snapshot import result_set

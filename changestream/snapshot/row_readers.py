@@ -8,7 +8,7 @@ A text-protocol row is its columns' values in order, each a length-encoded strin
   as a PyMySQL cursor without conversions gives them;
 - :func:`encoded_reader`: the row's key in the decoder's values (for the chunk's window),
   and its ``after`` and ``primary_key`` objects already as JSON, written exactly as
-  :mod:`changestream.records` writes the decoder's values for the same row. The common
+  :mod:`changestream.delivery.records` writes the decoder's values for the same row. The common
   types go straight from the server's text to JSON: integers as they are (the server
   prints them as JSON does; ZEROFILL ones, with leading zeros, are converted), DECIMAL,
   DATE and TIME quoted, DATETIME and TIMESTAMP with the ``T`` (and ``+00:00``) records
@@ -27,9 +27,9 @@ import orjson
 
 from changestream.decoding import field_types as ft
 from changestream.decoding.table_schema import Column, TableSchema
-from changestream.records import json_default
+from changestream.delivery.records import json_default
+from changestream.delivery.temporal_text import column_formats
 from changestream.snapshot import values
-from changestream.temporal_text import column_formats
 
 ValuesReader = Callable[[bytes, int], tuple[Any, ...]]
 EncodedReader = Callable[[bytes, int], tuple[tuple[Any, ...], tuple[bytes, bytes]]]

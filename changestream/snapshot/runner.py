@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from changestream.changes import binlog_order
-from changestream.errors import SourceError
+from changestream.model.changes import binlog_order
+from changestream.model.errors import SourceError
 from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator
 from changestream.snapshot.reader import ChunkReader, ReadChunk, TablePlan
 

@@ -16,7 +16,7 @@ from typing import BinaryIO
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import HEADER_SIZE, EventDecoder
 from changestream.decoding.events import Event, RotateEvent
-from changestream.errors import BinlogError, SourceError, TruncatedBinlogError
+from changestream.model.errors import BinlogError, SourceError, TruncatedBinlogError
 from changestream.sources.raw import BINLOG_MAGIC, RawEvent
 
 log = logging.getLogger("changestream")

@@ -25,7 +25,7 @@ from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_CRC32, CHECKSUM_OFF, EventDecoder
 from changestream.decoding.events import Event
 from changestream.decoding.gtid_tagged import encode_gtid_set
-from changestream.errors import ConnectionLostError, PurgedPositionError, SourceError
+from changestream.model.errors import ConnectionLostError, PurgedPositionError, SourceError
 from changestream.sources.raw import RawEvent
 
 log = logging.getLogger("changestream")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from changestream.ddl import strip_comments
+from changestream.decoding.ddl import strip_comments
 
 _ADD = re.compile(r"\bADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?"
                   r"(`(?:[^`]|``)+`|\"[^\"]+\"|[\w$]+)\s+", re.I)

@@ -18,9 +18,9 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.serializers import ArrowStreamSerializer
 
-from changestream.changes import Change, Position, TransactionPart
 from changestream.decoding.table_schema import TableSchema
-from changestream.errors import SinkError
+from changestream.model.changes import Change, Position, TransactionPart
+from changestream.model.errors import SinkError
 
 from .types import (
     METADATA,

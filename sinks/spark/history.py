@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from changestream.errors import ConfigError
+from changestream.model.errors import ConfigError
 from changestream.schema.history import SchemaState
 from changestream.schema.store import decode_state
 

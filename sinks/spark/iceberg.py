@@ -22,9 +22,9 @@ import re
 import uuid
 from typing import Any
 
-from changestream.changes import Change, Position, ddl_database
-from changestream.ddl import parse_ddl
+from changestream.decoding.ddl import parse_ddl
 from changestream.decoding.table_schema import TableSchema
+from changestream.model.changes import Change, Position, ddl_database
 from changestream.sinks.spark.defaults import added_column_defaults
 
 from . import positions

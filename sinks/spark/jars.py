@@ -23,7 +23,7 @@ import struct
 import zipfile
 from pathlib import Path
 
-from changestream.errors import SinkError
+from changestream.model.errors import SinkError
 
 RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-*.jar"
 ENV_JAR = "CHANGESTREAM_ICEBERG_JAR"

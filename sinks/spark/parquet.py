@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from changestream.changes import Change, Position, TransactionPart, ddl_database
-from changestream.ddl import TableName, parse_ddl, strip_comments
-from changestream.errors import SinkError
+from changestream.decoding.ddl import TableName, parse_ddl, strip_comments
+from changestream.model.changes import Change, Position, TransactionPart, ddl_database
+from changestream.model.errors import SinkError
 
 from . import positions
 from .frames import TableRun, changelog_dataframe, metadata_arrays, to_dataframe

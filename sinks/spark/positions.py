@@ -1,6 +1,6 @@
 """Ordering positions, and storing them as text, for the sinks that keep their own.
 
-Positions are compared by binlog coordinates (:func:`changestream.changes.binlog_order`: the
+Positions are compared by binlog coordinates (:func:`changestream.model.changes.binlog_order`: the
 file's sequence number, then the offset), then by the snapshot chunks delivered there.
 That holds for one source server's binlog (which is what a position names); after a switch to
 another server whose file names differ, start the sink on an empty target.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from changestream.changes import Position, TransactionPart
+from changestream.model.changes import Position, TransactionPart
 
 
 def position_key(position: Position) -> tuple[str, int, int, int]:

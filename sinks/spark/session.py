@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from changestream.errors import SinkError
+from changestream.model.errors import SinkError
 
 logger = logging.getLogger("changestream.sinks.spark")
 

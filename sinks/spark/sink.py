@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from changestream.changes import Batch, Position, TransactionPart
-from changestream.errors import SinkError
+from changestream.model.changes import Batch, Position, TransactionPart
+from changestream.model.errors import SinkError
 
 from . import positions
 from .frames import TableRun, changelog_dataframe, table_runs, transaction_positions

@@ -24,8 +24,8 @@ from changestream.decoding import field_types as ft
 from changestream.decoding.charsets import codec_for_collation
 from changestream.decoding.json_binary import JSON_NULL
 from changestream.decoding.table_schema import Column, TableSchema
-from changestream.records import json_default
-from changestream.temporal_text import time_text
+from changestream.delivery.records import json_default
+from changestream.delivery.temporal_text import time_text
 
 Convert = Callable[[Any], Any]
 MAX_DECIMAL_PRECISION = 38

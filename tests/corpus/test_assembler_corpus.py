@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from changestream.assembler import TransactionAssembler
-from changestream.changes import Change, Position, TransactionPart
-from changestream.ddl import parse_ddl
+from changestream.cli.scan import scan_transactions
+from changestream.decoding.ddl import parse_ddl
 from changestream.decoding.events import Event, QueryEvent, RowsQueryEvent
-from changestream.errors import BinlogError
-from changestream.scan import scan_transactions
+from changestream.model.changes import Change, Position, TransactionPart
+from changestream.model.errors import BinlogError
 from changestream.sources import FileSource
+from changestream.transactions.assembler import TransactionAssembler
 from tests.corpus.reference import CORPUS, corpus_params
 
 _events: dict[str, list[Event] | None] = {}

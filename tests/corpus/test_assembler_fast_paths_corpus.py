@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from changestream.assembler import TransactionAssembler
-from changestream.changes import Change
 from changestream.decoding.events import Event
-from changestream.filters import ChangeFilter
+from changestream.model.changes import Change
+from changestream.transactions.assembler import TransactionAssembler
+from changestream.transactions.filters import ChangeFilter
 from tests.corpus.reference import corpus_params
 from tests.corpus.test_assembler_corpus import _read
 

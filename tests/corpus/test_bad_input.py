@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from changestream.errors import BinlogError, ChecksumMismatchError, TruncatedBinlogError
+from changestream.model.errors import BinlogError, ChecksumMismatchError, TruncatedBinlogError
 from changestream.sources import FileSource
 from tests.corpus.reference import CORPUS, require_corpus
 

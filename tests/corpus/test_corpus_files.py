@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from changestream.errors import (
+from changestream.cli.scan import scan_transactions
+from changestream.model.errors import (
     BinlogError,
     TruncatedBinlogError,
     UnsupportedBinlogError,
 )
-from changestream.scan import scan_transactions
 from changestream.sources import FileSource
 from tests.corpus.reference import CORPUS, corpus_files, read_reference
 

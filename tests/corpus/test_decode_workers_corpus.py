@@ -10,11 +10,11 @@ from typing import Any
 import orjson
 import pytest
 
-from changestream.errors import BinlogError
-from changestream.filters import ChangeFilter
-from changestream.router import Router, RouterSettings
+from changestream.model.errors import BinlogError
+from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.sources.files import FileSource
+from changestream.transactions.filters import ChangeFilter
 from tests.corpus.reference import CORPUS, corpus_params
 from tests.segments import compare_worker_paths, worker_segments
 

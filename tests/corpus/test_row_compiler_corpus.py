@@ -11,7 +11,7 @@ import pytest
 
 from changestream.decoding import rows as rows_module
 from changestream.decoding.events import RowsEvent
-from changestream.errors import BinlogError
+from changestream.model.errors import BinlogError
 from changestream.sources import FileSource
 from tests.corpus.reference import CORPUS
 from tests.corpus.test_corpus_files import READ_COMPLETELY

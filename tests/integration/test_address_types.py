@@ -11,10 +11,10 @@ from typing import Any
 import orjson
 import pytest
 
-from changestream.filters import ChangeFilter
-from changestream.router import Router, RouterSettings
+from changestream.runtime.router import Router, RouterSettings
 from changestream.schema.startup import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
+from changestream.transactions.filters import ChangeFilter
 from tests.servers import shadow_command
 
 pytestmark = pytest.mark.integration

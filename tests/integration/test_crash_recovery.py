@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from changestream.scan import scan_transactions
+from changestream.cli.scan import scan_transactions
 from changestream.sources.files import FileSource
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from changestream.cli import main
-from changestream.scan import scan_transactions
+from changestream.cli.scan import scan_transactions
 from changestream.sources.files import FileSource
 from tests.corpus.reference import require_corpus
 from tests.servers import SidRootServer
@@ -48,7 +48,7 @@ def test_extract_round_trips_through_server_tool_and_changestream(
 
 
 def test_extract_jumps_over_transactions_by_length(tmp_path: Path) -> None:
-    from changestream.extract import extract_transaction
+    from changestream.cli.extract import extract_transaction
 
     path = require_corpus("apecloud/mysql-bin.000057") / "apecloud/mysql-bin.000057"
     result = extract_transaction([path], "76f3e7be-6720-11ed-9cad-0242ac110002:13",

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from changestream.cli.scan import scan_transactions
 from changestream.decoding import event_types as et
 from changestream.decoding.events import GtidEvent, PreviousGtidsEvent, RowsEvent
-from changestream.scan import scan_transactions
 from changestream.sources.files import FileSource
 from changestream.sources.live import LiveSource, StartPosition
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from changestream.cli.scan import scan_transactions
 from changestream.decoding import event_types as et
 from changestream.decoding.events import Event, RowsEvent, TransactionPayloadEvent
-from changestream.scan import scan_transactions
 from changestream.sources.files import FileSource
 from changestream.sources.live import LiveSource, StartPosition
 from tests.servers import PrivateMariaDB11

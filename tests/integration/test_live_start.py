@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from changestream.cli.scan import scan_transactions
 from changestream.decoding import event_types as et
 from changestream.decoding.events import Event
-from changestream.scan import scan_transactions
 from changestream.sources.files import FileSource
 from changestream.sources.live import LiveSource, StartPosition
 from tests.workloads import inserted_ids

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from changestream.control import ControlServer
-from changestream.filters import ChangeFilter
-from changestream.router import Router, RouterSettings
+from changestream.runtime.control import ControlServer
+from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
+from changestream.transactions.filters import ChangeFilter
 from tests.workloads import wait_for
 
 pytestmark = pytest.mark.integration

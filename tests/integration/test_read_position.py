@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from changestream.filters import ChangeFilter
-from changestream.router import Router, RouterSettings
+from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
+from changestream.transactions.filters import ChangeFilter
 from tests.workloads import wait_for
 
 pytestmark = pytest.mark.integration

@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 import pytest
 
-from changestream.filters import ChangeFilter
-from changestream.router import Router, RouterSettings
+from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
+from changestream.transactions.filters import ChangeFilter
 from tests.segments import compare_worker_paths, worker_segments
 from tests.workloads import types_table
 

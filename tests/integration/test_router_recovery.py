@@ -14,10 +14,10 @@ from typing import Any
 import orjson
 import pytest
 
-from changestream.errors import PurgedPositionError
-from changestream.filters import ChangeFilter
-from changestream.router import Router, RouterSettings
+from changestream.model.errors import PurgedPositionError
+from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
+from changestream.transactions.filters import ChangeFilter
 from tests.workloads import wait_for
 
 pytestmark = pytest.mark.integration

@@ -23,11 +23,11 @@ from typing import Any
 import orjson
 import pytest
 
-from changestream.filters import ChangeFilter
-from changestream.router import Router, RouterSettings
+from changestream.runtime.router import Router, RouterSettings
 from changestream.schema.startup import HistorySettings
 from changestream.schema.tracker import SchemaHistoryError
 from changestream.sinks.jsonl import JsonLinesSink
+from changestream.transactions.filters import ChangeFilter
 from tests.schema_workload import DDL_KINDS, SchemaWorkload
 from tests.servers import shadow_command
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from changestream.embedded import EmbeddedMariaDB, EmbeddedServer
+from changestream.devserver import EmbeddedMariaDB, EmbeddedServer
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,11 @@ import orjson
 import pytest
 
 from changestream.actors.sink import BatchSettings
-from changestream.changes import Batch
-from changestream.errors import SinkError
-from changestream.filters import ChangeFilter
-from changestream.router import Router, RouterSettings
+from changestream.model.changes import Batch
+from changestream.model.errors import SinkError
+from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.callback import CallbackSink
+from changestream.transactions.filters import ChangeFilter
 
 pytestmark = pytest.mark.integration
 

@@ -22,15 +22,15 @@ import orjson
 import pytest
 from prometheus_client import generate_latest
 
-from changestream.filters import ChangeFilter
-from changestream.records import json_default
-from changestream.router import Router, RouterSettings
+from changestream.delivery.records import json_default
+from changestream.runtime.router import Router, RouterSettings
+from changestream.runtime.stream import TransactionStream
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.snapshot.planning import SnapshotSettings
 from changestream.snapshot.reader import ChunkReader
 from changestream.snapshot.row_readers import native
 from changestream.snapshot.values import row_converter
-from changestream.stream import TransactionStream
+from changestream.transactions.filters import ChangeFilter
 from tests.servers import skip_or_fail
 from tests.workloads import types_table, wait_for
 
@@ -434,7 +434,7 @@ def test_a_snapshot_asked_for_while_running_through_the_control_endpoint_and_the
     token, for a snapshot of one table while another session changes it; the table rebuilt
     from the records equals the source. Without the token, for a table without a key, or
     while a snapshot runs, the request is refused."""
-    from changestream.control import ControlServer
+    from changestream.runtime.control import ControlServer
 
     db = fresh_database
     _load(server, db)

@@ -14,16 +14,16 @@ from typing import Any
 import orjson
 import pytest
 
-from changestream.changes import Batch
-from changestream.config import load_config
-from changestream.control import ControlServer
-from changestream.embedded import EmbeddedMariaDB
-from changestream.errors import SourceError
-from changestream.filters import ChangeFilter
-from changestream.preflight import PreflightError
-from changestream.router import Router, RouterSettings
+from changestream.devserver import EmbeddedMariaDB
+from changestream.model.changes import Batch
+from changestream.model.errors import SourceError
+from changestream.runtime.config import load_config
+from changestream.runtime.control import ControlServer
+from changestream.runtime.preflight import PreflightError
+from changestream.runtime.router import Router, RouterSettings
 from changestream.schema.startup import HistorySettings
 from changestream.sinks.callback import CallbackSink
+from changestream.transactions.filters import ChangeFilter
 from tests.servers import shadow_command
 from tests.workloads import wait_for
 

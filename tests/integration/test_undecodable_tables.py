@@ -27,11 +27,11 @@ from changestream.decoding import field_types as ft
 from changestream.decoding.collation_ids import COLLATIONS
 from changestream.decoding.events import RowsEvent, TableMapEvent
 from changestream.decoding.packed import read_packed_int
-from changestream.errors import BinlogError
-from changestream.filters import ChangeFilter
-from changestream.router import Router, RouterSettings
+from changestream.model.errors import BinlogError
+from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.sources import FileSource
+from changestream.transactions.filters import ChangeFilter
 
 pytestmark = pytest.mark.integration
 

@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 import pytest
 
-from changestream.filters import ChangeFilter
-from changestream.router import Router, RouterSettings
+from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
+from changestream.transactions.filters import ChangeFilter
 
 pytestmark = pytest.mark.integration
 

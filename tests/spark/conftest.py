@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from changestream.changes import Batch, Change, Position, TransactionInfo, TransactionPart
 from changestream.decoding import field_types as ft
 from changestream.decoding.table_schema import Column, TableSchema
+from changestream.model.changes import Batch, Change, Position, TransactionInfo, TransactionPart
 
 pyspark = pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")

@@ -13,7 +13,7 @@ import pytest
 
 from changestream.decoding import field_types as ft
 from changestream.decoding.table_schema import TableSchema
-from changestream.plugins import make_sink
+from changestream.delivery.plugins import make_sink
 from changestream.sinks.spark import SparkSink
 
 from .conftest import Binlog, all_types_row, all_types_schema, batch, col, simple_schema

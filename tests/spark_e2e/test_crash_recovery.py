@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from changestream.scan import scan_transactions
+from changestream.cli.scan import scan_transactions
 from changestream.sinks.spark.session import iceberg_conf
 from changestream.sources.files import FileSource
 

@@ -13,14 +13,14 @@ import orjson
 import pytest
 
 from changestream.actors.sink import BatchSettings
-from changestream.changes import Position
-from changestream.filters import ChangeFilter
-from changestream.plugins import make_sink
-from changestream.router import Router, RouterSettings
-from changestream.scan import scan_transactions
+from changestream.cli.scan import scan_transactions
+from changestream.delivery.plugins import make_sink
+from changestream.model.changes import Position
+from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.sinks.spark.positions import position_key
 from changestream.sources.files import FileSource
+from changestream.transactions.filters import ChangeFilter
 
 from .compare import (
     assert_mirror_equals_source,

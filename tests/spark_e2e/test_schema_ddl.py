@@ -14,10 +14,10 @@ import orjson
 import pytest
 
 from changestream.actors.sink import BatchSettings
-from changestream.filters import ChangeFilter
-from changestream.plugins import make_sink
-from changestream.router import Router, RouterSettings
+from changestream.delivery.plugins import make_sink
+from changestream.runtime.router import Router, RouterSettings
 from changestream.schema.startup import HistorySettings
+from changestream.transactions.filters import ChangeFilter
 from tests.integration.test_schema_history import _chunks, _cli
 from tests.schema_workload import DDL_KINDS, SchemaWorkload
 from tests.servers import shadow_command

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import uuid
 
-from changestream.boundary import BoundaryType, ParserState, TransactionBoundaryParser, classify
 from changestream.decoding import event_types as et
+from changestream.decoding.boundary import (
+    BoundaryType,
+    ParserState,
+    TransactionBoundaryParser,
+    classify,
+)
 from changestream.decoding.events import (
     Event,
     EventHeader,

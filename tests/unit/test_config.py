@@ -10,9 +10,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from changestream.config import Config, load_config
-from changestream.errors import ConfigError
-from changestream.router import RouterSettings
+from changestream.model.errors import ConfigError
+from changestream.runtime.config import Config, load_config
+from changestream.runtime.router import RouterSettings
 
 DEFAULT_FILE = Path(__file__).parents[2] / "config" / "changestream.toml"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from changestream.ddl import DdlStatement, TableName, parse_ddl, strip_comments
+from changestream.decoding.ddl import DdlStatement, TableName, parse_ddl, strip_comments
 
 T = TableName
 

@@ -3,10 +3,10 @@ session's default database that its unqualified names are in."""
 
 from __future__ import annotations
 
-from changestream.assembler import TransactionAssembler
-from changestream.changes import ddl_database
 from changestream.decoding import event_types as et
 from changestream.decoding.events import EventHeader, QueryEvent
+from changestream.model.changes import ddl_database
+from changestream.transactions.assembler import TransactionAssembler
 
 
 def _query(text: str, database: str, offset: int) -> QueryEvent:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from changestream.ddl import parse_ddl
-from changestream.filters import ChangeFilter
+from changestream.decoding.ddl import parse_ddl
+from changestream.transactions.filters import ChangeFilter
 
 
 def ddl_delivered(f: ChangeFilter, sql: str, default_db: str | None = None) -> bool:

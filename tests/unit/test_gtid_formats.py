@@ -19,7 +19,7 @@ from changestream.decoding.gtid_tagged import (
     format_gtid_set,
     parse_gtid_set,
 )
-from changestream.errors import BinlogError
+from changestream.model.errors import BinlogError
 
 SID = "a67ccd29-e56b-11f1-b171-02fc00000001"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from changestream.gtid import (
+from changestream.model.gtid import (
     MariadbGtidState,
     MysqlGtidSet,
     is_mariadb_gtid,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from changestream.changes import Batch, Change, TransactionInfo, TransactionPart
-from changestream.records import encode_lines, iter_lines
+from changestream.delivery.records import encode_lines, iter_lines
+from changestream.model.changes import Batch, Change, TransactionInfo, TransactionPart
 from changestream.sinks.jsonl import JsonLinesSink
 
 INFO = TransactionInfo("0-1-7", "0-1-7", 3, None, 3, 1, "mariadb-bin.000001", 4, 900)

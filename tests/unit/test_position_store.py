@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from changestream.changes import Position
-from changestream.errors import ConfigError
-from changestream.position_store import PositionStore
+from changestream.delivery.position_store import PositionStore
+from changestream.model.changes import Position
+from changestream.model.errors import ConfigError
 
 MYSQL = Position("binlog.000012", 4711, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42:tag:1-3",
                  "mysql", {"'x1',,1": "binlog.000011:1200"})

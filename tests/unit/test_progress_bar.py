@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import time
 
-from changestream.progress_bar import ProgressBar, render
+from changestream.runtime.progress_bar import ProgressBar, render
 
 
 def test_the_line_says_tables_rows_and_share() -> None:

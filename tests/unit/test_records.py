@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from changestream.changes import Change, TransactionInfo
-from changestream.records import (
+from changestream.delivery.records import (
     change_record,
     encode_lines,
     json_default,
     original_record,
     record_builder,
 )
+from changestream.model.changes import Change, TransactionInfo
 
 COMMIT_TS = dt.datetime(2024, 5, 17, 8, 30, 15, 123456, tzinfo=dt.UTC)
 GTID = "3e11fa47-71ca-11e1-9e33-c80aa9429562:42"

@@ -9,12 +9,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from changestream.changes import Position, binlog_order
 from changestream.decoding import field_types as ft
 from changestream.decoding.query_status import QueryStatus, parse_query_status
 from changestream.decoding.row_values import address_text
-from changestream.errors import ConfigError
-from changestream.position_store import PositionStore
+from changestream.delivery.position_store import PositionStore
+from changestream.model.changes import Position, binlog_order
+from changestream.model.errors import ConfigError
 from changestream.schema.definition import (
     ColumnDefinition,
     TableDefinition,

@@ -4,7 +4,7 @@ another one."""
 
 from __future__ import annotations
 
-from changestream.changes import Position
+from changestream.model.changes import Position
 from changestream.sinks.spark import positions
 
 

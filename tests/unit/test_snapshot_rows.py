@@ -11,10 +11,10 @@ import pytest
 
 from changestream.decoding import field_types as ft
 from changestream.decoding.table_schema import Column, TableSchema
-from changestream.records import JSON_OPTIONS, json_default
+from changestream.delivery.records import JSON_OPTIONS, json_default
+from changestream.delivery.temporal_text import column_formats, formatted
 from changestream.snapshot import result_set, row_readers
 from changestream.snapshot.values import converter, row_converter
-from changestream.temporal_text import column_formats, formatted
 from tests.servers import skip_or_fail
 
 UTF8MB4, BINARY = 45, 63
@@ -151,7 +151,7 @@ def test_a_row_cut_short_is_an_error_not_a_read_past_its_buffer() -> None:
 def test_compiled_and_python_scans_and_chunk_records_agree(
         monkeypatch: pytest.MonkeyPatch) -> None:
     needs_compiled()
-    from changestream.changes import TransactionInfo
+    from changestream.model.changes import TransactionInfo
     from changestream.snapshot.coordinator import chunk_records
 
     packets = b"".join(len(r).to_bytes(3, "little") + bytes([n % 256]) + r

@@ -7,10 +7,10 @@ import os
 from decimal import Decimal
 from pathlib import Path
 
-from changestream.changes import Change, TransactionInfo
 from changestream.decoding import field_types as ft
 from changestream.decoding.table_schema import Column, TableSchema
-from changestream.spill import SpillFile
+from changestream.model.changes import Change, TransactionInfo
+from changestream.transactions.spill import SpillFile
 
 ORDERS = TableSchema("shop", "orders", (Column(0, ft.LONG, name="id"),
                                         Column(1, ft.NEWDECIMAL, name="total")), (0,))

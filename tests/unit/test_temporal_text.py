@@ -8,7 +8,12 @@ import pytest
 
 from changestream.decoding import field_types as ft
 from changestream.decoding.table_schema import Column, TableSchema
-from changestream.temporal_text import column_formats, datetime_format, formatted, time_format
+from changestream.delivery.temporal_text import (
+    column_formats,
+    datetime_format,
+    formatted,
+    time_format,
+)
 
 
 @pytest.mark.parametrize(("fsp", "value", "text"), [

@@ -1,0 +1,98 @@
+"""Finding sink adapters: built-ins by name, ``module:Class``, or the ``changestream.sinks``
+entry-point group.
+
+A sink spec is ``NAME[:ARGUMENT]``: ``stdout``, ``jsonl:/path/out.jsonl``,
+``mypackage.sinks:MySink`` or ``mysink:ARG`` for an adapter registered under ``mysink`` in
+the entry-point group. Built-in and entry-point factories are called as
+``factory(argument, **options)`` (``argument`` is ``None`` when the spec has none); a
+``module:Class`` as ``Class(**options)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any
+
+from changestream.delivery.adapter import SinkAdapter
+from changestream.model.errors import ConfigError
+
+ENTRY_POINT_GROUP = "changestream.sinks"
+
+
+def _jsonl(argument: str | None, **options: Any) -> SinkAdapter:
+    from changestream.sinks.jsonl import JsonLinesSink
+
+    if not argument:
+        raise ConfigError("sink 'jsonl' needs a path: jsonl:PATH (or use 'stdout')")
+    return JsonLinesSink(argument, **options)
+
+
+def _stdout(argument: str | None, **options: Any) -> SinkAdapter:
+    from changestream.sinks.jsonl import JsonLinesSink
+
+    return JsonLinesSink(None, **options)
+
+
+def _spark(argument: str | None, **options: Any) -> SinkAdapter:
+    """``spark:callback``, ``spark:parquet`` or ``spark:iceberg`` (see changestream.sinks.spark)."""
+    try:
+        from changestream.sinks.spark import spark_sink
+    except ImportError as exc:
+        raise ConfigError(f"sink 'spark' needs pyspark and pyarrow (pip install "
+                          f"'changestream[spark]'): {exc}") from None
+    return spark_sink(argument, **options)
+
+
+BUILTIN: dict[str, Callable[..., SinkAdapter]] = {"jsonl": _jsonl, "stdout": _stdout,
+                                                  "spark": _spark}
+
+
+def _load_object(module_name: str, attr: str, spec: str) -> Any:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"sink {spec!r}: unknown sink {module_name!r} ({_known()}), and "
+                          f"no module to load a class from ({exc})") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"sink {spec!r}: {module_name} has no {attr}") from None
+
+
+def _known() -> str:
+    names = sorted({*BUILTIN, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
+    return "known: " + ", ".join(names)
+
+
+def sink_factory(spec: str) -> tuple[Callable[..., SinkAdapter], str | None]:
+    """The factory a sink spec names, to call as ``factory(argument, **options)``, and the
+    argument (``None`` when the spec has none)."""
+    name, sep, argument = spec.partition(":")
+    arg = argument if sep else None
+    if name in BUILTIN:
+        return BUILTIN[name], arg
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            return ep.load(), arg
+    if (sep and "." in name) or (sep and argument and argument.isidentifier()):
+        # module:Class: the class takes the options only (the spec's text names it)
+        cls = _load_object(name, argument, spec)
+        return (lambda _argument, **options: cls(**options)), None
+    raise ConfigError(f"sink {spec!r}: unknown sink {name!r} ({_known()}, or module:Class)")
+
+
+def make_sink(spec: str, **options: Any) -> SinkAdapter:
+    """A sink adapter from its spec; ``options`` are passed to its factory."""
+    factory, argument = sink_factory(spec)
+    try:
+        sink = factory(argument, **options)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"sink {spec!r}: cannot create it: {exc}") from None
+    for method in ("open", "write", "close"):
+        if not callable(getattr(sink, method, None)):
+            raise ConfigError(f"sink {spec!r}: {type(sink).__name__} has no {method}() method")
+    return sink

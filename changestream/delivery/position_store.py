@@ -1,0 +1,73 @@
+"""Where the router keeps its resume position: a small JSON file written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from changestream.model.changes import Position
+from changestream.model.errors import ConfigError
+from changestream.schema.history import SchemaHistory
+from changestream.schema.store import SchemaHistoryStore
+
+
+class PositionStore:
+    """A position file, replaced atomically (write, fsync, rename, fsync the folder), so a
+    crash at any moment leaves either the old or the new position, never a torn one.
+
+    With a schema history attached (:meth:`keep_history`), each position is saved with the
+    history's state at that position, stored beside it first."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.last_batch_id = 0
+        self.history: SchemaHistory | None = None
+        self.history_store = SchemaHistoryStore(self.path)
+        self._pruned: str | None = None
+
+    def keep_history(self, history: SchemaHistory | None) -> None:
+        """Save ``history``'s state with every position from now on."""
+        self.history = history
+
+    def load(self) -> Position | None:
+        """The saved position, or ``None`` when nothing was saved yet."""
+        try:
+            text = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            self.last_batch_id = int(data.get("batch_id") or 0)
+            return Position.from_dict(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"position file {self.path} is not a changestream position "
+                              f"({exc}); remove it or start with --start") from None
+
+    def save(self, position: Position, batch_id: int | None = None) -> None:
+        """Replace the saved position (and the id of the last batch written)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        data = position.as_dict()
+        digest = None
+        if self.history is not None:
+            digest, state = self.history.stored_at(position.file, position.pos)
+            self.history_store.save(digest, state)
+            data["schema_history"] = digest
+        if batch_id is not None:
+            data["batch_id"] = self.last_batch_id = batch_id
+        with open(tmp, "w") as f:
+            json.dump(data, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        if digest is not None and digest != self._pruned:
+            self.history_store.prune(keep=digest)
+            self._pruned = digest

@@ -1,0 +1,1 @@
+"""The change model: changes, transactions, positions, GTID progress, errors."""

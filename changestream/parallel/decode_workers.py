@@ -1,0 +1,286 @@
+"""Decode workers: plain DML transactions decoded, assembled and encoded in other processes.
+
+One Python process spends most of its time turning row images into values and values into
+records, and the router's threads share one interpreter lock. When the sink takes encoded
+records (it declares an ``encoded_format``, as the JSON-lines sinks do), the listener cuts
+the stream into *segments* of whole transactions that need nothing but their own events
+(see :mod:`changestream.parallel.segments`) and hands each segment to a worker process, round robin.
+A worker writes a segment's records on its fast path (:mod:`changestream.parallel.segment_encoder`)
+or, when the segment holds anything that path does not take, with the same
+:class:`EventDecoder`, :class:`TransactionAssembler` and record encoder as the router; its
+records are byte for byte the ones the router would write (but for ``ts``, the time they
+were encoded), and it sends them back. The Transaction actor
+takes the results in binlog order. Everything else (DDL, XA, rollbacks, big transactions,
+tables whose column names are not in the binlog) is decoded in the router's process.
+"""
+
+from __future__ import annotations
+
+import array
+import datetime as dt
+import logging
+import multiprocessing
+import multiprocessing.connection
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from changestream.decoding import event_types as et
+from changestream.decoding.event_decoder import EventDecoder
+from changestream.delivery.records import record_lines
+from changestream.model.changes import Change
+from changestream.model.errors import ChangestreamError, SourceError
+from changestream.parallel.segment_encoder import EncodedTransaction, SegmentEncoder
+from changestream.transactions.assembler import TransactionAssembler
+from changestream.transactions.filters import ChangeFilter
+
+log = logging.getLogger("changestream")
+
+_SIZE = struct.Struct("<I").unpack_from
+
+RawEventData = tuple[str, int, bytes]
+"""``(file, offset, bytes)`` of one whole event."""
+
+
+@dataclass(slots=True, frozen=True)
+class WorkerSettings:
+    """What a worker must know to assemble and encode as the router would."""
+
+    change_filter: ChangeFilter | None
+    include_sql: bool
+    record_format: str
+    verify_checksums: bool
+    max_buffered_changes: int
+    spill_dir: str | None
+
+
+@dataclass(slots=True)
+class Segment:
+    """Whole transactions of one binlog ``file`` for a worker: their events one after the
+    other in ``data``, each one's offset in the file, and the FORMAT_DESCRIPTION event of
+    the file (a worker decodes it when it differs from the last one). Two bytes objects
+    and an array: quick to send to another process."""
+
+    format_description: RawEventData
+    file: str
+    data: bytes
+    offsets: array.array[int]
+
+
+@dataclass(slots=True, frozen=True)
+class SegmentTicket:
+    """A segment handed to worker ``worker``; redeemed with :meth:`DecodeWorkers.result`."""
+
+    worker: int
+    events: int
+    end: tuple[str, int]  # file and offset after the segment's last transaction
+    timestamp: int = 0  # of the segment's last event (for seconds behind the source)
+
+
+@dataclass(slots=True)
+class WorkerRun:
+    """Whole transactions a worker assembled, in order: their records, how many changes
+    and transactions, the last commit time, every GTID (also of transactions with nothing
+    to deliver), and where the last one ends."""
+
+    records: bytes
+    changes: int
+    transactions: int
+    last_commit_ts: dt.datetime | None
+    gtids: list[str]
+    file: str
+    end: int
+    # Changes by (database, table, op): the whole segment's, on its last run with changes.
+    tables: dict[tuple[str, str, str], int] | None = None
+
+
+SegmentResult = list[WorkerRun]
+
+
+class DecodeWorkers:
+    """``count`` worker processes, fed round robin; results are taken in the same order."""
+
+    def __init__(self, count: int, settings: WorkerSettings, run_changes: int = 5_000):
+        context = multiprocessing.get_context("spawn")  # no fork of a threaded process
+        self._connections: list[multiprocessing.connection.Connection] = []
+        self._processes: list[Any] = []
+        for i in range(count):
+            ours, theirs = context.Pipe()
+            process = context.Process(target=_serve, args=(theirs, settings, run_changes),
+                                      name=f"changestream-decoder-{i}", daemon=True)
+            process.start()
+            theirs.close()
+            self._connections.append(ours)
+            self._processes.append(process)
+        self._next = 0
+
+    @property
+    def count(self) -> int:
+        return len(self._connections)
+
+    def submit(self, segment: Segment, end: tuple[str, int]) -> SegmentTicket:
+        """Hand ``segment``, which ends at ``end``, to the next worker (blocks while that
+        worker is busy)."""
+        worker = self._next
+        self._next = (worker + 1) % len(self._connections)
+        try:
+            self._connections[worker].send(segment)
+        except (OSError, EOFError) as exc:
+            raise self._lost(worker, exc) from None
+        last = len(segment.data) - (end[1] - segment.offsets[-1])  # where its last event is
+        return SegmentTicket(worker, len(segment.offsets), end, _SIZE(segment.data, last)[0])
+
+    def result(self, ticket: SegmentTicket) -> SegmentResult:
+        """The result of ``ticket``'s segment; tickets must be redeemed in submit order."""
+        try:
+            answer = self._connections[ticket.worker].recv()
+        except (OSError, EOFError) as exc:
+            raise self._lost(ticket.worker, exc) from None
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def _lost(self, worker: int, exc: BaseException) -> SourceError:
+        process = self._processes[worker]
+        process.join(0.5)
+        return SourceError(f"decode worker {worker} stopped (exit code {process.exitcode}): "
+                           f"{exc or type(exc).__name__}")
+
+    def close(self) -> None:
+        """Stop the workers (whatever they were doing is not needed any more)."""
+        for connection in self._connections:
+            connection.close()  # the worker's next read or write fails, and it ends
+        for process in self._processes:
+            process.join(2.0)
+            if process.is_alive():
+                process.terminate()
+                process.join(2.0)
+
+
+# -- the worker process -------------------------------------------------------------------
+
+
+class _Worker:
+    """The decoding, assembling and encoding one worker process does."""
+
+    def __init__(self, settings: WorkerSettings, run_changes: int = 5_000):
+        self.settings = settings
+        self.run_changes = run_changes
+        # Without include_sql the statement annotations are read by no one.
+        skipped = frozenset() if settings.include_sql else frozenset(
+            {et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS})
+        table_filter = settings.change_filter
+        self.decoder = EventDecoder(
+            verify_checksums=settings.verify_checksums, skipped_types=skipped,
+            table_filter=None if table_filter is None or table_filter.everything
+            else table_filter.table)
+        self.assembler = TransactionAssembler(
+            change_filter=settings.change_filter, include_sql=settings.include_sql,
+            max_buffered_changes=settings.max_buffered_changes, spill_dir=settings.spill_dir)
+        self._format_description: bytes | None = None
+        # The fast path writes changestream's record format only.
+        self.encoder = SegmentEncoder(self.decoder, settings.change_filter,
+                                      settings.include_sql) \
+            if settings.record_format == "changestream" else None
+        self.fast_segments = 0  # segments the fast path took
+
+    def assemble(self, segment: Segment, stamp: str | None = None) -> SegmentResult:
+        """The segment's transactions, in runs of about ``run_changes`` changes (``stamp``:
+        the records' ``ts``, else now)."""
+        file, offset, data = segment.format_description
+        if data != self._format_description:
+            self.decoder.decode(data, file, offset)
+            self._format_description = data
+        stamp = stamp or dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+        lines: list[bytes] = []
+        done = None
+        tables: dict[tuple[str, str, str], int] = {}
+        if self.encoder is not None:
+            done = self.encoder.encode(segment.file, segment.data, segment.offsets, stamp,
+                                       lines)
+            self.fast_segments += done is not None
+            tables = self.encoder.table_counts
+        if done is None:
+            lines.clear()
+            tables = {}
+            done = self._assemble_generally(segment, stamp, lines, tables)
+        runs = self._runs(done, lines, segment.file.rsplit("/", 1)[-1])
+        for run in reversed(runs):
+            if run.changes:
+                run.tables = tables
+                break
+        return runs
+
+    def _assemble_generally(self, segment: Segment, stamp: str, lines: list[bytes],
+                            tables: dict[tuple[str, str, str], int]) -> list[EncodedTransaction]:
+        """The segment through the router's own decoder, assembler and record encoder
+        (``tables``: its changes counted by database, table and op)."""
+        decode = self.decoder.decode
+        feed = self.assembler.feed
+        file, data, at = segment.file, segment.data, 0
+        for offset in segment.offsets:
+            size = _SIZE(data, at + 9)[0]
+            feed(decode(data[at:at + size], file, offset))
+            at += size
+        if self.assembler.inside_transaction:
+            raise SourceError("a decode worker's segment ended inside a transaction")
+        done: list[EncodedTransaction] = []
+        changes: list[Change] = []
+        for parts, gtid, _file, end in self.assembler.drain_whole():
+            count = 0
+            for part in parts:
+                changes.extend(part.changes)
+                count += len(part.changes)
+            done.append(EncodedTransaction(count, gtid, parts[-1].info.commit_ts
+                                           if parts else None, end))
+        lines.extend(record_lines(changes, self.settings.record_format, stamp))
+        for change in changes:
+            key = (change.database or "", change.table or "", change.op)
+            tables[key] = tables.get(key, 0) + 1
+        return done
+
+    def _runs(self, done: list[EncodedTransaction], lines: list[bytes],
+              file: str) -> SegmentResult:
+        """The transactions' records in runs of about ``run_changes`` changes."""
+        runs: SegmentResult = []
+        first = used = 0  # lines: the current run's first, and those taken so far
+        gtids: list[str] = []
+        count = 0
+        commit_ts = None
+        last = len(done) - 1
+        for i, transaction in enumerate(done):
+            if transaction.gtid is not None:
+                gtids.append(transaction.gtid)
+            if transaction.changes:
+                count += 1
+                used += transaction.changes
+                commit_ts = transaction.commit_ts or commit_ts
+            if used - first >= self.run_changes or i == last:
+                runs.append(WorkerRun(b"".join(lines[first:used]), used - first, count,
+                                      commit_ts, gtids, file, transaction.end))
+                first, gtids, count, commit_ts = used, [], 0, None
+        return runs
+
+
+def _serve(connection: multiprocessing.connection.Connection, settings: WorkerSettings,
+           run_changes: int) -> None:
+    worker = _Worker(settings, run_changes)
+    while True:
+        try:
+            segment = connection.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        if segment is None:
+            return
+        try:
+            answer: Any = worker.assemble(segment)
+        except ChangestreamError as exc:
+            answer = exc
+        except Exception as exc:  # reported in the router, with where it happened
+            first = segment.offsets[0] if segment.offsets else "?"
+            answer = SourceError(f"decode worker failed on the segment at {segment.file} "
+                                 f"offset {first}: {type(exc).__name__}: {exc}")
+        try:
+            connection.send(answer)
+        except (OSError, EOFError):
+            return

@@ -1,0 +1,188 @@
+"""Which transactions decode workers take, and the segments they are handed in.
+
+A transaction goes to a worker (:mod:`changestream.parallel.decode_workers`) when its own events are
+all it takes to assemble it: it begins with a GTID event (MariaDB: not standalone, not XA),
+then MySQL's BEGIN, holds only TABLE_MAPs that carry their column names
+(``binlog_row_metadata=FULL``), rows events and statement annotations, ends with XID or
+COMMIT, and is not big. These are recognised from a few bytes of each event, without
+decoding it, because the router's process would otherwise spend as long on every event as
+a worker. Anything else (DDL, XA, ROLLBACK, SAVEPOINT, INTVAR and the like, compressed
+transactions, tables whose names come from ``information_schema``, transactions without a
+GTID event) is decoded here, in binlog order, as without workers; so is a transaction that
+turns out not to be a worker's, from its first event, as soon as that is known.
+"""
+
+from __future__ import annotations
+
+import array
+import struct
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from changestream.decoding import event_types as et
+from changestream.decoding.event_decoder import CHECKSUM_CRC32, HEADER_SIZE, EventDecoder
+from changestream.decoding.events import FL_COMPLETED_XA, FL_PREPARED_XA, FL_STANDALONE, Event
+from changestream.decoding.table_map import TableMapFormatError, parse_table_map
+from changestream.decoding.table_schema import may_hold_address
+from changestream.model.errors import SourceError
+from changestream.parallel.decode_workers import DecodeWorkers, RawEventData, Segment, SegmentTicket
+from changestream.sources.raw import RawEvent
+
+_ROW_TYPES = frozenset({*et.ROWS_KINDS, et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS})
+_MYSQL_GTIDS = frozenset({et.GTID, et.ANONYMOUS_GTID, et.GTID_TAGGED})
+_HEARTBEATS = frozenset({et.HEARTBEAT, et.HEARTBEAT_V2})
+_NOT_PLAIN = FL_STANDALONE | FL_PREPARED_XA | FL_COMPLETED_XA
+_U16 = struct.Struct("<H").unpack_from
+
+
+class RawSource(Protocol):
+    """Raw events, and ``None`` whenever the source is idle."""
+
+    def raw_stream(self) -> Iterator[RawEvent | None]: ...
+
+
+class Segmenter:
+    """Turns raw events into what the listener routes: decoded events, ``None`` when the
+    source is idle, and the tickets of segments handed to ``workers``, all in binlog order."""
+
+    def __init__(self, decoder: EventDecoder, workers: DecodeWorkers, *,
+                 segment_events: int = 2_000, segment_bytes: int = 1 << 20,
+                 transaction_bytes: int = 4 << 20, kept_here: Any = None):
+        self.decoder = decoder
+        # A snapshot's coordinator: the tables it tracks (``tracked``, changing ``version``)
+        # are decoded here, where their keys are noted.
+        self.kept_here = kept_here
+        self._kept_version = -1
+        self.workers = workers
+        self.segment_events = segment_events
+        self.segment_bytes = segment_bytes
+        self.transaction_bytes = transaction_bytes
+        self._format_description: RawEventData | None = None
+        self._pending: list[RawEvent] = []
+        self._pending_bytes = 0
+        self._names_logged: dict[bytes, bool] = {}
+
+    def events(self, source: RawSource) -> Iterator[Event | SegmentTicket | None]:
+        """Route ``source``'s events (see the class docstring)."""
+        decode = self.decoder.decode
+        current: list[RawEvent] = []  # the open transaction a worker may take
+        size = 0
+        try:
+            for raw in source.raw_stream():
+                if raw is None:
+                    if self._pending:
+                        yield self._submit()
+                    yield None
+                    continue
+                data = raw.data
+                code = data[4]
+                if current:
+                    if code in _ROW_TYPES or (code == et.TABLE_MAP
+                                              and self._table_has_names(data)):
+                        current.append(raw)
+                        size += len(data)
+                        if size <= self.transaction_bytes:
+                            continue
+                    elif code == et.XID or (code == et.QUERY
+                                            and self._query_is(data, b"COMMIT")):
+                        current.append(raw)
+                        if self._pending and self._pending[0].file != raw.file:
+                            yield self._submit()
+                        self._close(current, size + len(data))
+                        current = []
+                        if len(self._pending) >= self.segment_events or \
+                                self._pending_bytes >= self.segment_bytes:
+                            yield self._submit()
+                        continue
+                    elif code == et.QUERY and len(current) == 1 and \
+                            current[0].data[4] != et.MARIADB_GTID and \
+                            self._query_is(data, b"BEGIN"):
+                        current.append(raw)
+                        size += len(data)
+                        continue
+                    elif code in _HEARTBEATS:
+                        continue
+                    else:
+                        current.append(raw)
+                    # Not a worker's after all: everything of it is decoded here.
+                    if self._pending:
+                        yield self._submit()
+                    for held in current:
+                        yield decode(held.data, held.file, held.offset)
+                    current = []
+                    continue
+                if code in _MYSQL_GTIDS or (code == et.MARIADB_GTID and
+                                            not data[HEADER_SIZE + 12] & _NOT_PLAIN):
+                    current = [raw]
+                    size = len(data)
+                    continue
+                if code == et.FORMAT_DESCRIPTION:
+                    self._format_description = (raw.file, raw.offset, data)
+                if self._pending and code not in _HEARTBEATS:
+                    yield self._submit()
+                yield decode(data, raw.file, raw.offset)
+        except SourceError:
+            # Whole transactions read before the source failed are still delivered.
+            if self._pending:
+                yield self._submit()
+            raise
+        if self._pending:
+            yield self._submit()
+        if current:  # the source ended inside a transaction: as without workers
+            for held in current:
+                yield decode(held.data, held.file, held.offset)
+
+    def _close(self, transaction: list[RawEvent], size: int) -> None:
+        self._pending.extend(transaction)
+        self._pending_bytes += size
+
+    def _submit(self) -> SegmentTicket:
+        assert self._format_description is not None, "events before FORMAT_DESCRIPTION"
+        pending = self._pending
+        last = pending[-1]
+        segment = Segment(self._format_description, pending[0].file,
+                          b"".join([r.data for r in pending]),
+                          array.array("q", [r.offset for r in pending]))
+        self._pending = []
+        self._pending_bytes = 0
+        return self.workers.submit(segment, (last.file, last.offset + len(last.data)))
+
+    def _body_end(self, data: bytes) -> int:
+        return len(data) - 4 if self.decoder.checksum_alg == CHECKSUM_CRC32 else len(data)
+
+    def _query_is(self, data: bytes, statement: bytes) -> bool:
+        """Whether a QUERY event's statement is exactly ``statement``."""
+        post = self.decoder.post_header_length(et.QUERY)
+        body = HEADER_SIZE
+        status_len = _U16(data, body + 11)[0] if post >= 13 else 0
+        start = body + post + status_len + data[body + 8] + 1
+        return self._body_end(data) - start == len(statement) and \
+            data.startswith(statement, start)
+
+    def _table_has_names(self, data: bytes) -> bool:
+        """Whether a TABLE_MAP logs everything a worker needs (its columns' names, and no
+        column that may be MariaDB's UUID/INET6/INET4); cached by its bytes but for the
+        table id, as the decoder caches schemas."""
+        post = self.decoder.post_header_length(et.TABLE_MAP)
+        end = self._body_end(data)
+        key = data[HEADER_SIZE + post - 2:end]
+        kept = self.kept_here
+        if kept is not None and kept.version != self._kept_version:
+            self._names_logged.clear()
+            self._kept_version = kept.version
+        known = self._names_logged.get(key)
+        if known is None:
+            try:
+                fde = self.decoder.format_description
+                mariadb = fde is not None and fde.is_mariadb
+                schema = parse_table_map(data[HEADER_SIZE:end], post, mariadb)[2]
+                # MariaDB's UUID/INET columns need the router's schema history.
+                known = schema.names_logged and not (mariadb and may_hold_address(schema)) \
+                    and not (kept is not None and (schema.database, schema.table) in
+                             kept.tracked)
+            except (TableMapFormatError, IndexError, struct.error, ValueError):
+                known = False  # decoded here, where the error names the place
+            if len(self._names_logged) > 4096:
+                self._names_logged.clear()
+            self._names_logged[key] = known
+        return known

@@ -1,0 +1,351 @@
+"""The listener: reads the binlog source and routes its events, in batches, to the actors.
+
+Routing table (the change-stream design): TABLE_MAP events and schema-changing QUERY events
+go to ColumnInfo, in this thread and in binlog order (a TABLE_MAP is resolved there when the
+decoder first meets it; each DDL advances the schema history before the next event is
+read, so no lock or round trip is needed); GTID, QUERY, ROWS_QUERY / ANNOTATE_ROWS, rows events,
+XID, XA_PREPARE and TRANSACTION_PAYLOAD events go to the Transaction actor, which sends
+committed transactions on to the Sink actor.
+
+The listener runs in a thread of its own because reading a source blocks. It sends a batch
+when it holds ``batch_events`` events or ``batch_bytes`` bytes of them at a transaction
+boundary (inside a big transaction at ``batch_bytes``), or whenever the source has nothing
+more to read right now, and waits for a credit before each send (backpressure).
+When a live server goes away it reconnects at the last transaction boundary it read, and
+the Transaction actor drops the half-read transaction, so nothing is delivered twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import pykka
+
+from changestream.actors.messages import EndOfStream, EventBatch, ResetOpenTransaction
+from changestream.decoding import event_types as et
+from changestream.decoding.boundary import BoundaryType, ParserState, TransactionBoundaryParser
+from changestream.decoding.ddl import parse_ddl
+from changestream.decoding.event_decoder import EventDecoder
+from changestream.decoding.events import Event, EventHeader, QueryEvent
+from changestream.delivery.flow import Credits, StoppedError
+from changestream.model.errors import ConnectionLostError, SourceError
+from changestream.parallel.decode_workers import DecodeWorkers, SegmentTicket
+from changestream.parallel.segments import Segmenter
+from changestream.runtime.stats import RouterStats
+from changestream.schema.column_info import ColumnInfo
+from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator
+
+log = logging.getLogger("changestream")
+
+# Event types the Transaction actor needs (TABLE_MAP is not among them: its schema travels
+# inside each rows event).
+TRANSACTION_EVENTS = frozenset({
+    et.GTID, et.ANONYMOUS_GTID, et.GTID_TAGGED, et.MARIADB_GTID, et.QUERY,
+    et.MARIADB_QUERY_COMPRESSED, et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS, et.XID,
+    et.XA_PREPARE, et.TRANSACTION_PAYLOAD, et.FORMAT_DESCRIPTION, et.PREVIOUS_GTIDS,
+    et.MARIADB_GTID_LIST, et.INCIDENT, *et.ROWS_KINDS,
+})
+
+
+# Inside a DML transaction these never change the boundary parser's state (STATEMENT in
+# DML stays DML), so the listener skips the parser for them: most events are these.
+_ROW_STATEMENTS = frozenset({et.TABLE_MAP, et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS,
+                             *et.ROWS_KINDS})
+
+
+class Source(Protocol):
+    """What the listener reads: decoded events, ``None`` when nothing is available now."""
+
+    decoder: EventDecoder | None
+
+    def stream(self) -> Iterator[Event | None]: ...
+
+    def stop(self) -> None: ...
+
+
+SourceFactory = Callable[[tuple[str, int] | None, EventDecoder], Source]
+"""``(resume at file/pos or None for the configured start, decoder) -> source``."""
+
+
+class Listener:
+    """Reads a source in a thread and routes its events (see the module docstring)."""
+
+    def __init__(self, open_source: SourceFactory, column_info: ColumnInfo,
+                 transaction: pykka.ActorRef[Any], credits: Credits, stats: RouterStats,
+                 stopping: threading.Event, on_error: Callable[[BaseException], None], *,
+                 batch_events: int = 2_000, batch_bytes: int = 1 << 20,
+                 reconnect_seconds: float = 300.0,
+                 live: bool = True, workers: DecodeWorkers | None = None,
+                 table_filter: Callable[[str, str], bool] | None = None,
+                 snapshot: SnapshotCoordinator | None = None,
+                 done_when_idle: Callable[[], bool] | None = None):
+        self.open_source = open_source
+        self.column_info = column_info
+        self.transaction = transaction
+        self.credits = credits
+        self.stats = stats
+        self.stopping = stopping
+        self.on_error = on_error
+        self.batch_events = batch_events
+        self.batch_bytes = batch_bytes
+        self.reconnect_seconds = reconnect_seconds
+        self.live = live
+        self.workers = workers
+        self.table_filter = table_filter  # tables whose rows are decoded (None: all)
+        # A snapshot's chunks go into the stream where it has read to the end of their window.
+        self.snapshot = snapshot
+        # Following a server only until this says so when nothing more is to read now (a
+        # snapshot under ``until caught-up``).
+        self.done_when_idle = done_when_idle
+        self.boundary: tuple[str, int] | None = None
+        # Whether the stream's position is known before its first transaction boundary
+        # (a start by GTID alone is not): only then can a chunk go in before one.
+        self.start_known = True
+        self._ever_connected = False
+        self._source: Source | None = None
+        self._thread = threading.Thread(target=self._run, name="changestream-listener",
+                                        daemon=True)
+        self._paused = threading.Event()
+        self._paused.set()  # set = running
+        self._hold = threading.Event()  # set: stop at the next boundary (a snapshot asks)
+        self._holding = threading.Event()  # set while stopped at a transaction boundary
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def stop(self) -> None:
+        self._paused.set()
+        source = self._source
+        if source is not None:
+            source.stop()
+
+    def wake(self) -> None:
+        """Have a read that waits for events report itself idle now (the listener then
+        looks at what the router has for the stream: a snapshot chunk, or its end)."""
+        source = self._source
+        inner = getattr(source, "source", source)
+        wake = getattr(inner, "wake", None)
+        if callable(wake):
+            wake()
+
+    def pause(self) -> None:
+        self._paused.clear()
+
+    def resume(self) -> None:
+        self._paused.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._paused.is_set()
+
+    def _run(self) -> None:
+        reason = "end of source"
+        try:
+            self._read_with_reconnects()
+        except StoppedError:
+            reason = "stopped"
+        except Exception as exc:
+            reason = "error"
+            self.on_error(exc)
+        finally:
+            self.stats.connected = False
+            with contextlib.suppress(pykka.ActorDeadError):
+                self.transaction.tell(EndOfStream(reason))
+
+    def _read_with_reconnects(self) -> None:
+        lost_since: float | None = None
+        delay = 0.5
+        while not self.stopping.is_set():
+            decoder = EventDecoder(schema_resolver=self.column_info.resolve,
+                                   table_filter=self.table_filter)
+            resume = self.boundary if lost_since is not None else None
+            try:
+                self._source = self.open_source(resume, decoder)
+                self._read(self._source)
+                return
+            except ConnectionLostError as exc:
+                # Only a connection that worked is worth waiting for: a server that cannot
+                # be reached at the start is a configuration problem to report at once.
+                if self.stopping.is_set() or not self.live or not self._ever_connected:
+                    raise
+                now = time.monotonic()
+                lost_since = lost_since or now
+                if now - lost_since > self.reconnect_seconds:
+                    raise SourceError(f"{exc}; gave up reconnecting after "
+                                      f"{self.reconnect_seconds:.0f}s") from None
+                log.warning("%s; reconnecting in %.1fs at %s", exc, delay,
+                            f"{self.boundary[0]}:{self.boundary[1]}" if self.boundary
+                            else "the start")
+                with self.stats.lock:
+                    self.stats.reconnects += 1
+                self.stats.connected = False
+                self.stopping.wait(delay)
+                delay = min(delay * 2, 10.0)
+            finally:
+                self._source = None
+
+    def _read(self, source: Source) -> None:
+        parser = TransactionBoundaryParser()
+        batch: list[Event | SegmentTicket | ChunkOffer] = []
+        at_boundary = 0  # how much of ``batch`` ends at a transaction boundary
+        batch_bytes = 0
+        decoder = source.decoder
+        stats = self.stats
+        wanted = TRANSACTION_EVENTS
+        inside = False
+        h: EventHeader | None = None  # the last event read
+        events: Iterator[Event | SegmentTicket | None] = source.stream()
+        if self.workers is not None and decoder is not None:
+            events = Segmenter(decoder, self.workers, kept_here=self.snapshot).events(
+                source)  # type: ignore[arg-type]
+        snapshot = self.snapshot
+        try:
+            for event in events:
+                if not stats.connected:
+                    stats.connected = self._ever_connected = True
+                if type(event) is SegmentTicket:
+                    # Sent at once: the next hand-over to this ticket's worker may wait for
+                    # its result, which the Transaction actor takes when it gets the ticket.
+                    batch.append(event)
+                    stats.worker_segments += 1
+                    stats.events_read += event.events - 1  # the batch counts it as one
+                    self.boundary = event.end
+                    self._send(batch, None)
+                    stats.read_file, stats.read_pos = event.end
+                    stats.caught_up = False
+                    if event.timestamp:
+                        stats.last_event_ts = event.timestamp
+                    h = None  # read up to the ticket's end, past the last event decoded here
+                    batch, at_boundary, batch_bytes = [], 0, 0
+                    self._wait_if_paused()
+                    continue
+                if event is None:
+                    if batch:
+                        self._send(batch, h)
+                        batch, at_boundary, batch_bytes = [], 0, 0
+                    elif h is not None:
+                        self._note_read(h)
+                    stats.caught_up = True
+                    if snapshot is not None and not inside and self._placeable():
+                        offer = snapshot.due(stats.read_file, stats.read_pos)
+                        if offer is not None:
+                            self._send([offer], None)
+                    if self.done_when_idle is not None and not inside and \
+                            self.done_when_idle():
+                        return
+                    self._wait_if_paused()
+                    continue
+                h = event.header
+                code = h.type_code
+                if code in _ROW_STATEMENTS and parser.state is ParserState.DML:
+                    boundary = BoundaryType.STATEMENT  # what feed() would say, cheaper
+                else:
+                    boundary = parser.feed(event)
+                    if code == et.ROTATE and h.artificial:  # where the server sends from
+                        stats.read_file = event.next_file  # type: ignore[attr-defined]
+                        stats.read_pos = event.position  # type: ignore[attr-defined]
+                if code == et.QUERY and boundary is BoundaryType.STATEMENT:
+                    self._schema_change(event, decoder)  # type: ignore[arg-type]
+                if code in wanted:
+                    batch.append(event)
+                    batch_bytes += h.size
+                inside = parser.inside_transaction
+                if not inside and boundary is not BoundaryType.IGNORE and \
+                        boundary is not BoundaryType.GTID:
+                    self.boundary = (h.file or "", h.end)
+                    if snapshot is not None and snapshot.offer is not None:
+                        offer = snapshot.due(h.file, h.end)
+                        if offer is not None:
+                            batch.append(offer)
+                    at_boundary = len(batch)
+                    if len(batch) >= self.batch_events or batch_bytes >= self.batch_bytes:
+                        self._send(batch, h)
+                        batch, at_boundary, batch_bytes = [], 0, 0
+                        self._wait_if_paused()
+                elif batch_bytes >= self.batch_bytes:
+                    # Inside a big transaction: pass it on in pieces (the Transaction actor
+                    # spills it) rather than hold all its decoded rows here.
+                    self._send(batch, h)
+                    batch, at_boundary, batch_bytes = [], 0, 0
+        except SourceError:
+            if batch[:at_boundary]:
+                self._send(batch[:at_boundary], None)
+            if inside or at_boundary < len(batch):
+                self.transaction.tell(ResetOpenTransaction())
+            raise
+        if batch:
+            self._send(batch, h)
+
+    def _schema_change(self, event: QueryEvent, decoder: EventDecoder | None) -> None:
+        ddl = parse_ddl(event.query, event.database)
+        if ddl is None:
+            return
+        self.column_info.apply_ddl(ddl, event)
+        if decoder is not None:
+            decoder.forget_table_maps()
+
+    def _note_read(self, h: EventHeader) -> None:
+        """Where reading has got to (for status): updated per batch, not per event. Not
+        from what a server sends when a connection starts (its fake ROTATE, the binlog's
+        FORMAT_DESCRIPTION again): those are not where reading has got to."""
+        stats = self.stats
+        stats.caught_up = False
+        if h.artificial or (h.log_pos == 0 and h.type_code == et.FORMAT_DESCRIPTION):
+            return
+        if h.timestamp and h.type_code != et.HEARTBEAT:
+            stats.last_event_ts = h.timestamp
+        stats.read_file, stats.read_pos = h.file, h.end
+
+    def _send(self, batch: list[Event | SegmentTicket | ChunkOffer],
+              last: EventHeader | None) -> None:
+        if last is not None:
+            self._note_read(last)
+        self.credits.take()
+        self.stats.events_read += len(batch)
+        self.transaction.tell(EventBatch(batch))
+
+    def hold(self, timeout: float = 60.0) -> tuple[str, int] | None:
+        """Pause at the next transaction boundary and wait until it is reached: where the
+        stream stands (the snapshot of a table without a key goes in there)."""
+        self._hold.set()
+        self.wake()
+        if not self._holding.wait(timeout):
+            self._hold.clear()
+            return None
+        return self._stands()
+
+    def release(self) -> None:
+        """Read on after :meth:`hold` (a pause asked for through the router stays)."""
+        self._hold.clear()
+
+    def _placeable(self) -> bool:
+        return self.boundary is not None or self.start_known
+
+    def _stands(self) -> tuple[str, int]:
+        """The last transaction boundary read (where reading began, before any)."""
+        return self.boundary or (self.stats.read_file or "", self.stats.read_pos or 0)
+
+    def _wait_if_paused(self) -> None:
+        if not self._paused.is_set() or self._hold.is_set():
+            self._holding.set()
+            try:
+                while not self._paused.wait(0.05) or self._hold.is_set():
+                    if self.stopping.is_set():
+                        raise StoppedError
+                    snapshot = self.snapshot
+                    if snapshot is not None and self._placeable():
+                        offer = snapshot.due(*self._stands())
+                        if offer is not None:
+                            self._send([offer], None)
+            finally:
+                self._holding.clear()
+        if self.stopping.is_set():
+            raise StoppedError

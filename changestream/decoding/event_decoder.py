@@ -1,11 +1,16 @@
 """From the bytes of one event to a decoded ``Event``: the single decoding path that the file
-source and the live source share."""
+source and the live source share.
+
+:class:`EventDecoder` frames each event (header, checksum), dispatches its body by type and
+keeps the state decoding needs between events (format description, table maps, row
+decoders). The stateless body decoders are in :mod:`.control_events`,
+:mod:`.statement_events`, :mod:`.gtid_events`, :mod:`.gtid_tagged` and :mod:`.compression`;
+the header layout and checksum algorithms in :mod:`.event_framing`.
+"""
 
 from __future__ import annotations
 
-import re
 import struct
-import uuid
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
@@ -13,38 +18,34 @@ from typing import Any
 
 import zstandard
 
+from changestream.decoding import control_events as ce
 from changestream.decoding import event_types as et
 from changestream.decoding import field_types as ft
+from changestream.decoding import gtid_events as ge
+from changestream.decoding import statement_events as se
 from changestream.decoding.charsets import UnknownCollationError
+from changestream.decoding.compression import (
+    decode_transaction_payload,
+    mariadb_uncompress,
+    uncompress_rows,
+)
+from changestream.decoding.event_framing import (
+    CHECKSUM_CRC32,
+    CHECKSUM_OFF,
+    DEFAULT_POST_HEADER,
+    HEADER,
+    HEADER_SIZE,
+    server_has_checksums,
+)
 from changestream.decoding.events import (
-    FL_COMPLETED_XA,
-    FL_GROUP_COMMIT_ID,
-    FL_PREPARED_XA,
-    BinlogCheckpointEvent,
     Event,
     EventHeader,
     FormatDescriptionEvent,
-    GtidEvent,
-    HeartbeatEvent,
-    IncidentEvent,
-    MariadbGtidEvent,
-    MariadbGtidListEvent,
-    PreviousGtidsEvent,
-    QueryEvent,
-    RotateEvent,
     RowsEvent,
-    RowsQueryEvent,
     TableMapEvent,
-    TransactionPayloadEvent,
     UnknownEvent,
-    UserVarEvent,
-    XaId,
-    XaPrepareEvent,
-    XidEvent,
 )
-from changestream.decoding.gtid_tagged import decode_gtid_tagged, decode_previous_gtids
-from changestream.decoding.packed import read_packed_int
-from changestream.decoding.query_status import query_charset
+from changestream.decoding.gtid_tagged import decode_gtid_tagged
 from changestream.decoding.row_values import UnsupportedColumnType, value_reader
 from changestream.decoding.rows import RowImageDecoder, RowsFormatError
 from changestream.decoding.table_map import TableMapFormatError, parse_table_map
@@ -56,35 +57,24 @@ from changestream.model.errors import (
     UnsupportedBinlogError,
 )
 
-HEADER = struct.Struct("<IBIIIH")
+__all__ = [
+    "CHECKSUM_CRC32",
+    "CHECKSUM_OFF",
+    "HEADER",
+    "HEADER_SIZE",
+    "EventDecoder",
+    "SchemaResolver",
+    "mariadb_uncompress",
+    "server_has_checksums",
+]
+
 _HEADER = HEADER.unpack_from
 _crc32 = zlib.crc32
-HEADER_SIZE = 19
-CHECKSUM_OFF = 0
-CHECKSUM_CRC32 = 1
 _U16 = struct.Struct("<H").unpack_from
 _U32 = struct.Struct("<I").unpack_from
-_U64 = struct.Struct("<Q").unpack_from
-_I64 = struct.Struct("<q").unpack_from
-
-# Post-header lengths assumed until a FORMAT_DESCRIPTION event says otherwise (MySQL 5.0+).
-_DEFAULT_POST_HEADER = {et.QUERY: 13, et.ROTATE: 8, et.TABLE_MAP: 8, et.WRITE_ROWS_V1: 8,
-                        et.UPDATE_ROWS_V1: 8, et.DELETE_ROWS_V1: 8, et.WRITE_ROWS: 10,
-                        et.UPDATE_ROWS: 10, et.DELETE_ROWS: 10, et.PARTIAL_UPDATE_ROWS: 10}
 
 # A schema resolver lets the ColumnInfo layer add what the TABLE_MAP did not log.
 SchemaResolver = Callable[[TableSchema, EventHeader], TableSchema]
-
-
-def _version_tuple(version: str) -> tuple[int, int, int]:
-    m = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else (0, 0, 0)
-
-
-def server_has_checksums(version: str) -> bool:
-    """Whether a server of this version writes the checksum algorithm into its FDE."""
-    split = (5, 3, 0) if "mariadb" in version.lower() else (5, 6, 1)
-    return _version_tuple(version) >= split
 
 
 class EventDecoder:
@@ -117,46 +107,46 @@ class EventDecoder:
         self._row_decoders: dict[int, list[Any]] = {}
         self._decoders: OrderedDict[bytes, list[Any]] = OrderedDict()
         self._table_cache_size = table_cache_size
-        self._post_header = dict(_DEFAULT_POST_HEADER)
+        self._post_header = dict(DEFAULT_POST_HEADER)
         self._zstd = zstandard.ZstdDecompressor()
         self._dispatch: dict[int, Callable[[EventHeader, bytes], Event]] = {
             et.FORMAT_DESCRIPTION: self._format_description,
             et.ROTATE: self._rotate,
             et.QUERY: self._query,
             et.MARIADB_QUERY_COMPRESSED: self._query,
-            et.XID: self._xid,
-            et.XA_PREPARE: self._xa_prepare,
-            et.GTID: self._gtid,
-            et.ANONYMOUS_GTID: self._gtid,
-            et.GTID_TAGGED: self._gtid_tagged,
-            et.PREVIOUS_GTIDS: self._previous_gtids,
+            et.XID: se.decode_xid,
+            et.XA_PREPARE: se.decode_xa_prepare,
+            et.GTID: ge.decode_gtid,
+            et.ANONYMOUS_GTID: ge.decode_gtid,
+            et.GTID_TAGGED: decode_gtid_tagged,
+            et.PREVIOUS_GTIDS: ge.decode_previous_gtids_event,
             et.TABLE_MAP: self._table_map,
-            et.ROWS_QUERY: self._rows_query,
-            et.MARIADB_ANNOTATE_ROWS: self._annotate_rows,
-            et.MARIADB_GTID: self._mariadb_gtid,
-            et.MARIADB_GTID_LIST: self._mariadb_gtid_list,
-            et.MARIADB_BINLOG_CHECKPOINT: self._binlog_checkpoint,
+            et.ROWS_QUERY: se.decode_rows_query,
+            et.MARIADB_ANNOTATE_ROWS: se.decode_annotate_rows,
+            et.MARIADB_GTID: ge.decode_mariadb_gtid,
+            et.MARIADB_GTID_LIST: ge.decode_mariadb_gtid_list,
+            et.MARIADB_BINLOG_CHECKPOINT: ce.decode_binlog_checkpoint,
             et.TRANSACTION_PAYLOAD: self._transaction_payload,
-            et.INCIDENT: self._incident,
-            et.HEARTBEAT: self._heartbeat,
-            et.HEARTBEAT_V2: self._plain,
-            et.USER_VAR: self._user_var,
-            et.MARIADB_START_ENCRYPTION: self._start_encryption,
-            et.START_V3: self._start_v3,
+            et.INCIDENT: ce.decode_incident,
+            et.HEARTBEAT: ce.decode_heartbeat,
+            et.HEARTBEAT_V2: ce.decode_plain,
+            et.USER_VAR: se.decode_user_var,
+            et.MARIADB_START_ENCRYPTION: ce.refuse_start_encryption,
+            et.START_V3: ce.refuse_start_v3,
         }
         for code in et.ROWS_KINDS:
             self._dispatch[code] = self._rows
         # Types whose bodies nobody reads here (checksums are still verified).
         for code in skipped_types:
-            self._dispatch[code] = self._plain
+            self._dispatch[code] = ce.decode_plain
         for code in (et.STOP, et.INTVAR, et.RAND, et.TRANSACTION_CONTEXT, et.VIEW_CHANGE,
                      et.BEGIN_LOAD_QUERY, et.EXECUTE_LOAD_QUERY, et.APPEND_BLOCK, et.DELETE_FILE,
                      et.IGNORABLE, et.SLAVE):
-            self._dispatch[code] = self._plain
+            self._dispatch[code] = ce.decode_plain
 
     def post_header_length(self, type_code: int) -> int:
         """The post-header length of ``type_code`` events, as the FORMAT_DESCRIPTION says."""
-        return self._post_header.get(type_code, _DEFAULT_POST_HEADER.get(type_code, 0))
+        return self._post_header.get(type_code, DEFAULT_POST_HEADER.get(type_code, 0))
 
     def forget_table_maps(self) -> None:
         """Drop the cached TABLE_MAP schemas (after DDL: the same TABLE_MAP bytes may now
@@ -239,7 +229,7 @@ class EventDecoder:
         create_ts = _U32(body, 52)[0]
         header_length = body[56]
         post = bytes(body[57:])
-        self._post_header = dict(_DEFAULT_POST_HEADER)
+        self._post_header = dict(DEFAULT_POST_HEADER)
         for i, n in enumerate(post):
             self._post_header[i + 1] = n
         event = FormatDescriptionEvent(h, binlog_version, server_version, create_ts,
@@ -250,147 +240,15 @@ class EventDecoder:
         self._row_decoders.clear()
         return event
 
-    def _start_v3(self, h: EventHeader, body: bytes) -> Event:
-        version = bytes(body[2:52]).split(b"\0", 1)[0].decode("ascii", "replace")
-        raise UnsupportedBinlogError(
-            f"binlog format v3 (START_EVENT_V3, server {version}) is not supported; "
-            "changestream reads binlog v4 (MySQL 5.0 and later, MariaDB)", h.file, h.offset)
-
-    def _start_encryption(self, h: EventHeader, body: bytes) -> Event:
-        raise UnsupportedBinlogError(
-            "encrypted binlog (START_ENCRYPTION event): the events after it cannot be read "
-            "without the server's key; read it live from the server instead", h.file, h.offset)
-
     def _rotate(self, h: EventHeader, body: bytes) -> Event:
-        post = self._post_header.get(et.ROTATE, 8)
-        position = _U64(body, 0)[0] if post >= 8 else 4
-        return RotateEvent(h, position, bytes(body[post:]).decode("utf-8", "replace"))
+        return ce.decode_rotate(h, body, self._post_header.get(et.ROTATE, 8))
 
-    def _plain(self, h: EventHeader, body: bytes) -> Event:
-        return Event(h)
-
-    def _heartbeat(self, h: EventHeader, body: bytes) -> Event:
-        return HeartbeatEvent(h, bytes(body).decode("utf-8", "replace"))
-
-    def _incident(self, h: EventHeader, body: bytes) -> Event:
-        incident = _U16(body, 0)[0]
-        n = body[2] if len(body) > 2 else 0
-        return IncidentEvent(h, incident, bytes(body[3:3 + n]).decode("utf-8", "replace"))
-
-    def _user_var(self, h: EventHeader, body: bytes) -> Event:
-        n = _U32(body, 0)[0]
-        name = bytes(body[4:4 + n]).decode("utf-8", "replace")
-        return UserVarEvent(h, name, bool(body[4 + n]))
-
-    # -- statements and transaction ends ----------------------------------------------------
+    # -- statements ---------------------------------------------------------------------------
 
     def _query(self, h: EventHeader, body: bytes) -> Event:
-        post = self._post_header.get(et.QUERY, 13)
-        thread_id, exec_time = _U32(body, 0)[0], _U32(body, 4)[0]
-        db_len = body[8]
-        error_code = _U16(body, 9)[0]
-        status_len = _U16(body, 11)[0] if post >= 13 else 0
-        status = body[post:post + status_len]
-        pos = post + status_len
-        database = bytes(body[pos:pos + db_len]).decode("utf-8", "replace")
-        pos += db_len + 1
-        raw = bytes(body[pos:])
-        compressed = h.type_code == et.MARIADB_QUERY_COMPRESSED
-        if compressed:
-            raw = mariadb_uncompress(raw)
-        charset = query_charset(status)
-        return QueryEvent(h, thread_id, exec_time, error_code, database,
-                          raw.decode("utf-8", "replace"), charset, compressed, raw,
-                          bytes(status))
-
-    def _xid(self, h: EventHeader, body: bytes) -> Event:
-        return XidEvent(h, _U64(body, 0)[0])
-
-    def _xa_prepare(self, h: EventHeader, body: bytes) -> Event:
-        one_phase = bool(body[0])
-        format_id = struct.unpack_from("<i", body, 1)[0]
-        gl, bl = _U32(body, 5)[0], _U32(body, 9)[0]
-        data = bytes(body[13:13 + gl + bl])
-        return XaPrepareEvent(h, one_phase, XaId(format_id, data[:gl], data[gl:]))
-
-    # -- GTIDs --------------------------------------------------------------------------------
-
-    def _gtid(self, h: EventHeader, body: bytes) -> Event:
-        commit_flag = body[0]
-        sid = uuid.UUID(bytes=bytes(body[1:17]))
-        gno = _I64(body, 17)[0]
-        event = GtidEvent(h, h.type_code == et.ANONYMOUS_GTID, commit_flag, sid, gno)
-        pos, end = 25, len(body)
-        if pos < end and body[pos] == 2:  # logical clock timestamps (5.7+)
-            event.last_committed = _I64(body, 26)[0]
-            event.sequence_number = _I64(body, 34)[0]
-            pos = 42
-        if pos + 7 <= end:  # commit timestamps (8.0.1+)
-            ts = int.from_bytes(body[pos:pos + 7], "little")
-            pos += 7
-            event.immediate_commit_ts = ts & ~(1 << 55)
-            if ts & (1 << 55):
-                event.original_commit_ts = int.from_bytes(body[pos:pos + 7], "little")
-                pos += 7
-            else:
-                event.original_commit_ts = event.immediate_commit_ts
-            if pos < end:
-                event.transaction_length, pos = read_packed_int(body, pos)
-            if pos + 4 <= end:
-                v = _U32(body, pos)[0]
-                pos += 4
-                event.immediate_server_version = v & 0x7FFFFFFF
-                if v & 0x80000000:
-                    event.original_server_version = _U32(body, pos)[0]
-                    pos += 4
-                else:
-                    event.original_server_version = event.immediate_server_version
-        return event
-
-    def _gtid_tagged(self, h: EventHeader, body: bytes) -> Event:
-        return decode_gtid_tagged(h, body)
-
-    def _previous_gtids(self, h: EventHeader, body: bytes) -> Event:
-        return PreviousGtidsEvent(h, decode_previous_gtids(body))
-
-    def _mariadb_gtid(self, h: EventHeader, body: bytes) -> Event:
-        seq_no = _U64(body, 0)[0]
-        domain_id = _U32(body, 8)[0]
-        flags2 = body[12]
-        event = MariadbGtidEvent(h, domain_id, seq_no, flags2)
-        pos = 13  # without a commit id, 6 zero bytes pad the fixed part to 19 bytes
-        if flags2 & FL_GROUP_COMMIT_ID:
-            event.commit_id = _U64(body, 13)[0]
-            pos = 21
-        if flags2 & (FL_PREPARED_XA | FL_COMPLETED_XA):
-            format_id = struct.unpack_from("<i", body, pos)[0]
-            gl, bl = body[pos + 4], body[pos + 5]
-            data = bytes(body[pos + 6:pos + 6 + gl + bl])
-            event.xid = XaId(format_id, data[:gl], data[gl:])
-            pos += 6 + gl + bl
-        if pos < len(body):
-            event.flags_extra = body[pos]
-        return event
-
-    def _mariadb_gtid_list(self, h: EventHeader, body: bytes) -> Event:
-        count = _U32(body, 0)[0] & 0x0FFFFFFF
-        gtids = [
-            (_U32(body, 4 + 16 * i)[0], _U32(body, 8 + 16 * i)[0], _U64(body, 12 + 16 * i)[0])
-            for i in range(count)
-        ]
-        return MariadbGtidListEvent(h, gtids)
-
-    def _binlog_checkpoint(self, h: EventHeader, body: bytes) -> Event:
-        n = _U32(body, 0)[0]
-        return BinlogCheckpointEvent(h, bytes(body[4:4 + n]).decode("utf-8", "replace"))
+        return se.decode_query(h, body, self._post_header.get(et.QUERY, 13))
 
     # -- tables and rows ----------------------------------------------------------------------
-
-    def _rows_query(self, h: EventHeader, body: bytes) -> Event:
-        return RowsQueryEvent(h, bytes(body[1:]).decode("utf-8", "replace"))
-
-    def _annotate_rows(self, h: EventHeader, body: bytes) -> Event:
-        return RowsQueryEvent(h, bytes(body).decode("utf-8", "replace"))
 
     def _table_map(self, h: EventHeader, body: bytes) -> Event:
         try:
@@ -475,7 +333,7 @@ class EventDecoder:
                                          h.file, h.offset) from None
         assert decoder is not None
         if compressed:
-            body = _uncompress_rows(body, pos, kind)
+            body = uncompress_rows(body, pos, kind)
         try:
             decoded = decoder.decode_body(body, pos, kind, h.type_code == et.PARTIAL_UPDATE_ROWS)
         except RowsFormatError as exc:
@@ -488,68 +346,7 @@ class EventDecoder:
     # -- compression --------------------------------------------------------------------------
 
     def _transaction_payload(self, h: EventHeader, body: bytes) -> Event:
-        pos, end = 0, len(body)
-        fields: dict[int, int] = {}
-        while pos < end:
-            kind, pos = read_packed_int(body, pos)
-            if kind == 0:
-                break
-            length, pos = read_packed_int(body, pos)
-            fields[kind], _ = read_packed_int(body, pos)
-            pos += length
-        compression = {0: "zstd", 255: "none"}.get(fields.get(2, 0))
-        if compression is None:
-            raise UnsupportedBinlogError(
-                f"TRANSACTION_PAYLOAD compressed with unknown algorithm {fields.get(2)}",
-                h.file, h.offset)
-        payload = bytes(body[pos:])
-        size = fields.get(3, 0)
-        if compression == "zstd":
-            data = self._zstd.decompressobj().decompress(payload)
-        else:
-            data = payload
-        if size and len(data) != size:
-            raise BinlogError(f"TRANSACTION_PAYLOAD unpacked to {len(data)} bytes, its header "
-                              f"says {size}", h.file, h.offset)
-        event = TransactionPayloadEvent(h, compression, fields.get(1, len(payload)), len(data))
-        inner_pos, index = 0, 0
-        while inner_pos < len(data):
-            if inner_pos + HEADER_SIZE > len(data):
-                raise TruncatedBinlogError("TRANSACTION_PAYLOAD ends inside an inner event "
-                                           "header", h.file, h.offset)
-            inner_size = _U32(data, inner_pos + 9)[0]
-            if inner_size < HEADER_SIZE or inner_pos + inner_size > len(data):
-                raise TruncatedBinlogError(
-                    f"TRANSACTION_PAYLOAD inner event {index} claims {inner_size} bytes, "
-                    f"{len(data) - inner_pos} left", h.file, h.offset)
-            event.events.append(self.decode(data[inner_pos:inner_pos + inner_size], h.file,
-                                            h.offset, index))
-            inner_pos += inner_size
-            index += 1
-        return event
-
-
-def mariadb_uncompress(data: bytes) -> bytes:
-    """Unpack a MariaDB compressed field: a header byte ``0x80 | algorithm << 4 | n``, ``n``
-    big-endian bytes of the unpacked length, then zlib data."""
-    head = data[0]
-    if head & 0xE0 != 0x80:
-        raise ValueError(f"bad MariaDB compression header byte 0x{head:02x}")
-    if head & 0x70:
-        raise ValueError(f"unknown MariaDB compression algorithm {(head >> 4) & 7}")
-    n = head & 0x07
-    size = int.from_bytes(data[1:1 + n], "big")
-    out = zlib.decompress(data[1 + n:])
-    if len(out) != size:
-        raise ValueError(f"compressed field unpacked to {len(out)} bytes, header says {size}")
-    return out
-
-
-def _uncompress_rows(body: bytes, pos: int, kind: str) -> bytes:
-    """A MariaDB compressed rows body with its rows part (after the bitmaps) unpacked."""
-    ncols, p = read_packed_int(body, pos)
-    p += ((ncols + 7) >> 3) * (2 if kind == "update" else 1)
-    return bytes(body[:p]) + mariadb_uncompress(body[p:])
+        return decode_transaction_payload(h, body, self._zstd, self.decode)
 
 
 def _column_of(schema: TableSchema) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from changestream.decoding import field_types as ft
-from changestream.decoding.json_binary import JsonDiff, apply_json_diffs, decode_json_diffs
+from changestream.decoding.json_diff import JsonDiff, apply_json_diffs, decode_json_diffs
 from changestream.decoding.packed import read_packed_int
 from changestream.decoding.row_compiler import ImageReader, RowsReader, compile_readers
 from changestream.decoding.row_values import ValueReader, value_reader

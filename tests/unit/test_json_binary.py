@@ -27,12 +27,11 @@ from typing import Any
 
 import pytest
 
-from changestream.decoding.json_binary import (
-    JsonBinaryError,
+from changestream.decoding.json_binary import JsonBinaryError, decode_json
+from changestream.decoding.json_diff import (
     JsonDiff,
     JsonDiffError,
     apply_json_diffs,
-    decode_json,
     decode_json_diffs,
 )
 from changestream.decoding.packed import read_packed_int

@@ -104,7 +104,7 @@ class TransactionActor(pykka.ThreadingActor):
         def position_after(progress: SnapshotProgress) -> Position:
             # Also when finished: its chunk count orders positions at one binlog offset
             # (see Position.order).
-            assembler.snapshot = progress.as_dict()
+            assembler.resume.snapshot = progress.as_dict()
             return assembler.position()
 
         if offer.read_until is not None and offer.plan is not None:

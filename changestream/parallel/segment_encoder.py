@@ -40,8 +40,8 @@ from changestream.delivery.records import (
     shared_sql,
 )
 from changestream.delivery.temporal_text import ColumnFormats, FormatCache
-from changestream.transactions.assembler import utc_time
 from changestream.transactions.filters import ChangeFilter
+from changestream.transactions.groups import transaction_id, utc_time
 from changestream.transactions.row_shapes import ShapeCache
 
 _U32 = struct.Struct("<I").unpack_from
@@ -210,7 +210,7 @@ class SegmentEncoder:
                     commit = commit_ts or utc_time(_U32(data, at)[0])
                     if commit is not last_commit:  # a busy second's commits share it
                         last_commit, commit_text = commit, commit_time_text(commit)
-                    tid = gtid or f"{server_id}-{name}-{start}"
+                    tid = transaction_id(gtid, server_id, name, start)
                     _encode_changes(lines, changes, tid, gtid, xid, commit_text, name, stamp)
                     done.append(EncodedTransaction(len(changes), gtid, commit, offset + size))
                     changes = []

@@ -115,7 +115,7 @@ class ControlServer:
 
             def _snapshot(self) -> None:
                 from changestream.model.errors import ConfigError
-                from changestream.runtime.router import SnapshotBusyError
+                from changestream.runtime.router_snapshots import SnapshotBusyError
 
                 length = int(self.headers.get("Content-Length") or 0)
                 try:

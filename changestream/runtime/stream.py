@@ -77,8 +77,7 @@ class TransactionStream:
                          name="changestream-stream-end").start()
 
     def _signal_end(self) -> None:
-        assert self.router._thread is not None
-        self.router._thread.join()
+        self.router.join()
         while not self._closing.is_set():
             try:
                 self._sink.items.put(_END, timeout=0.2)
@@ -107,7 +106,7 @@ class TransactionStream:
             return item  # type: ignore[no-any-return]
 
     def _raise_error(self) -> None:
-        error = self.router._error
+        error = self.router.error
         if error is not None and not isinstance(error, SinkStoppedError):
             raise error
 
@@ -123,8 +122,8 @@ class TransactionStream:
         """Stop the router: what was handed out but not acknowledged comes again next time."""
         self.router.stop()
         self._closing.set()
-        if self._started and self.router._thread is not None:
-            self.router._thread.join(30)
+        if self._started:
+            self.router.join(30)
 
     def __enter__(self) -> TransactionStream:
         return self

@@ -96,7 +96,7 @@ class _Saved:
         else:
             from changestream.cli.run import config_from_args
             from changestream.delivery.plugins import make_sink
-            from changestream.runtime.router import _sink_options
+            from changestream.runtime.settings import sink_options
 
             # show's --format is its output's, not the sink's record format
             config = config_from_args(argparse.Namespace(
@@ -105,7 +105,7 @@ class _Saved:
                 raise ConfigError("say where the history is: --position-file FILE, or --sink "
                                   "with the sink that keeps it")
             self.store = None
-            self.sink = make_sink(config.sink.spec, **_sink_options(config))
+            self.sink = make_sink(config.sink.spec, **sink_options(config))
             position = self.sink.open()
             offered = getattr(self.sink, "history_storage", None)
             storage = offered() if callable(offered) else None

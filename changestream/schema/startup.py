@@ -37,7 +37,7 @@ from changestream.decoding.events import QueryEvent
 from changestream.decoding.query_status import parse_query_status
 from changestream.devserver import ServerNotAvailableError, ServerStartError
 from changestream.model.changes import Position, binlog_order
-from changestream.model.errors import ConfigError, SourceError
+from changestream.model.errors import ConfigError
 from changestream.schema.definition import TableKey
 from changestream.schema.history import SchemaHistory, SchemaState
 from changestream.schema.shadow import (
@@ -49,6 +49,7 @@ from changestream.schema.shadow import (
 )
 from changestream.schema.store import HistoryStorage
 from changestream.schema.tracker import REPLAYED, SchemaTracker
+from changestream.sources.binlog_head import binlog_head
 from changestream.sources.files import FileSource
 from changestream.sources.live import LiveSource, StartPosition
 
@@ -263,14 +264,7 @@ def _copy_catalog(conn: pymysql.Connection[Any], shadow: ShadowServer,
 
 def _head(conn: pymysql.Connection[Any]) -> tuple[str, int]:
     with conn.cursor() as cur:
-        try:
-            cur.execute("SHOW BINARY LOG STATUS")
-        except pymysql.MySQLError:
-            cur.execute("SHOW MASTER STATUS")
-        row = cur.fetchone()
-    if row is None:
-        raise SourceError("the server reports no binlog position: is log_bin on?")
-    return str(row[0]), int(row[1])
+        return binlog_head(cur)
 
 
 def _touched(scan: QueryScan, start: StartPosition,

@@ -33,6 +33,7 @@ from changestream.snapshot import result_set
 from changestream.snapshot.chunks import ChunkQuery
 from changestream.snapshot.row_readers import ValuesReader, encoded_reader, values_reader
 from changestream.snapshot.values import converter, row_converter
+from changestream.sources.binlog_head import binlog_head
 
 # Encoders only: the values read stay the server's text and bytes.
 _NO_SUCH_TABLE = 1146
@@ -155,15 +156,8 @@ class ChunkReader:
     def head(self) -> tuple[str, int]:
         """The binlog's end now."""
         with self.conn.cursor() as cur:
-            try:
-                cur.execute("SHOW BINARY LOG STATUS")
-            except pymysql.MySQLError:
-                cur.execute("SHOW MASTER STATUS")
-            row = cur.fetchone()
-        # No commit: the statement read no table, and the next transaction's start ends it.
-        if row is None:
-            raise SourceError("snapshot: the server reports no binlog position: is log_bin on?")
-        return _text(row[0]), int(row[1])
+            # No commit: the statement reads no table; the next transaction's start ends it.
+            return binlog_head(cur)
 
     def plan(self, database: str, table: str) -> TablePlan | None:
         """How to read ``database.table`` (``None``: it does not exist), and the binlog

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import logging
-import re
 import struct
 import threading
 import zlib
@@ -16,6 +15,7 @@ from typing import BinaryIO
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import HEADER_SIZE, EventDecoder
 from changestream.decoding.events import Event, RotateEvent
+from changestream.model.changes import binlog_order
 from changestream.model.errors import BinlogError, SourceError, TruncatedBinlogError
 from changestream.sources.raw import BINLOG_MAGIC, RawEvent
 
@@ -23,10 +23,17 @@ log = logging.getLogger("changestream")
 _SIZE = struct.Struct("<I").unpack_from
 
 
-def _numeric_suffix(path: Path) -> tuple[str, int, str]:
+def _numbered(path: Path) -> bool:
+    """Whether the file's name ends in a number, as binlog files' do (``.000001``)."""
+    _, dot, number = path.name.removesuffix(".gz").rpartition(".")
+    return bool(dot) and number.isdigit()
+
+
+def _file_order(path: Path) -> tuple[str, int, int, str]:
+    """A binlog file's place among others: as positions order their files (by base name
+    and number), then by name."""
     name = path.name.removesuffix(".gz")
-    m = re.match(r"(.*)\.(\d+)$", name)
-    return (m.group(1), int(m.group(2)), name) if m else (name, -1, name)
+    return (*binlog_order(name, 0), name)
 
 
 def binlog_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -58,11 +65,11 @@ def _directory_files(directory: Path) -> list[Path]:
             return files
     candidates = [
         f for f in directory.iterdir()
-        if f.is_file() and _numeric_suffix(f)[1] >= 0 and not f.name.endswith(".index")
+        if f.is_file() and _numbered(f) and not f.name.endswith(".index")
     ]
     if not candidates:
         raise SourceError(f"no binlog files in directory {directory}")
-    return sorted(candidates, key=_numeric_suffix)
+    return sorted(candidates, key=_file_order)
 
 
 def _open(path: Path) -> BinaryIO:

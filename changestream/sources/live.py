@@ -26,6 +26,7 @@ from changestream.decoding.event_decoder import CHECKSUM_CRC32, CHECKSUM_OFF, Ev
 from changestream.decoding.events import Event
 from changestream.decoding.gtid_tagged import encode_gtid_set
 from changestream.model.errors import ConnectionLostError, PurgedPositionError, SourceError
+from changestream.sources.binlog_head import binlog_head
 from changestream.sources.raw import RawEvent
 
 log = logging.getLogger("changestream")
@@ -178,13 +179,8 @@ class LiveSource:
                 raise SourceError("the server has no binary logs: is log_bin enabled?")
             return rows[0][0], 4
         if kind == "latest":
-            try:
-                row = self._query_one(conn, "SHOW BINARY LOG STATUS")
-            except pymysql.err.MySQLError:
-                row = self._query_one(conn, "SHOW MASTER STATUS")
-            if row is None:
-                raise SourceError("the server reports no binlog position: is log_bin enabled?")
-            return row[0], int(row[1])
+            with conn.cursor() as cur:
+                return binlog_head(cur)
         return "", 4
 
     def raw_events(self, idle: bool = False) -> Iterator[RawEvent | None]:

@@ -11,12 +11,9 @@ big transactions to disk so memory stays bounded.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
-import re
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from changestream.decoding.ddl import parse_ddl
@@ -36,7 +33,6 @@ from changestream.decoding.events import (
     XaPrepareEvent,
     XidEvent,
 )
-from changestream.decoding.rows import ABSENT
 from changestream.model.changes import (
     Change,
     Position,
@@ -47,70 +43,30 @@ from changestream.model.changes import (
 from changestream.model.gtid import GtidProgress, MariadbGtidState, MysqlGtidSet
 from changestream.schema.definition import definition_after
 from changestream.transactions.filters import ChangeFilter
-from changestream.transactions.row_shapes import SchemaShape, ShapeCache
+from changestream.transactions.groups import Finished, Group, transaction_id, utc_time
+from changestream.transactions.parts import transaction_parts
+from changestream.transactions.resume_point import ResumePoint
+from changestream.transactions.row_changes import direct_row_changes, image_row_changes
+from changestream.transactions.row_shapes import ShapeCache
 from changestream.transactions.spill import SpillFile
+from changestream.transactions.statements import (
+    BEGIN,
+    COMMIT,
+    ROLLBACK,
+    SKIPPED,
+    XA_END,
+    XA_PREPARE,
+    XA_RESOLVE,
+    XA_START,
+    prepared_xid,
+    statement_kind,
+    xa_resolution,
+)
 
 log = logging.getLogger("changestream")
 
 TransactionalCheck = Callable[[str, str], bool | None]
 """``(database, table) -> is the table transactional`` (``None`` when unknown)."""
-
-_XA_END = re.compile(r"^\s*XA\s+(COMMIT|ROLLBACK)\s+(.*?)(\s+ONE\s+PHASE)?\s*;?\s*$", re.I | re.S)
-_SKIPPED_STATEMENTS = ("SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT", "XA START", "XA BEGIN",
-                       "XA END")
-
-
-def _normal_xid(text: str) -> str:
-    return re.sub(r"\s+", "", text)
-
-
-@functools.lru_cache(maxsize=64)
-def utc_time(seconds: float) -> dt.datetime:
-    """The UTC time ``seconds`` after the epoch (an event's or GTID's commit time)."""
-    # Cached: the commit events of a busy second share their timestamp (and the records'
-    # encoder then formats the shared datetime once).
-    return dt.datetime.fromtimestamp(seconds, dt.UTC)
-
-
-@dataclass(slots=True)
-class _Group:
-    """The transaction being read."""
-
-    file: str
-    start: int
-    server_id: int
-    gtid: str | None = None
-    commit_ts: dt.datetime | None = None
-    began: bool = False
-    standalone: bool = False
-    xa_id: str | None = None
-    sql: str | None = None
-    changes: list[Change] = field(default_factory=list)
-    spill: SpillFile | None = None
-
-    @property
-    def size(self) -> int:
-        return len(self.changes) + (self.spill.count if self.spill else 0)
-
-    def discard(self) -> None:
-        if self.spill is not None:
-            self.spill.close()
-            self.spill = None
-        self.changes = []
-
-
-@dataclass(slots=True)
-class _Finished:
-    """A group that ended: its changes to deliver (if any) and what it does to the position."""
-
-    info: TransactionInfo | None
-    group: _Group | None
-    gtid: str | None
-    file: str
-    end: int
-    xa_held: tuple[str, str] | None = None
-    xa_resolved: str | None = None
-
 
 class TransactionAssembler:
     """Feeds on decoded events; ``drain()`` gives the committed transactions in parts.
@@ -126,25 +82,20 @@ class TransactionAssembler:
                  is_transactional: TransactionalCheck | None = None,
                  pending_xa: dict[str, list[Change]] | None = None,
                  include_sql: bool = True):
-        self.gtid_set = gtid_set
+        self.resume = ResumePoint(gtid_set)
         self.include_sql = include_sql
         self.filter = None if change_filter is None or change_filter.everything \
             else change_filter
         self.max_buffered_changes = max_buffered_changes
         self.spill_dir = spill_dir
         self.is_transactional = is_transactional
-        self.flavor: str | None = None
         self.file = ""
         self._file_path: str | None = None
         self._payload_end = 0  # end of the TRANSACTION_PAYLOAD whose inner events are fed
-        self._group: _Group | None = None
-        self._held_xa: dict[str, tuple[_Group, str]] = {}
-        self._pending_positions: dict[str, str] = {}
-        self._finished: deque[_Finished] = deque()
+        self._group: Group | None = None
+        self._held_xa: dict[str, tuple[Group, str]] = {}
+        self._finished: deque[Finished] = deque()
         self._shapes = ShapeCache(self.filter)
-        self._delivered_boundary: tuple[str, int] | None = None
-        self.start_boundary: tuple[str, int] | None = None  # where reading began, if known
-        self.snapshot: dict[str, Any] | None = None  # a snapshot's progress, for positions
         # Tables whose rows in transactions that begin before a binlog position are left
         # out: a snapshot read them whole at that position (tables without a key).
         self.read_until: dict[tuple[str, str], tuple[str, int, int]] = {}
@@ -195,27 +146,27 @@ class TransactionAssembler:
         """Take over the prepared XA transaction ``xid`` that ``other`` read (a restart
         reads each transaction still prepared at the saved position again)."""
         self._held_xa[xid] = other._held_xa.pop(xid)
-        self._pending_positions[xid] = self._held_xa[xid][1]
+        self.resume.pending_xa[xid] = self._held_xa[xid][1]
 
     # -- groups --------------------------------------------------------------------------
 
-    def _open(self, event: Event, **fields: Any) -> _Group:
+    def _open(self, event: Event, **fields: Any) -> Group:
         if self._group is not None:
             h = self._group
             log.warning("transaction starting at %s offset %d has no end before the next one "
                         "at offset %d; its %d changes are not delivered", h.file, h.start,
                         event.header.offset, h.size)
             h.discard()
-        self._group = _Group(self.file, event.header.offset, event.header.server_id, **fields)
+        self._group = Group(self.file, event.header.offset, event.header.server_id, **fields)
         return self._group
 
-    def _group_for(self, event: Event) -> _Group:
+    def _group_for(self, event: Event) -> Group:
         return self._group if self._group is not None else self._open(event, began=True)
 
-    def _info(self, group: _Group, end: int, xid: int | str | None,
+    def _info(self, group: Group, end: int, xid: int | str | None,
               commit_ts: dt.datetime | None, gtid: str | None = None) -> TransactionInfo:
         gtid = gtid if gtid is not None else group.gtid
-        tid = gtid or f"{group.server_id}-{group.file}-{group.start}"
+        tid = transaction_id(gtid, group.server_id, group.file, group.start)
         return TransactionInfo(tid, gtid, xid, commit_ts or group.commit_ts, group.size,
                                group.server_id, group.file, group.start, end)
 
@@ -234,13 +185,13 @@ class TransactionAssembler:
         if group.changes or (group.spill is not None and group.spill.count):
             commit_ts = group.commit_ts or utc_time(h.timestamp)
             info = self._info(group, end, xid, commit_ts)
-            self._finished.append(_Finished(info, group, group.gtid, self.file, end))
+            self._finished.append(Finished(info, group, group.gtid, self.file, end))
         else:
-            self._finished.append(_Finished(None, None, group.gtid, self.file, end))
+            self._finished.append(Finished(None, None, group.gtid, self.file, end))
 
     def _finish_empty(self, event: Event, gtid: str | None) -> None:
         self._group = None
-        self._finished.append(_Finished(None, None, gtid, self.file, self._end_of(event)))
+        self._finished.append(Finished(None, None, gtid, self.file, self._end_of(event)))
 
     def _rollback(self, event: Event) -> None:
         group = self._group
@@ -264,16 +215,22 @@ class TransactionAssembler:
 
     # -- event handlers ------------------------------------------------------------------
 
+    @property
+    def _no_gtids_yet(self) -> bool:
+        """Whether no GTID set/state is known yet (the first file's one is taken)."""
+        return self.resume.gtid_set is None and not self._finished and \
+            self.resume.delivered is None
+
     def _format_description(self, event: FormatDescriptionEvent) -> None:
-        self.flavor = "mariadb" if event.is_mariadb else "mysql"
+        self.resume.flavor = "mariadb" if event.is_mariadb else "mysql"
 
     def _previous_gtids(self, event: PreviousGtidsEvent) -> None:
-        if self.gtid_set is None and not self._finished and self._delivered_boundary is None:
-            self.gtid_set = MysqlGtidSet(event.gtid_set)
+        if self._no_gtids_yet:
+            self.resume.gtid_set = MysqlGtidSet(event.gtid_set)
 
     def _gtid_list(self, event: MariadbGtidListEvent) -> None:
-        if self.gtid_set is None and not self._finished and self._delivered_boundary is None:
-            self.gtid_set = MariadbGtidState(event.gtid_state)
+        if self._no_gtids_yet:
+            self.resume.gtid_set = MariadbGtidState(event.gtid_state)
 
     def _incident(self, event: IncidentEvent) -> None:
         log.warning("INCIDENT event in the binlog (%s at offset %d): %s; the server may have "
@@ -292,7 +249,7 @@ class TransactionAssembler:
             self._open(event, gtid=gtid, began=not standalone, standalone=standalone,
                        xa_id=str(event.xid) if event.xid is not None else None)
             return
-        self._group = _Group(self.file, h.offset, h.server_id, gtid, None, not standalone,
+        self._group = Group(self.file, h.offset, h.server_id, gtid, None, not standalone,
                              standalone)
 
     def _rows_query(self, event: RowsQueryEvent) -> None:
@@ -326,53 +283,49 @@ class TransactionAssembler:
         self._group = None
         where = f"{group.file}:{group.start}"
         self._held_xa[xid] = (group, where)
-        self._finished.append(_Finished(None, None, group.gtid, self.file, self._end_of(event),
+        self._finished.append(Finished(None, None, group.gtid, self.file, self._end_of(event),
                                         xa_held=(xid, where)))
 
     def _query(self, event: QueryEvent) -> None:
-        query = event.query
-        head = query[:24].lstrip().upper()
+        kind = statement_kind(event.query)
         group = self._group
-        if head.startswith("BEGIN"):
+        if kind == BEGIN:
             if group is None or group.began:
                 group = self._open(event)
             group.began = True
-            return
-        if head.startswith("COMMIT"):
+        elif kind == COMMIT:
             if group is not None:
                 self._commit(event)
-            return
-        if head.startswith("ROLLBACK") and not head.startswith("ROLLBACK TO"):
+        elif kind == ROLLBACK:
             if group is not None:
                 self._rollback(event)
-            return
-        if head.startswith("XA "):
-            self._xa_statement(event, head)
-            return
-        if group is not None and group.began and not group.standalone:
-            if not head.startswith(_SKIPPED_STATEMENTS):
+        elif kind in (XA_START, XA_END, XA_PREPARE, XA_RESOLVE):
+            self._xa_statement(event, kind)
+        elif group is not None and group.began and not group.standalone:
+            if kind != SKIPPED:
                 log.warning("statement inside a transaction is not decoded (only row-based "
-                            "changes are): %.80s (%s at offset %d)", query,
+                            "changes are): %.80s (%s at offset %d)", event.query,
                             event.header.file, event.header.offset)
-            return
-        self._statement(event)
+        else:
+            self._statement(event)
 
-    def _xa_statement(self, event: QueryEvent, head: str) -> None:
+    def _xa_statement(self, event: QueryEvent, kind: str) -> None:
         group = self._group
-        if head.startswith(("XA START", "XA BEGIN", "XA END")):
-            if head.startswith(("XA START", "XA BEGIN")) and (group is None or not group.began):
+        if kind == XA_START:
+            if group is None or not group.began:
                 group = group or self._open(event)
                 group.began = True
             return
-        if head.startswith("XA PREPARE"):  # MariaDB ends the prepared group with it
+        if kind == XA_END:
+            return
+        if kind == XA_PREPARE:  # MariaDB ends the prepared group with it
             if group is not None:
-                xid = group.xa_id or _normal_xid(event.query.strip()[len("XA PREPARE"):])
-                self._hold(event, xid)
+                self._hold(event, group.xa_id or prepared_xid(event.query))
             return
-        m = _XA_END.match(event.query)
-        if m is None:
+        resolution = xa_resolution(event.query)
+        if resolution is None:
             return
-        verb, xid, one_phase = m.group(1).upper(), _normal_xid(m.group(2)), m.group(3)
+        verb, xid, one_phase = resolution
         if group is not None and group.xa_id:
             xid = group.xa_id
         if one_phase and group is not None and group.size:
@@ -390,8 +343,8 @@ class TransactionAssembler:
         if verb == "ROLLBACK" or not prepared.size:
             prepared.discard()
             self._group = None
-            self._finished.append(_Finished(None, None, gtid, self.file, self._end_of(event),
-                                            xa_resolved=xid))
+            self._finished.append(Finished(None, None, gtid, self.file, self._end_of(event),
+                                           xa_resolved=xid))
             return
         commit_ts = (group.commit_ts if group is not None else None) or utc_time(
             event.header.timestamp)
@@ -399,8 +352,8 @@ class TransactionAssembler:
             prepared.gtid = gtid
         self._group = None
         info = self._info(prepared, self._end_of(event), xid, commit_ts, gtid)
-        self._finished.append(_Finished(info, prepared, gtid, self.file, self._end_of(event),
-                                        xa_resolved=xid))
+        self._finished.append(Finished(info, prepared, gtid, self.file, self._end_of(event),
+                                       xa_resolved=xid))
 
     def _statement(self, event: QueryEvent) -> None:
         """A statement that is a transaction by itself: DDL, or administration (no change)."""
@@ -435,9 +388,9 @@ class TransactionAssembler:
         sql = group.sql
         out = group.changes
         if full and shape.direct:
-            self._direct_rows(event, shape, sql, out)
+            direct_row_changes(event, shape, sql, self.file, out)
         else:
-            self._image_rows(event, shape, full, sql, out)
+            image_row_changes(event, shape, full, sql, self.file, out)
         if len(out) >= self.max_buffered_changes:
             if group.spill is None:
                 group.spill = SpillFile(self.spill_dir)
@@ -445,90 +398,6 @@ class TransactionAssembler:
                          group.file, group.start, self.max_buffered_changes)
             group.spill.write(out)
             group.changes = []
-
-    def _direct_rows(self, event: RowsEvent, shape: SchemaShape, sql: str | None,
-                     out: list[Change]) -> None:
-        """The changes of a rows event whose images log every column, none left out: the
-        images and keys come straight from the values."""
-        schema = event.schema
-        database, table = schema.database, schema.table
-        names = shape.names
-        file, pos = self.file, event.header.offset
-        kind = event.kind
-        append = out.append
-        key = shape.direct_key
-        if kind == "insert" or kind == "delete":
-            insert = kind == "insert"
-            if key is not None and len(key) == 1:
-                (name, index), = key
-                for i, values in enumerate(event.rows):
-                    image = dict(zip(names, values))
-                    pk = {name: values[index]}
-                    if insert:
-                        append(Change(kind, database, table, None, image, pk, sql, file, pos,
-                                      i, 0, False, schema))
-                    else:
-                        append(Change(kind, database, table, image, None, pk, sql, file, pos,
-                                      i, 0, False, schema))
-                return
-            for i, values in enumerate(event.rows):
-                image = dict(zip(names, values))
-                pk = {n: values[j] for n, j in key} if key is not None else None
-                if insert:
-                    append(Change(kind, database, table, None, image, pk, sql, file, pos, i,
-                                  0, False, schema))
-                else:
-                    append(Change(kind, database, table, image, None, pk, sql, file, pos, i,
-                                  0, False, schema))
-            return
-        for i, (old, new) in enumerate(event.rows):
-            pk = {n: new[j] for n, j in key} if key is not None else None
-            append(Change("update", database, table, dict(zip(names, old)),
-                          dict(zip(names, new)), pk, sql, file, pos, i, 0, False, schema))
-
-    def _image_rows(self, event: RowsEvent, shape: SchemaShape, full: bool,
-                    sql: str | None, out: list[Change]) -> None:
-        """The changes of a rows event in general: columns not logged (``ABSENT``) or left
-        out by the filter."""
-        schema = event.schema
-        database, table = schema.database, schema.table
-        names, pk_names, excluded = shape.names, shape.pk_names, shape.excluded
-        file, pos = self.file, event.header.offset
-        kind = event.kind
-
-        def image(values: list[Any]) -> dict[str, Any]:
-            if full:
-                d = dict(zip(names, values))
-            else:
-                d = {n: v for n, v in zip(names, values) if v is not ABSENT}
-            for name in excluded:
-                d.pop(name, None)
-            return d
-
-        def key(d: dict[str, Any]) -> dict[str, Any] | None:
-            if pk_names is None:
-                return None
-            return {n: d.get(n) for n in pk_names}
-
-        if kind == "insert":
-            for i, values in enumerate(event.rows):
-                after = image(values)
-                out.append(Change("insert", database, table, None, after, key(after), sql,
-                                  file, pos, i, schema=schema))
-        elif kind == "delete":
-            for i, values in enumerate(event.rows):
-                before = image(values)
-                out.append(Change("delete", database, table, before, None, key(before), sql,
-                                  file, pos, i, schema=schema))
-        else:
-            for i, (old, new) in enumerate(event.rows):
-                before, after = image(old), image(new)
-                # The after image's key, where it logs the key columns; an image that logs
-                # only what changed (binlog_row_image=MINIMAL) leaves them to the before image.
-                pk = None if pk_names is None else {
-                    n: after[n] if n in after else before.get(n) for n in pk_names}
-                out.append(Change("update", database, table, before, after, pk, sql, file,
-                                  pos, i, schema=schema))
 
     # -- output --------------------------------------------------------------------------
 
@@ -544,13 +413,13 @@ class TransactionAssembler:
         while finished:
             done = finished.popleft()
             if done.info is not None and done.group is not None:
-                for part in self._parts(done, max_changes):
+                for part in transaction_parts(done, max_changes):
                     if parts and count + len(part.changes) > max_changes:
                         yield parts, self.position() if boundary_moved else None
                         parts, count, boundary_moved = [], 0, False
                     parts.append(part)
                     count += len(part.changes)
-            self._advance(done)
+            self.resume.advance(done)
             boundary_moved = True
         if parts or boundary_moved:
             yield parts, self.position() if boundary_moved else None
@@ -565,73 +434,14 @@ class TransactionAssembler:
             done = finished.popleft()
             parts: list[TransactionPart] = []
             if done.info is not None and done.group is not None:
-                parts = list(self._parts(done, 1 << 62))
+                parts = list(transaction_parts(done, 1 << 62))
             yield parts, done.gtid, done.file, done.end
 
     def note_delivered(self, gtids: list[str], file: str, end: int) -> None:
         """Transactions that were assembled elsewhere (by a decode worker) are delivered:
         move the GTID set past ``gtids`` and the resume point to ``file``/``end``."""
-        if self.gtid_set is not None:
-            self.gtid_set.add_all(gtids)
-        self._delivered_boundary = (file, end)
-
-    def _parts(self, done: _Finished, max_changes: int) -> Iterator[TransactionPart]:
-        """A finished transaction's changes, numbered and stamped, in parts of at most
-        ``max_changes``; the last part is ``complete`` and says where the transaction ends."""
-        info, group = done.info, done.group
-        assert info is not None and group is not None
-        end = Position(done.file, done.end)
-        changes = group.changes
-        if group.spill is None and len(changes) <= max_changes:
-            # The whole transaction in one part (most are): no chunking, no spill file.
-            for seq, change in enumerate(changes):
-                change.seq = seq
-                change.transaction = info
-            if changes:
-                changes[-1].last = True
-            group.changes = []
-            yield TransactionPart(info, changes, True, end)
-            return
-        total = group.size
-        seq = 0
-        chunks: Iterator[list[Change]]
-        if group.spill is not None:
-            if changes:
-                group.spill.write(changes)
-                group.changes = []
-            chunks = group.spill.read()
-        else:
-            chunks = iter([changes])
-        try:
-            for chunk in chunks:
-                for start in range(0, len(chunk), max_changes):
-                    piece = chunk[start:start + max_changes] if len(chunk) > max_changes \
-                        else chunk
-                    for change in piece:
-                        change.seq = seq
-                        change.transaction = info
-                        seq += 1
-                    complete = seq == total
-                    if complete:
-                        piece[-1].last = True
-                    yield TransactionPart(info, piece, complete, end if complete else None)
-        finally:
-            group.discard()
-
-    def _advance(self, done: _Finished) -> None:
-        if done.gtid is not None and self.gtid_set is not None:
-            self.gtid_set.add(done.gtid)
-        if done.xa_held is not None:
-            self._pending_positions[done.xa_held[0]] = done.xa_held[1]
-        if done.xa_resolved is not None:
-            self._pending_positions.pop(done.xa_resolved, None)
-        self._delivered_boundary = (done.file, done.end)
+        self.resume.delivered_elsewhere(gtids, file, end)
 
     def position(self) -> Position:
         """Where to resume after everything delivered so far."""
-        boundary = self._delivered_boundary or self.start_boundary
-        assert boundary is not None
-        file, pos = boundary
-        return Position(file, pos, self.gtid_set.render() if self.gtid_set else None,
-                        self.flavor, dict(self._pending_positions),
-                        snapshot=self.snapshot)
+        return self.resume.position()

@@ -10,6 +10,8 @@ import pytest
 
 from changestream.decoding.events import Event
 from changestream.model.changes import Change
+from changestream.transactions import assembler as assembler_module
+from changestream.transactions import row_changes
 from changestream.transactions.assembler import TransactionAssembler
 from changestream.transactions.filters import ChangeFilter
 from tests.corpus.reference import corpus_params
@@ -35,11 +37,10 @@ def _fields(c: Change) -> tuple[Any, ...]:
 
 
 def _general_paths(monkeypatch: pytest.MonkeyPatch) -> None:
-    def image_rows(self: TransactionAssembler, event: Any, shape: Any, sql: Any,
-                   out: Any) -> None:
-        self._image_rows(event, shape, True, sql, out)
+    def image_rows(event: Any, shape: Any, sql: Any, file: str, out: Any) -> None:
+        row_changes.image_row_changes(event, shape, True, sql, file, out)
 
-    monkeypatch.setattr(TransactionAssembler, "_direct_rows", image_rows)
+    monkeypatch.setattr(assembler_module, "direct_row_changes", image_rows)
 
 
 @pytest.mark.parametrize("relative", corpus_params())

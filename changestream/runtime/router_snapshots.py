@@ -1,0 +1,190 @@
+"""A router's snapshots: the one its start calls for (``snapshot.mode``, or one under way in
+the saved position), those asked for while it runs, and their status."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pymysql
+
+from changestream.delivery.adapter import SinkAdapter
+from changestream.model.changes import Position
+from changestream.model.errors import ConfigError
+from changestream.runtime.listener import Listener
+from changestream.runtime.settings import RouterSettings
+from changestream.runtime.stats import RouterStats
+from changestream.snapshot.coordinator import SnapshotCoordinator
+from changestream.snapshot.planning import WITHHELD, file_purged, keyless_tables, new_snapshot
+from changestream.snapshot.progress import SnapshotProgress
+from changestream.snapshot.reader import ChunkReader
+from changestream.snapshot.runner import SnapshotRunner
+from changestream.sources.source_url import SourceSpec
+from changestream.transactions.assembler import TransactionAssembler
+
+log = logging.getLogger("changestream")
+
+
+class SnapshotBusyError(ConfigError):
+    """A snapshot was asked for while another one runs."""
+
+
+class RouterSnapshots:
+    """The snapshots of one router run (see the module docstring)."""
+
+    def __init__(self, settings: RouterSettings, spec: SourceSpec, sink: SinkAdapter,
+                 connect: Callable[[], pymysql.Connection[Any]],
+                 table_filter: Callable[[], Callable[[str, str], bool] | None],
+                 stats: RouterStats, stopping: threading.Event,
+                 fail: Callable[[BaseException], None]):
+        self.settings = settings
+        self.spec = spec
+        self.sink = sink
+        self.connect = connect
+        self.table_filter = table_filter
+        self.stats = stats
+        self.stopping = stopping
+        self.fail = fail
+        self.coordinator: SnapshotCoordinator | None = None
+        self.runner: SnapshotRunner | None = None
+        self.listener: Listener | None = None
+        self._finished: dict[str, Any] | None = None  # a finished one's progress
+
+    @property
+    def mode(self) -> str:
+        return self.settings.snapshot.resolved(self.spec.kind == "server",
+                                               bool(self.settings.start))
+
+    def plan(self, resume: Position | None) -> tuple[SnapshotProgress | None,
+                                                     Position | None]:
+        """The snapshot to run (one under way in the position, or a new one the mode asks
+        for) and where to resume (``None`` after a purged position with ``when-needed``:
+        the new snapshot's stream starts at the head)."""
+        mode = self.mode
+        done_chunks = 0
+        if resume is not None and resume.snapshot:
+            progress = SnapshotProgress.from_dict(resume.snapshot)
+            if not progress.finished:
+                # Whatever the mode: it says which snapshots start, and this one (asked
+                # for, or started by an earlier mode) is under way.
+                if self.spec.kind == "server":
+                    return progress, resume
+                log.warning("binlog files: the snapshot under way in the saved position "
+                            "(of a server) is left unfinished")
+            self._finished = resume.snapshot
+            done_chunks = progress.chunks
+        if mode == "never":
+            return None, resume
+        if resume is not None:
+            if mode == "when-needed" and resume.file and file_purged(self.connect,
+                                                                     resume.file):
+                log.warning("the saved position %s is no longer on the server (purged): "
+                            "snapshot.mode when-needed takes a new snapshot", resume)
+                resume = None
+            else:
+                return None, resume
+        progress = replace(new_snapshot(self.connect, self.table_filter(),
+                                        self.settings.snapshot.tables), chunks=done_chunks)
+        log.info("snapshot %s: %d tables, about %d rows", progress.id, len(progress.tables),
+                 progress.total_rows)
+        return progress, resume
+
+    def prepare(self, progress: SnapshotProgress | None,
+                assembler: TransactionAssembler) -> SnapshotCoordinator | None:
+        """The coordinator the stream meets the snapshot through (``None`` for files), with
+        ``assembler`` set up for it."""
+        if progress is not None:
+            self.coordinator = SnapshotCoordinator(progress)
+            assembler.resume.snapshot = progress.as_dict()
+            # Tables without a key are read whole: until then their changes are withheld
+            # (decoded here, not by workers), as the snapshot will hold them.
+            for database, table in keyless_tables(self.connect, progress.tables):
+                self.coordinator.track(database, table, ())
+                assembler.read_until[(database, table)] = WITHHELD
+        else:  # a finished snapshot's count of chunks stays in the positions (their order)
+            assembler.resume.snapshot = self._finished
+            if self.spec.kind == "server":  # idle, for snapshots asked for while running
+                self.coordinator = SnapshotCoordinator(None)
+        return self.coordinator
+
+    def attach(self, listener: Listener, start: bool) -> None:
+        """The stream's listener, running; ``start``: the snapshot planned starts now."""
+        self.listener = listener
+        if self.coordinator is not None:
+            self.coordinator.waker = listener.wake
+        if start:
+            self._start_runner()
+
+    def _start_runner(self) -> None:
+        assert self.coordinator is not None and self.listener is not None
+        self.runner = SnapshotRunner(
+            self._chunk_reader, self.coordinator,
+            lambda: (self.stats.read_file, self.stats.read_pos),
+            self.stopping, self.fail, self.listener.hold, self.listener.release)
+        self.runner.start()
+
+    def request(self, tables: list[str]) -> dict[str, Any]:
+        """See :meth:`changestream.runtime.router.Router.request_snapshot`."""
+        coordinator = self.coordinator
+        if coordinator is None or self.listener is None or self.stopping.is_set():
+            raise ConfigError("snapshot: the router is not running from a server")
+        if self.runner is not None and not self.runner.finished.is_set():
+            raise SnapshotBusyError("snapshot: one is under way; ask again when it is done "
+                                    "(see /status)")
+        if not tables:
+            raise ConfigError("snapshot: name the tables (db.table patterns)")
+        progress = new_snapshot(self.connect, self.table_filter(), tuple(tables))
+        if not progress.tables:
+            raise ConfigError(f"snapshot: no table in scope matches {', '.join(tables)}")
+        keyless = keyless_tables(self.connect, progress.tables)
+        if keyless:
+            names = ", ".join(f"{d}.{t}" for d, t in sorted(keyless))
+            raise ConfigError(f"snapshot: {names} ha{'s' if len(keyless) == 1 else 've'} no "
+                              "primary key or NOT NULL unique key; such tables are "
+                              "snapshotted only when the router starts (snapshot.mode)")
+        done = coordinator.progress.chunks if coordinator.progress is not None else int(
+            (self._finished or {}).get("chunks") or 0)
+        coordinator.progress = replace(progress, chunks=done)
+        log.info("snapshot %s asked for: %s", progress.id, ", ".join(progress.tables))
+        self._start_runner()
+        return {"snapshot": progress.id, "tables": list(progress.tables),
+                "rows_estimated": progress.total_rows}
+
+    def _chunk_reader(self) -> ChunkReader:
+        connection = self.spec.connection
+        change_filter = self.settings.filter
+        return ChunkReader(
+            lambda **extra: pymysql.connect(connect_timeout=10, **{**connection, **extra}),
+            self.settings.snapshot.chunk_rows,
+            # Records written here straight from the server's text for sinks that take
+            # them encoded in changestream's format (JSON lines).
+            encoded=getattr(self.sink, "encoded_format", None) == "changestream",
+            excluded=None if change_filter.everything else change_filter.excluded_columns)
+
+    def done(self) -> bool:
+        """Whether the snapshot that ran is done and its last chunk delivered."""
+        runner, coordinator = self.runner, self.coordinator
+        if runner is None or coordinator is None or not runner.finished.is_set():
+            return False
+        offer = coordinator.offer
+        return offer is None or offer.delivered.is_set()
+
+    def status(self) -> dict[str, Any] | None:
+        """The snapshot's progress (``None``: none ran): tables done and to do, chunks and
+        rows delivered, the server's estimate of all rows."""
+        coordinator = self.coordinator
+        if coordinator is None or coordinator.progress is None:
+            return None
+        p = coordinator.progress
+        return {"id": p.id, "finished": p.finished, "tables_done": len(p.done_tables),
+                "tables_total": len(p.done_tables) + len(p.tables),
+                "current_table": p.tables[0] if p.tables else None, "chunks": p.chunks,
+                "rows": p.rows, "rows_estimated": p.total_rows}
+
+    def stop(self) -> None:
+        if self.runner is not None:
+            self.stopping.set()
+            self.runner.join(30)

@@ -1,0 +1,90 @@
+"""A router's settings: everything it needs besides its sink adapter, from the
+configuration (see config/ for each key) or given directly by a program that embeds it."""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+from typing import Any
+
+from changestream.actors.sink import BatchSettings
+from changestream.model.errors import ConfigError
+from changestream.runtime.config import Config
+from changestream.schema.startup import HistorySettings
+from changestream.snapshot.planning import SnapshotSettings
+from changestream.sources.live import StartPosition
+from changestream.sources.tls import tls_context
+from changestream.transactions.filters import ChangeFilter
+
+
+@dataclass(slots=True)
+class RouterSettings:
+    """Everything the router needs besides its sink adapter (see config/ for each key)."""
+
+    source: str
+    start: str = ""  # "": unset (the head after a snapshot, else "earliest")
+    until: str | None = None
+    position_file: str | None = None
+    position_override: str | None = None
+    password: str | None = None
+    server_id: int = 0x3EADBEEF
+    heartbeat_seconds: float = 5.0
+    reconnect_seconds: float = 300.0
+    batch: BatchSettings = field(default_factory=BatchSettings)
+    filter: ChangeFilter = field(default_factory=ChangeFilter)
+    max_buffered_changes: int = 20_000
+    spill_dir: str | None = None
+    include_sql: bool = False
+    decode_workers: int = -1
+    batch_events: int = 2_000
+    message_changes: int = 5_000
+    in_flight: int = 4
+    schema_from_server: bool = True
+    schema: HistorySettings = field(default_factory=HistorySettings)
+    verify_checksums: bool = True
+    tls: ssl.SSLContext | None = None
+    snapshot: SnapshotSettings = field(default_factory=SnapshotSettings)
+
+    @classmethod
+    def from_config(cls, config: Config) -> RouterSettings:
+        """The router's settings from a loaded :class:`~changestream.runtime.config.Config`."""
+        s, b = config.source, config.batch
+        return cls(
+            source=s.url, start=config.start.at, until=config.start.until or None,
+            position_file=config.start.position_file or None,
+            position_override=config.start.position_override or None,
+            password=config.password(), server_id=s.server_id,
+            heartbeat_seconds=s.heartbeat_seconds, reconnect_seconds=s.reconnect_seconds,
+            batch=BatchSettings(max_changes=b.max_changes or None, max_bytes=b.max_bytes,
+                                max_seconds=b.max_seconds, retries=b.retries,
+                                retry_backoff=b.retry_backoff_seconds),
+            filter=ChangeFilter(config.filter.include, config.filter.exclude,
+                                config.filter.exclude_columns),
+            max_buffered_changes=config.transactions.max_buffered_changes,
+            spill_dir=config.transactions.spill_dir or None,
+            include_sql=config.transactions.include_sql,
+            decode_workers=s.decode_workers,
+            schema_from_server=s.schema_from_server,
+            schema=HistorySettings(config.schema.history,
+                                   config.schema.shadow_server or None,
+                                   skip=tuple(config.schema.skip)),
+            verify_checksums=s.verify_checksums,
+            tls=tls_context(s.tls),
+            snapshot=SnapshotSettings(config.snapshot.mode or None, config.snapshot.chunk_rows,
+                                      tuple(config.snapshot.tables)))
+
+    def __post_init__(self) -> None:
+        if self.until not in (None, "caught-up"):
+            raise ConfigError(f"until: {self.until!r} is not 'caught-up'")
+        try:
+            StartPosition.parse(self.start or "earliest")
+        except ValueError as exc:
+            raise ConfigError(f"start: {exc}") from None
+
+
+def sink_options(config: Config) -> dict[str, Any]:
+    """Keyword arguments for the configured sink's factory."""
+    options = dict(config.sink.options)
+    if config.sink.spec.split(":")[0] in ("jsonl", "stdout"):
+        options.setdefault("format", config.sink.format)
+    return options

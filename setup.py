@@ -1,10 +1,19 @@
-"""Builds the compiled parts (Cython) beside the Python ones; pyproject.toml says the rest.
+"""The packages (found, not listed) and the compiled parts (Cython) beside the Python ones;
+pyproject.toml says the rest.
 
-Without Cython or a C compiler the package installs without them and the Python paths run
+``actors/`` and ``sinks/`` install as ``changestream.actors`` and ``changestream.sinks`` (the
+``package-dir`` mapping in pyproject.toml). Without Cython or a C compiler the package
+installs without the compiled parts and the Python paths run
 (``changestream.snapshot.row_readers`` says which is used).
 """
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
+
+packages = [
+    *find_packages(include=["changestream", "changestream.*"]),
+    *(f"changestream.{name}" for name in find_packages(include=["actors", "actors.*",
+                                                                "sinks", "sinks.*"])),
+]
 
 try:
     from Cython.Build import cythonize
@@ -16,4 +25,4 @@ else:
                    ["changestream/snapshot/_text_rows.pyx"], extra_compile_args=["-O2"])],
         language_level=3, quiet=True)
 
-setup(ext_modules=extensions)
+setup(packages=packages, ext_modules=extensions)

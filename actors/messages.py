@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from changestream.decoding.events import Event
 from changestream.model.changes import EncodedRun, Position, TransactionPart
 
+if TYPE_CHECKING:
+    from changestream.parallel.decode_workers import SegmentTicket
+    from changestream.snapshot.coordinator import ChunkOffer
+
 
 @dataclass(slots=True)
 class EventBatch:
-    """Events for the Transaction actor, in binlog order."""
+    """Events for the Transaction actor, in binlog order, with the tickets of segments
+    handed to decode workers and snapshot chunks in their places."""
 
-    events: list[Event]
+    events: Sequence[Event | SegmentTicket | ChunkOffer]
 
 
 @dataclass(slots=True)
@@ -32,7 +39,7 @@ class Parts:
     """Committed transactions (or parts of a big one) for the Sink actor, and the position
     after the last transaction completed among them (``None`` if none completed)."""
 
-    parts: list[TransactionPart | EncodedRun]
+    parts: Sequence[TransactionPart | EncodedRun]
     position: Position | None
 
 

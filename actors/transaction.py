@@ -48,10 +48,10 @@ class TransactionActor(pykka.ThreadingActor):
                 try:
                     feed = self.assembler.feed
                     for event in message.events:
-                        if type(event) is SegmentTicket:
+                        if isinstance(event, SegmentTicket):
                             self._forward()  # what came before it goes first
                             self._forward_segment(event)
-                        elif type(event) is ChunkOffer:
+                        elif isinstance(event, ChunkOffer):
                             self._forward()
                             self._deliver_chunk(event)
                         else:

@@ -29,7 +29,7 @@ class JsonLinesSink:
         if format not in FORMATS:
             raise SinkError(f"jsonl sink: unknown format {format!r} (use one of "
                             f"{', '.join(FORMATS)})")
-        self.path = None if path in (None, "-") else Path(path)  # type: ignore[arg-type]
+        self.path = None if path is None or path == "-" else Path(path)
         self.format = format
         # Decode workers may hand over records already encoded in this format.
         self.encoded_format = format
@@ -81,7 +81,7 @@ class JsonLinesSink:
             # hundreds of MB.
             pending: list[list[Change]] = []  # changes of parts still to be encoded
             for part in batch.parts:
-                if type(part) is TransactionPart:
+                if isinstance(part, TransactionPart):
                     pending.append(part.changes)
                     continue
                 self._write_changes(out, pending, stamp)

@@ -117,7 +117,7 @@ class _PrintVersion(argparse.Action):
         parser.exit()
 
 
-def add_schema_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_schema_parser(sub: argparse._SubParsersAction) -> None:
     from changestream.schema.commands import add_parser
 
     add_parser(sub)

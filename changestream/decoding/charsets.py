@@ -14,9 +14,8 @@ caller can keep the value's raw bytes.
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from changestream.decoding.charset_tables import DECODING_TABLES, MULTIBYTE, PYTHON_CODECS
 from changestream.decoding.collation_ids import COLLATIONS
@@ -81,7 +80,7 @@ def _charmap(charset: str, table: str) -> codecs.CodecInfo:
     def encode(text: str, errors: str = "strict") -> tuple[bytes, int]:
         return codecs.charmap_encode(text, errors, encoding_map)
 
-    return codecs.CodecInfo(encode, decode, name=CODEC_PREFIX + charset)
+    return codecs.CodecInfo(encode, cast(Any, decode), name=CODEC_PREFIX + charset)
 
 
 class _Overlay:
@@ -140,13 +139,12 @@ class _Overlay:
                 break
             else:
                 error = UnicodeDecodeError(self.name, data, pos, pos + 1, "invalid sequence")
-                handler: Callable[[UnicodeError], tuple[str, int]] = codecs.lookup_error(errors)
-                text, pos = handler(error)
-                out.append(text)
+                replacement, pos = codecs.lookup_error(errors)(error)
+                out.append(cast(str, replacement))  # a decoding handler gives text
         return "".join(out)
 
     def codec_info(self) -> codecs.CodecInfo:
-        return codecs.CodecInfo(_decodes_only, self.decode, name=self.name)
+        return codecs.CodecInfo(_decodes_only, cast(Any, self.decode), name=self.name)
 
 
 _CODECS: dict[str, codecs.CodecInfo] = {

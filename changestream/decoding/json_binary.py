@@ -197,7 +197,7 @@ def _container(data: bytes, base: int, end: int, kind: int) -> Any:
         vend = start + count * (5 if large else 3)
         types, vals = zip(*_iter_unpack("<BI" if large else "<BH", data[start:vend]))
 
-    out = []
+    out: list[Any] = []
     append = out.append
     for t, v in zip(types, vals):
         if t == 12:  # string
@@ -236,7 +236,7 @@ def _container(data: bytes, base: int, end: int, kind: int) -> Any:
 
     if kind > 1:
         return out
-    keys = []
+    keys: list[str] = []
     kappend = keys.append
     for ko, kl in zip(kos, kls):
         q = ko + kl

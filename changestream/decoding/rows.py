@@ -107,7 +107,11 @@ class RowImageDecoder:
         readers = list(self._readers)
         for i in partial:
             size = self.schema.columns[i].length_bytes
-            readers[i] = lambda buf, pos, size=size: _read_json_diff(buf, pos, size)
+
+            def read_diff(buf: bytes, pos: int, size: int = size) -> tuple[Any, int]:
+                return _read_json_diff(buf, pos, size)
+
+            readers[i] = read_diff
         return readers
 
     def decode_body(self, buf: bytes, pos: int, kind: str, partial_update: bool) -> RowsBody:
@@ -147,6 +151,7 @@ class RowImageDecoder:
         """The rows read by the generated readers, or ``None`` when they do not fit (the
         generic path then reads them again and says what is wrong)."""
         try:
+            rows: list[Any]
             if kind != "update":
                 rows, pos = fast[0](buf, pos, end)
             else:

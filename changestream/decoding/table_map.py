@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from changestream.decoding import field_types as ft
 from changestream.decoding.packed import read_packed_int
 from changestream.decoding.table_schema import Column, TableSchema
@@ -202,19 +204,19 @@ def _build_schema(
     primary_key: tuple[int, ...] | None = None
     if SIMPLE_PRIMARY_KEY in optional:
         pos, end = optional[SIMPLE_PRIMARY_KEY]
-        key = []
+        key_columns: list[int] = []
         while pos < end:
             idx, pos = read_packed_int(body, pos)
-            key.append(idx)
-        primary_key = tuple(key)
+            key_columns.append(idx)
+        primary_key = tuple(key_columns)
     elif PRIMARY_KEY_WITH_PREFIX in optional:
         pos, end = optional[PRIMARY_KEY_WITH_PREFIX]
-        key = []
+        key_columns = []
         while pos < end:
             idx, pos = read_packed_int(body, pos)
             _prefix, pos = read_packed_int(body, pos)
-            key.append(idx)
-        primary_key = tuple(key)
+            key_columns.append(idx)
+        primary_key = tuple(key_columns)
     if COLUMN_VISIBILITY in optional:
         start, _ = optional[COLUMN_VISIBILITY]
         for i, flag in enumerate(_bits_msb_first(body[start:], ncols)):
@@ -222,10 +224,10 @@ def _build_schema(
 
     columns = []
     for i in range(ncols):
-        fields = dict(shapes[i])
+        fields: dict[str, Any] = dict(shapes[i])
         fields.setdefault("type_code", types[i])
         fields.update(extra[i])
-        columns.append(Column(index=i, nullable=nullable[i], **fields))  # type: ignore[arg-type]
+        columns.append(Column(index=i, nullable=nullable[i], **fields))
     return TableSchema(
         database=database,
         table=table,

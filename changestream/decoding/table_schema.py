@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from changestream.decoding import field_types as ft
 
@@ -78,6 +79,6 @@ class TableSchema:
     def qualified_name(self) -> str:
         return f"{self.database}.{self.table}"
 
-    def with_columns(self, columns: tuple[Column, ...], **changes: object) -> TableSchema:
+    def with_columns(self, columns: tuple[Column, ...], **changes: Any) -> TableSchema:
         """A copy with other columns (for the ColumnInfo layer's enrichment)."""
         return replace(self, columns=columns, **changes)

@@ -10,6 +10,7 @@ router resumes once the adapter has made the batch durable.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,6 +174,17 @@ class EncodedRun:
     @property
     def approx_bytes(self) -> int:
         return len(self.records)
+
+
+def transaction_parts(parts: Iterable[TransactionPart | EncodedRun]) -> list[TransactionPart]:
+    """``parts`` as the TransactionParts they are: a sink without an ``encoded_format``
+    never gets an :class:`EncodedRun`."""
+    out = []
+    for part in parts:
+        if not isinstance(part, TransactionPart):
+            raise TypeError("an EncodedRun reached a sink that takes no encoded records")
+        out.append(part)
+    return out
 
 
 @dataclass(slots=True)

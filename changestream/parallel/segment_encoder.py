@@ -195,7 +195,8 @@ class SegmentEncoder:
             elif code == et.XID or code == et.QUERY:
                 xid = None
                 if code == et.QUERY:
-                    statement = decoder.decode(data[at:end], file, offset).query.strip().upper()
+                    query_event: Any = decoder.decode(data[at:end], file, offset)
+                    statement = query_event.query.strip().upper()
                     if statement == "BEGIN" and inside and not began:
                         began = True
                         at = end
@@ -228,7 +229,8 @@ class SegmentEncoder:
                 inside, began, start, sql = True, False, offset, None
             elif code in _ANNOTATIONS:
                 if include_sql and inside:
-                    sql = shared_sql(decoder.decode(data[at:end], file, offset).query)
+                    annotation: Any = decoder.decode(data[at:end], file, offset)
+                    sql = shared_sql(annotation.query)
             else:
                 raise _NotPlain
             at = end
@@ -246,9 +248,9 @@ def _row_changes(out: list[tuple[Any, ...]], kind: str, database: str, table: st
     append = out.append
     if kind == "update":
         for i, (old, new) in enumerate(rows):
-            pk = {n: new[j] for n, j in key} if key is not None else None
+            keys = {n: new[j] for n, j in key} if key is not None else None
             append(("update", database, table, dict(zip(names, old)), dict(zip(names, new)),
-                    pk, sql, pos, i, formats))
+                    keys, sql, pos, i, formats))
         return
     insert = kind == "insert"
     single = key[0] if key is not None and len(key) == 1 else None

@@ -61,7 +61,8 @@ _ROW_STATEMENTS = frozenset({et.TABLE_MAP, et.ROWS_QUERY, et.MARIADB_ANNOTATE_RO
 class Source(Protocol):
     """What the listener reads: decoded events, ``None`` when nothing is available now."""
 
-    decoder: EventDecoder | None
+    @property
+    def decoder(self) -> EventDecoder | None: ...
 
     def stream(self) -> Iterator[Event | None]: ...
 
@@ -211,7 +212,7 @@ class Listener:
             for event in events:
                 if not stats.connected:
                     stats.connected = self._ever_connected = True
-                if type(event) is SegmentTicket:
+                if isinstance(event, SegmentTicket):
                     # Sent at once: the next hand-over to this ticket's worker may wait for
                     # its result, which the Transaction actor takes when it gets the ticket.
                     batch.append(event)

@@ -12,7 +12,7 @@ from typing import Any
 import pymysql
 
 from changestream.delivery.adapter import SinkAdapter
-from changestream.model.changes import Position
+from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConfigError
 from changestream.runtime.listener import Listener
 from changestream.runtime.settings import RouterSettings
@@ -108,6 +108,12 @@ class RouterSnapshots:
             assembler.resume.snapshot = self._finished
             if self.spec.kind == "server":  # idle, for snapshots asked for while running
                 self.coordinator = SnapshotCoordinator(None)
+        # Tables read whole: their rows of transactions before the read are in the snapshot.
+        saved = progress or (SnapshotProgress.from_dict(self._finished)
+                             if self._finished else None)
+        for name, file, pos in saved.read_until if saved is not None else ():
+            database, _, table = name.partition(".")
+            assembler.read_until[(database, table)] = binlog_order(file, pos)
         return self.coordinator
 
     def attach(self, listener: Listener, start: bool) -> None:
@@ -122,9 +128,14 @@ class RouterSnapshots:
         assert self.coordinator is not None and self.listener is not None
         self.runner = SnapshotRunner(
             self._chunk_reader, self.coordinator,
-            lambda: (self.stats.read_file, self.stats.read_pos),
+            self._stream_position,
             self.stopping, self.fail, self.listener.hold, self.listener.release)
         self.runner.start()
+
+    def _stream_position(self) -> tuple[str, int] | None:
+        """Where the stream has read to (``None``: nowhere yet)."""
+        file = self.stats.read_file
+        return (file, self.stats.read_pos) if file else None
 
     def request(self, tables: list[str]) -> dict[str, Any]:
         """See :meth:`changestream.runtime.router.Router.request_snapshot`."""

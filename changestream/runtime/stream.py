@@ -103,7 +103,7 @@ class TransactionStream:
                 self._raise_error()
                 return None
             self._taken = True
-            return item  # type: ignore[no-any-return]
+            return item
 
     def _raise_error(self) -> None:
         error = self.router.error

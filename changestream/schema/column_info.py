@@ -244,8 +244,8 @@ class ColumnInfo:
     def _apply(tracker: SchemaTracker, ddl: DdlStatement, event: QueryEvent) -> None:
         h = event.header
         event.schema_change = tracker.apply(ddl, event.statement, event.database,
-                                            parse_query_status(event.status), h.file,
-                                            h.offset, h.end)
+                                            parse_query_status(event.status),
+                                            h.file or "", h.offset, h.end)
 
     def forget(self, ddl: DdlStatement) -> None:
         """Forget what ``ddl`` may have changed, so the next TABLE_MAP reads it again."""

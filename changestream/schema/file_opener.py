@@ -119,7 +119,7 @@ class FileHistoryOpener:
                                     shadow, self.scope, lenient=True)
             if not from_start and header is not None:
                 catch_up(tracker, scan_queries(self._source(start),
-                                               (header.file, header.offset)))
+                                               (header.file or "", header.offset)))
         except BaseException:
             shadow.close()
             raise

@@ -164,7 +164,7 @@ def catch_up(tracker: SchemaTracker, events: Iterator[QueryEvent]) -> None:
         if ddl is not None:
             h = event.header
             tracker.apply(ddl, event.statement, event.database,
-                          parse_query_status(event.status), h.file, h.offset, h.end)
+                          parse_query_status(event.status), h.file or "", h.offset, h.end)
 
 
 def _server_facts(conn: pymysql.Connection[Any]) -> tuple[str, int]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import orjson
 
@@ -148,6 +148,9 @@ class SnapshotCoordinator:
         if plan is None:
             self.progress = progress.chunk_done(None, 0, True)
             return [], position_after(self.progress)
+        if offer.read_until is not None:
+            progress = replace(progress, read_until=(
+                *progress.read_until, (plan.name, *offer.read_until)))
         position = stream
         window = self.tracked.get((plan.database, plan.table)) if plan.key else None
         if window is not None and window.last_ddl is not None and \
@@ -196,7 +199,7 @@ def chunk_records(database: str, table: str, rows: list[tuple[bytes, bytes]],
     if compiled is not None:
         return compiled.chunk_lines(rows, head, transaction, size, position, tail)
     last = len(rows) - 1
-    lines = []
+    lines: list[bytes] = []
     append = lines.append
     for seq, (after, pk) in enumerate(rows):
         n = str(seq).encode()

@@ -32,7 +32,10 @@ class SnapshotProgress:
     """``id`` names the snapshot (its records' transaction ids start with it); ``tables``
     (``db.table``) are still to do, the current one first; ``after`` is the key of the last
     row delivered of the current one (``None``: none yet); ``chunks``/``rows`` count what
-    was delivered; ``total_rows`` is the server's estimate of all its tables' rows."""
+    was delivered; ``total_rows`` is the server's estimate of all its tables' rows;
+    ``read_until`` has, for each table read whole (no key), the binlog position it was read
+    at: the stream leaves out that table's rows of transactions that begin before it, also
+    after a restart from a position before it."""
 
     id: str
     tables: tuple[str, ...]
@@ -41,6 +44,7 @@ class SnapshotProgress:
     rows: int = 0
     total_rows: int = 0
     done_tables: tuple[str, ...] = field(default_factory=tuple)
+    read_until: tuple[tuple[str, str, int], ...] = ()  # (db.table, file, pos)
 
     @property
     def finished(self) -> bool:
@@ -59,11 +63,13 @@ class SnapshotProgress:
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "tables": list(self.tables), "after": encode_key(self.after),
                 "chunks": self.chunks, "rows": self.rows, "total_rows": self.total_rows,
-                "done_tables": list(self.done_tables)}
+                "done_tables": list(self.done_tables),
+                "read_until": [list(r) for r in self.read_until]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SnapshotProgress:
         return cls(str(data["id"]), tuple(data.get("tables") or ()),
                    decode_key(data.get("after")), int(data.get("chunks") or 0),
                    int(data.get("rows") or 0), int(data.get("total_rows") or 0),
-                   tuple(data.get("done_tables") or ()))
+                   tuple(data.get("done_tables") or ()),
+                   tuple((str(t), str(f), int(p)) for t, f, p in data.get("read_until") or ()))

@@ -236,7 +236,7 @@ class ChunkReader:
         """Every row of ``plan``'s table in one read (a table without a key). MariaDB: in a
         consistent snapshot, with the binlog position it is at; MySQL: under the table lock
         :meth:`lock` took (``None``: the position is where the stream is paused)."""
-        columns = ", ".join(quote(c.name) for c in plan.schema.columns)
+        columns = ", ".join(quote(name) for name in plan.schema.column_names)
         sql = f"SELECT {columns} FROM {quote(plan.database)}.{quote(plan.table)}"
         at: tuple[str, int] | None = None
         with self.conn.cursor() as cur:

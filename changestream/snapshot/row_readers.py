@@ -19,6 +19,7 @@ A text-protocol row is its columns' values in order, each a length-encoded strin
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -170,10 +171,9 @@ def native() -> Any:
     if os.environ.get("CHANGESTREAM_PURE_PYTHON") == "1":
         return None
     try:
-        from changestream.snapshot import _text_rows
+        return importlib.import_module("changestream.snapshot._text_rows")
     except ImportError:
         return None
-    return _text_rows
 
 
 def _generic(column: Column, text_format: Callable[[Any], Any] | None) -> Callable[[bytes],

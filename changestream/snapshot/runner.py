@@ -172,8 +172,10 @@ class SnapshotRunner:
             if locked:
                 reader.unlock()
             self.coordinator.untrack(plan.database, plan.table)
-        log.info("snapshot %s: %s read whole (no key), %d rows in %.1fs", self.coordinator
-                 .progress.id, plan.name, len(chunk.rows), time.monotonic() - began)
+        progress = self.coordinator.progress
+        assert progress is not None
+        log.info("snapshot %s: %s read whole (no key), %d rows in %.1fs", progress.id,
+                 plan.name, len(chunk.rows), time.monotonic() - began)
 
     def _offer(self, plan: TablePlan | None, chunk: ReadChunk,
                read_until: tuple[str, int] | None = None) -> None:

@@ -101,7 +101,7 @@ def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | Non
             return
         offset = 4
         while True:
-            if idle and follow is not None and not f.peek(1):
+            if idle and follow is not None and not f.peek(1):  # type: ignore[attr-defined]
                 yield None
             header = _read_exact(f, HEADER_SIZE, follow, poll_interval)
             if not header:

@@ -151,7 +151,8 @@ class LiveSource:
             return _readable(sock, timeout)
         if isinstance(sock, ssl.SSLSocket) and sock.pending():
             return True
-        ready = select.select([sock, self._wake_fds[0]], [], [], timeout)[0]
+        waiting: list[Any] = [sock, self._wake_fds[0]]
+        ready = select.select(waiting, [], [], timeout)[0]
         if sock in ready:
             return True
         if ready:
@@ -232,7 +233,8 @@ class LiveSource:
                 raise SourceError(f"cannot start from GTID set: {exc}") from None
             payload = (struct.pack("<HII", flags | BINLOG_THROUGH_GTID, self.server_id, 0)
                        + struct.pack("<QI", 4, len(encoded)) + encoded)
-            conn._execute_command(COM_BINLOG_DUMP_GTID, payload)
+            conn._execute_command(  # type: ignore[attr-defined]  # PyMySQL's own, private
+                COM_BINLOG_DUMP_GTID, payload)
             return
         if self.start.kind == "gtid":
             with conn.cursor() as cur:
@@ -243,7 +245,7 @@ class LiveSource:
         if self.is_mariadb and (self.annotations or self._counts_offsets):
             flags |= BINLOG_SEND_ANNOTATE_ROWS_EVENT
         payload = struct.pack("<IHI", pos, flags, self.server_id) + file.encode()
-        conn._execute_command(COM_BINLOG_DUMP, payload)
+        conn._execute_command(COM_BINLOG_DUMP, payload)  # type: ignore[attr-defined]
 
     def _read(self, conn: pymysql.Connection[Any], idle: bool) -> Iterator[RawEvent | None]:
         """The dump stream's events, read straight from the socket in large chunks.
@@ -296,7 +298,8 @@ class LiveSource:
                 raw = self._packet(payload)
                 if raw is _EOF:
                     return
-                if raw is not None and not (drop_annotations and raw.data[4] == annotate):
+                if isinstance(raw, RawEvent) and not (
+                        drop_annotations and raw.data[4] == annotate):
                     yield raw
             if start:
                 del buf[:start]

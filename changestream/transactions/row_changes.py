@@ -38,18 +38,18 @@ def direct_row_changes(event: RowsEvent, shape: SchemaShape, sql: str | None, fi
             return
         for i, values in enumerate(event.rows):
             image = dict(zip(names, values))
-            pk = {n: values[j] for n, j in key} if key is not None else None
+            keys = {n: values[j] for n, j in key} if key is not None else None
             if insert:
-                append(Change(kind, database, table, None, image, pk, sql, file, pos, i,
+                append(Change(kind, database, table, None, image, keys, sql, file, pos, i,
                               0, False, schema))
             else:
-                append(Change(kind, database, table, image, None, pk, sql, file, pos, i,
+                append(Change(kind, database, table, image, None, keys, sql, file, pos, i,
                               0, False, schema))
         return
     for i, (old, new) in enumerate(event.rows):
-        pk = {n: new[j] for n, j in key} if key is not None else None
+        keys = {n: new[j] for n, j in key} if key is not None else None
         append(Change("update", database, table, dict(zip(names, old)),
-                      dict(zip(names, new)), pk, sql, file, pos, i, 0, False, schema))
+                      dict(zip(names, new)), keys, sql, file, pos, i, 0, False, schema))
 
 def image_row_changes(event: RowsEvent, shape: SchemaShape, full: bool, sql: str | None,
                       file: str, out: list[Change]) -> None:

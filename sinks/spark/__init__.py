@@ -1,6 +1,20 @@
 """The Spark sink: batches as DataFrames per table, landed by a callback, as a Parquet
-changelog, or as Iceberg changelog and mirror tables (see docs/sinks.md)."""
+changelog, or as Iceberg changelog and mirror tables (see docs/sinks.md).
 
-from .sink import MODES, BatchInfo, LandedBatch, SparkSink, spark_sink
+The sink's names are imported when first used, so that the modules that need neither
+PySpark nor PyArrow (positions, defaults) import without them."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = ["MODES", "BatchInfo", "LandedBatch", "SparkSink", "spark_sink"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.sink"), name)
+    globals()[name] = value
+    return value

@@ -187,8 +187,9 @@ def to_dataframe(spark: SparkSession, table: pa.Table, fields: tuple[FieldMappin
         schema = schema.add(T.StructField(name, dtype, True))
     sc = spark.sparkContext
     jvm = spark._jvm
+    assert jvm is not None
     parallelism = sc.defaultParallelism
-    jrdd = sc._serialize_to_jvm(  # type: ignore[attr-defined]
+    jrdd = sc._serialize_to_jvm(
         _record_batches(table, parallelism), ArrowStreamSerializer(),
         lambda path: jvm.PythonSQLUtils.readArrowStreamFromFile(path),
         lambda: jvm.ArrowIteratorServer())

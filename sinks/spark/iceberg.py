@@ -533,7 +533,8 @@ class IcebergLanding:
             self._forget(source, target)
             if position is not None:
                 self.committed[target] = position
-        for hints in (self.renames, self.defaults):
+        hint_maps: tuple[dict[str, Any], ...] = (self.renames, self.defaults)
+        for hints in hint_maps:
             moved = hints.pop(f"{old[0]}.{old[1]}", None)
             if moved is not None:
                 hints[f"{new[0]}.{new[1]}"] = moved

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from changestream.model.changes import Batch, Position, TransactionPart
+from changestream.model.changes import Batch, Position, TransactionPart, transaction_parts
 from changestream.model.errors import SinkError
 
 from . import positions
@@ -173,7 +173,7 @@ class SparkSink:
             rows = self._call(batch)
             self.last = LandedBatch(batch.id, rows, time.perf_counter() - started)
             return
-        parts = self._held + list(batch.parts)
+        parts = self._held + transaction_parts(batch.parts)
         if batch.position is None:
             self._held = parts  # the router has no resume point yet: nothing to commit
             self.last = LandedBatch(batch.id, {}, time.perf_counter() - started, True)
@@ -209,7 +209,7 @@ class SparkSink:
     # -- modes ---------------------------------------------------------------------------
 
     def _call(self, batch: Batch) -> dict[str, int]:
-        runs = table_runs(batch.parts)
+        runs = table_runs(transaction_parts(batch.parts))
         frames: dict[str, list[Any]] = {}
         rows: dict[str, int] = {}
         for run in runs:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from changestream.actors.sink import DEFAULT_BATCH_CHANGES, BatchSettings
 from changestream.sinks.jsonl import JsonLinesSink
 
@@ -31,6 +33,7 @@ def test_otherwise_the_default() -> None:
 
 
 def test_the_spark_sink_asks_for_bigger_batches() -> None:
+    pytest.importorskip("pyarrow", reason="the spark extra is not installed")
     from changestream.sinks.spark import SparkSink
 
     sink = SparkSink("parquet", path="/tmp/nowhere")

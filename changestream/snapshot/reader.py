@@ -83,11 +83,12 @@ class TablePlan:
 
 
 def _row_reader(schema: TableSchema, key: tuple[str, ...], excluded: frozenset[str],
-                encoded: bool) -> Callable[[bytes, int], tuple[tuple[Any, ...], Any]]:
-    """How a result row of ``schema`` becomes ``(key, row)`` (see :class:`TablePlan`)."""
+                encoded: bool, read_values: ValuesReader,
+                ) -> Callable[[bytes, int], tuple[tuple[Any, ...], Any]]:
+    """How a result row of ``schema`` becomes ``(key, row)`` (see :class:`TablePlan`);
+    ``read_values`` reads its values as the server sent them."""
     if encoded:
         return encoded_reader(schema, key, excluded)
-    read_values = values_reader(len(schema.columns))
     convert = row_converter(schema, excluded)
     positions = [schema.column_names.index(k) for k in key]
     converters = [converter(schema.columns[i]) for i in positions]
@@ -147,9 +148,7 @@ class ChunkReader:
             self.conn.close()
 
     def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self.conn.cursor() as cur:
-            cur.execute(sql, args)
-            rows = [tuple(_text(v) for v in row) for row in cur.fetchall()]
+        rows = self._query_in_transaction(sql, args)
         self.conn.commit()
         return rows
 
@@ -187,9 +186,10 @@ class ChunkReader:
         rows = int(estimate[0][0] or 0) if estimate else 0
         excluded = self.excluded(database, table, schema.column_names) \
             if self.excluded is not None else frozenset()
+        read_values = values_reader(len(schema.columns))
         return TablePlan(database, table, schema, query, rows, excluded, self.encoded,
-                         _row_reader(schema, key or (), excluded, self.encoded),
-                         values_reader(len(schema.columns)), binlog_order(*planned_at))
+                         _row_reader(schema, key or (), excluded, self.encoded, read_values),
+                         read_values, binlog_order(*planned_at))
 
     def _query_in_transaction(self, sql: str, args: tuple[Any, ...] = ()
                               ) -> list[tuple[Any, ...]]:

@@ -76,6 +76,9 @@ class SinkActor(pykka.ThreadingActor):
         self._since = 0.0
         self._position: Position | None = None
         self._failed = False
+        state = getattr(adapter, "durable_state", None)
+        self._durable_state: Callable[[], dict[str, Any] | None] | None = \
+            state if callable(state) else None
 
     def on_receive(self, message: Any) -> None:
         if self._failed:
@@ -141,6 +144,8 @@ class SinkActor(pykka.ThreadingActor):
                 took, None if committed is None else time.time() - committed,
                 count_tables(parts))
         if position is not None:
+            if self._durable_state is not None:
+                position = replace(position, sink=self._durable_state())
             if self.store is not None:
                 self.store.save(position, self.batch_id - 1)
             with self.stats.lock:

@@ -85,6 +85,7 @@ class TransactionActor(pykka.ThreadingActor):
                      ] if run.changes else []
             self.credits_out.take()
             self.sink.tell(Parts(parts, position))
+            self._passed(position)
 
     def _forward(self) -> None:
         snapshot = self.snapshot
@@ -93,6 +94,12 @@ class TransactionActor(pykka.ThreadingActor):
                 snapshot.note(parts)
             self.credits_out.take()
             self.sink.tell(Parts(parts, position))
+            if position is not None:
+                self._passed(position)
+
+    def _passed(self, position: Position) -> None:
+        if self.snapshot is not None and self.snapshot.kept_until:
+            self.snapshot.passed(binlog_order(position.file, position.pos))
 
     def _deliver_chunk(self, offer: ChunkOffer) -> None:
         """A snapshot chunk, at this point of the stream (everything up to the end of its

@@ -5,23 +5,28 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import itertools
+import logging
 import os
 import sys
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from changestream.delivery.records import FORMATS, iter_lines
 from changestream.model.changes import Batch, Change, Position, TransactionPart
 from changestream.model.errors import SinkError
+
+log = logging.getLogger("changestream")
 
 
 class JsonLinesSink:
     """Appends change records to ``path`` (``None`` or ``"-"``: standard output).
 
     Each batch is written, flushed and (for files, unless ``fsync=False``) fsynced before
-    the router moves its position on. A line left half-written by a crash is cut off when
-    the file is opened again: it belonged to a batch that was never acknowledged, and the
-    router delivers that batch again.
+    the router moves its position on. With a position file a file is written exactly once:
+    the file's length is saved with each position (:meth:`durable_state`), and on a restart
+    (:meth:`restore`) what lies after it — batches written but never acknowledged, which
+    the router delivers again — is cut off. Without one (or on standard output) it is at
+    least once: only a line left half-written by a crash is cut off.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
@@ -35,6 +40,22 @@ class JsonLinesSink:
         self.encoded_format = format
         self.fsync = fsync
         self._out: BinaryIO | None = None
+        self._committed: dict[str, Any] | None = None  # from restore()
+
+    def restore(self, state: dict[str, Any] | None) -> None:
+        """Take the state saved with the router's last position; :meth:`open` cuts the
+        file back to the length it names."""
+        self._committed = state
+
+    def durable_state(self) -> dict[str, Any] | None:
+        """The file and its length after the last batch written (``None`` for stdout)."""
+        if self.path is None or self._out is None:
+            return None
+        return {"path": self._real_path(), "length": self._out.tell()}
+
+    def _real_path(self) -> str:
+        assert self.path is not None
+        return os.path.realpath(self.path)
 
     def open(self) -> Position | None:
         if self.path is None:
@@ -42,11 +63,55 @@ class JsonLinesSink:
             return None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._cut_torn_line()
+            length = self._committed_length()
+            if length is None:
+                self._cut_torn_line()
+            else:
+                self._cut_back(length)
             self._out = open(self.path, "ab")  # noqa: SIM115 (kept open across batches)
         except OSError as exc:
             raise SinkError(f"jsonl sink: cannot open {self.path}: {exc.strerror}") from None
         return None
+
+    def _committed_length(self) -> int | None:
+        """The length the saved position names for this file, if it names this file."""
+        state = self._committed
+        if state is None:
+            return None
+        length, path = state.get("length"), state.get("path")
+        if not isinstance(length, int) or length < 0 or not isinstance(path, str):
+            raise SinkError(f"jsonl sink: the position file's sink state {state!r} is not a "
+                            "file and length; remove the position file's 'sink' entry")
+        if path != self._real_path():
+            log.warning("jsonl sink: the position file was saved while writing %s; %s is "
+                        "appended to as it is (a restart cuts it back from now on)", path,
+                        self.path)
+            return None
+        return length
+
+    def _cut_back(self, length: int) -> None:
+        """Cut the file back to ``length``: what lies after it was never acknowledged."""
+        assert self.path is not None
+        size = self.path.stat().st_size if self.path.exists() else 0
+        if size == length:
+            return
+        if size == 0:
+            log.warning("jsonl sink: %s is missing or empty although %d bytes were "
+                        "acknowledged in it (rotated away?); writing on into a new file",
+                        self.path, length)
+            return
+        if size < length:
+            raise SinkError(
+                f"jsonl sink: {self.path} holds {size} bytes but the position file says "
+                f"{length} were written to it: the file was changed by something else. "
+                "Move it away to write on into a new file, or remove the position file "
+                "to start over")
+        with open(self.path, "r+b") as f:
+            f.truncate(length)
+            f.flush()
+            os.fsync(f.fileno())
+        log.info("jsonl sink: cut %s back to %d bytes (%d bytes written after the last "
+                 "saved position are written again)", self.path, length, size - length)
 
     def _cut_torn_line(self) -> None:
         if not self.path or not self.path.exists():

@@ -6,7 +6,9 @@ returns only when the batch is durable: the router saves the position after it o
 so a crash never skips a batch that was not written. A batch can come again after a crash
 (the last one written before it) unless the adapter stores positions itself: an adapter
 that commits the batch's position atomically with its data returns the last one from
-``open``, and the router resumes there (exactly once).
+``open``, and the router resumes there (exactly once). An adapter whose output can be cut
+back (a file) gets exactly once with the router's position file instead: see
+``durable_state``/``restore`` below.
 """
 
 from __future__ import annotations
@@ -45,3 +47,11 @@ class SinkAdapter(Protocol):
 # ``open``): a changestream.schema.store.HistoryStorage where the schema history's states
 # are kept beside that position. The positions of its batches then name the state at them
 # (``Position.schema_history``), stored there before the batch is written.
+#
+# An adapter may also offer ``durable_state() -> dict`` and ``restore(state: dict | None)``
+# (both or neither): ``durable_state`` describes what it has made durable so far (the JSON-
+# lines file: its path and length); the router saves it with every position
+# (``Position.sink``) and, on the first start, before the first batch. On a restart the
+# router calls ``restore`` with the state saved last, before ``open``; the adapter then
+# drops what it wrote after that state (batches the position file never acknowledged, which
+# the router delivers again). ``restore(None)``: nothing was saved.

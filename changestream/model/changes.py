@@ -36,7 +36,8 @@ class Position:
     ``schema_history`` names the stored schema history state at this point, when one is
     kept (see :mod:`changestream.schema.store`). ``snapshot`` is the progress of a snapshot
     under way (:class:`changestream.snapshot.progress.SnapshotProgress` as a dict): what
-    it has delivered up to this point.
+    it has delivered up to this point. ``sink`` is what a sink that cuts its output back on
+    a restart (the JSON-lines file) had made durable at this point, e.g. the file's length.
     """
 
     file: str
@@ -46,6 +47,7 @@ class Position:
     pending_xa: dict[str, str] = field(default_factory=dict)
     schema_history: str | None = None
     snapshot: dict[str, Any] | None = None
+    sink: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = {"file": self.file, "pos": self.pos, "gtid_set": self.gtid_set,
@@ -54,13 +56,15 @@ class Position:
             data["schema_history"] = self.schema_history
         if self.snapshot is not None:
             data["snapshot"] = self.snapshot
+        if self.sink is not None:
+            data["sink"] = self.sink
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Position:
         return cls(str(data["file"]), int(data["pos"]), data.get("gtid_set"),
                    data.get("flavor"), dict(data.get("pending_xa") or {}),
-                   data.get("schema_history"), data.get("snapshot"))
+                   data.get("schema_history"), data.get("snapshot"), data.get("sink"))
 
     def __str__(self) -> str:
         gtid = f" gtid {self.gtid_set}" if self.gtid_set else ""

@@ -24,7 +24,7 @@ from changestream.decoding.event_decoder import EventDecoder
 from changestream.delivery.adapter import SinkAdapter
 from changestream.delivery.flow import Credits
 from changestream.delivery.plugins import make_sink
-from changestream.delivery.position_store import PositionStore
+from changestream.delivery.position_store import PositionStore, open_sink
 from changestream.model.changes import Position
 from changestream.model.errors import ConfigError
 from changestream.parallel.decode_workers import DecodeWorkers, WorkerSettings
@@ -223,9 +223,9 @@ class Router:
 
     def run(self) -> None:
         """Run until the end (see the class docstring); raise what made it fail."""
-        sink_position = self.sink.open()
+        saved = self.store.load() if self.store else None
+        sink_position = open_sink(self.sink, self.store, saved)
         try:
-            saved = self.store.load() if self.store else None
             self._saved = saved
             self._sink_position = sink_position
             override = position_override(self.settings.position_override)

@@ -114,6 +114,8 @@ class RouterSnapshots:
         for name, file, pos in saved.read_until if saved is not None else ():
             database, _, table = name.partition(".")
             assembler.read_until[(database, table)] = binlog_order(file, pos)
+            if self.coordinator is not None:
+                self.coordinator.keep_here_until(database, table, binlog_order(file, pos))
         return self.coordinator
 
     def attach(self, listener: Listener, start: bool) -> None:

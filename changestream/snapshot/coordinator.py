@@ -23,6 +23,7 @@ import datetime as dt
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import orjson
 
@@ -68,6 +69,10 @@ class SnapshotCoordinator:
         self.progress = progress  # None: no snapshot yet (one may be asked for)
         self.tracked: dict[tuple[str, str], ChangedKeys] = {}
         self.version = 0  # changes whenever the tracked tables do
+        # Tables read whole before a restart, kept here (tracked) until the stream is past
+        # the binlog order their snapshot was read at: a decode worker would not leave out
+        # their rows of the transactions before it.
+        self.kept_until: dict[tuple[str, str], tuple[Any, ...]] = {}
         self.offer: ChunkOffer | None = None
         self.waker: Callable[[], None] | None = None  # wakes a listener waiting for events
         self._lock = threading.Lock()
@@ -88,6 +93,23 @@ class SnapshotCoordinator:
         with self._lock:
             self.tracked = {k: v for k, v in self.tracked.items() if k != (database, table)}
             self.version += 1
+
+    def keep_here_until(self, database: str, table: str, order: tuple[Any, ...]) -> None:
+        """Have the stream decode ``database.table`` here until it is past ``order``."""
+        self.track(database, table, ())
+        with self._lock:
+            self.kept_until = {**self.kept_until, (database, table): order}
+
+    def passed(self, order: tuple[Any, ...]) -> None:
+        """The stream has delivered everything before ``order``: tables kept here until
+        then go back to the decode workers."""
+        done = [name for name, until in self.kept_until.items() if until <= order]
+        if not done:
+            return
+        with self._lock:
+            self.kept_until = {k: v for k, v in self.kept_until.items() if k not in done}
+        for database, table in done:
+            self.untrack(database, table)
 
     def put(self, offer: ChunkOffer) -> None:
         """Offer a chunk to the listener (one at a time)."""

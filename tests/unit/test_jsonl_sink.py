@@ -84,3 +84,80 @@ def test_a_file_that_is_only_a_torn_line_is_emptied(tmp_path: Path) -> None:
     path.write_bytes(b'{"after":{"id":1')
     JsonLinesSink(path).open()
     assert path.read_bytes() == b""
+
+
+def _ids(path: Path) -> list[int]:
+    return [json.loads(line)["after"]["id"] for line in path.read_bytes().splitlines()]
+
+
+def test_a_restart_cuts_the_file_back_to_the_length_saved_with_the_position(
+        tmp_path: Path) -> None:
+    """What was written after the last saved position is cut off: the router writes it
+    again, so the file holds every change once."""
+    path = tmp_path / "out.jsonl"
+    sink = JsonLinesSink(path, fsync=False)
+    sink.restore(None)
+    sink.open()
+    sink.write(_batch(_changes(2, "INSERT ...")))
+    saved = sink.durable_state()
+    assert saved == {"path": str(path.resolve()), "length": path.stat().st_size}
+    sink.write(_batch(_changes(3, "INSERT ...")))  # never acknowledged: the crash
+    sink.close()
+    again = JsonLinesSink(path, fsync=False)
+    again.restore(saved)
+    again.open()
+    again.write(_batch(_changes(3, "INSERT ...")))
+    again.close()
+    assert _ids(path) == [0, 1, 0, 1, 2]
+
+
+def test_a_state_saved_for_another_file_cuts_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "out.jsonl"
+    path.write_bytes(b'{"after":{"id":7}}\n')
+    sink = JsonLinesSink(path, fsync=False)
+    sink.restore({"path": str(tmp_path / "other.jsonl"), "length": 0})
+    sink.open()
+    sink.close()
+    assert _ids(path) == [7]
+
+
+def test_a_file_shorter_than_what_was_acknowledged_is_refused(tmp_path: Path) -> None:
+    from changestream.model.errors import SinkError
+
+    path = tmp_path / "out.jsonl"
+    path.write_bytes(b'{"after":{"id":7}}\n')
+    sink = JsonLinesSink(path, fsync=False)
+    sink.restore({"path": str(path.resolve()), "length": 500})
+    with pytest.raises(SinkError, match=r"holds 19 bytes but the position file says 500"):
+        sink.open()
+
+
+def test_a_file_rotated_away_is_written_on_from_the_start(tmp_path: Path) -> None:
+    path = tmp_path / "out.jsonl"
+    sink = JsonLinesSink(path, fsync=False)
+    sink.restore({"path": str(path.resolve()), "length": 500})
+    sink.open()
+    sink.write(_batch(_changes(1, "INSERT ...")))
+    sink.close()
+    assert _ids(path) == [0]
+
+
+def test_a_crash_before_the_first_position_cuts_back_to_where_the_first_start_found_it(
+        tmp_path: Path) -> None:
+    """The router saves the file's state on its first start, before any batch: batches
+    written before the first position was saved are cut off on the restart."""
+    from changestream.delivery.position_store import PositionStore, open_sink
+
+    path, position_file = tmp_path / "out.jsonl", tmp_path / "position.json"
+    path.write_bytes(b'{"after":{"id":7}}\n')  # from before: kept
+    store = PositionStore(position_file)
+    sink = JsonLinesSink(path, fsync=False)
+    assert open_sink(sink, store, store.load()) is None
+    sink.write(_batch(_changes(2, "INSERT ...")))  # the crash comes before its position
+    sink.close()
+    again_store = PositionStore(position_file)
+    again = JsonLinesSink(path, fsync=False)
+    open_sink(again, again_store, again_store.load())
+    again.write(_batch(_changes(2, "INSERT ...")))
+    again.close()
+    assert _ids(path) == [7, 0, 1]

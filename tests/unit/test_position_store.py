@@ -102,3 +102,20 @@ def test_a_corrupt_file_is_a_config_error_naming_the_file(tmp_path: Path,
         PositionStore(path).load()
     assert str(path) in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_the_sink_state_travels_with_the_position(tmp_path: Path) -> None:
+    path = tmp_path / "position.json"
+    position = Position("f.000001", 4, sink={"path": "/x/out.jsonl", "length": 42})
+    PositionStore(path).save(position)
+    again = PositionStore(path)
+    assert again.load() == position
+    assert again.sink_state == {"path": "/x/out.jsonl", "length": 42}
+
+
+def test_a_baseline_before_the_first_position_loads_as_no_position(tmp_path: Path) -> None:
+    path = tmp_path / "position.json"
+    PositionStore(path).save_baseline({"path": "/x/out.jsonl", "length": 0})
+    again = PositionStore(path)
+    assert again.load() is None
+    assert again.sink_state == {"path": "/x/out.jsonl", "length": 0}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from changestream.decoding.events import Event
 from changestream.model.changes import EncodedRun, Position, TransactionPart
@@ -37,10 +37,26 @@ class EndOfStream:
 @dataclass(slots=True)
 class Parts:
     """Committed transactions (or parts of a big one) for the Sink actor, and the position
-    after the last transaction completed among them (``None`` if none completed)."""
+    after the last transaction completed among them (``None`` if none completed).
+    ``reply_to``: the actor the Sink actor acknowledges it to (:class:`PartsTaken`)."""
 
     parts: Sequence[TransactionPart | EncodedRun]
     position: Position | None
+    reply_to: Any = None  # a pykka.ActorRef
+
+
+@dataclass(slots=True)
+class PartsTaken:
+    """The Sink actor has taken a :class:`Parts` message: its sender may send another."""
+
+
+@dataclass(slots=True)
+class SegmentDone:
+    """A decode worker's answer for its oldest segment: the runs of transactions it
+    encoded, or the error that stopped it."""
+
+    worker: int
+    answer: Any  # changestream.parallel.decode_workers.SegmentResult or an exception
 
 
 @dataclass(slots=True)

@@ -3,17 +3,18 @@ the position saved only after the adapter has made each batch durable."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pykka
 
 from changestream.delivery.adapter import SinkAdapter
-from changestream.delivery.flow import Credits
 from changestream.delivery.position_store import PositionStore
 from changestream.model.changes import Batch, EncodedRun, Position, TransactionPart
 from changestream.model.errors import SinkError, SinkStoppedError
@@ -23,7 +24,7 @@ from changestream.runtime.stats import RouterStats
 if TYPE_CHECKING:
     from changestream.schema.opener import HistoryOpener
 
-from .messages import EndOfStream, Parts, Tick
+from .messages import EndOfStream, Parts, PartsTaken, Tick
 
 log = logging.getLogger("changestream")
 
@@ -57,7 +58,7 @@ class SinkActor(pykka.ThreadingActor):
     """Collects :class:`Parts` into batches and writes them through ``adapter``."""
 
     def __init__(self, adapter: SinkAdapter, store: PositionStore | None,
-                 settings: BatchSettings, credits_in: Credits, stats: RouterStats,
+                 settings: BatchSettings, stats: RouterStats,
                  on_error: Callable[[BaseException], None], finished: threading.Event,
                  first_batch_id: int = 1, history: HistoryOpener | None = None):
         super().__init__()
@@ -65,7 +66,6 @@ class SinkActor(pykka.ThreadingActor):
         self.store = store
         self.history = history  # stamps positions for a sink that keeps the history
         self.settings = settings  # max_changes resolved (BatchSettings.for_sink)
-        self.credits_in = credits_in
         self.stats = stats
         self.on_error = on_error
         self.finished = finished
@@ -75,29 +75,26 @@ class SinkActor(pykka.ThreadingActor):
         self._bytes = 0
         self._since = 0.0
         self._position: Position | None = None
-        self._failed = False
         state = getattr(adapter, "durable_state", None)
         self._durable_state: Callable[[], dict[str, Any] | None] | None = \
             state if callable(state) else None
 
+    def on_failure(self, exception_type: type[BaseException] | None,
+                   exception_value: BaseException | None,
+                   traceback: TracebackType | None) -> None:
+        if exception_value is not None:  # reported to the router, which stops everything
+            self.on_error(exception_value)
+
     def on_receive(self, message: Any) -> None:
-        if self._failed:
-            if isinstance(message, Parts):
-                self.credits_in.give_back()
-            return
-        try:
-            if isinstance(message, Parts):
-                self._add(message)
-            elif isinstance(message, Tick):
-                if (self._parts or self._position) and \
-                        time.monotonic() - self._since >= self.settings.max_seconds:
-                    self._flush()
-            elif isinstance(message, EndOfStream):
+        if isinstance(message, Parts):
+            self._add(message)
+        elif isinstance(message, Tick):
+            if (self._parts or self._position) and \
+                    time.monotonic() - self._since >= self.settings.max_seconds:
                 self._flush()
-                self.finished.set()
-        except Exception as exc:
-            self._failed = True
-            self.on_error(exc)
+        elif isinstance(message, EndOfStream):
+            self._flush()
+            self.finished.set()
 
     def _add(self, message: Parts) -> None:
         try:
@@ -110,7 +107,9 @@ class SinkActor(pykka.ThreadingActor):
             if message.position is not None:
                 self._position = message.position
         finally:
-            self.credits_in.give_back()
+            if message.reply_to is not None:
+                with contextlib.suppress(pykka.ActorDeadError):  # it failed: we stop too
+                    message.reply_to.tell(PartsTaken())
         s = self.settings
         assert s.max_changes is not None
         if self._changes >= s.max_changes or self._bytes >= s.max_bytes:

@@ -9,10 +9,11 @@ trap 'rm -rf "$stage"' EXIT
 cp -r changestream "$stage/changestream"
 cp -r actors "$stage/changestream/actors"
 cp -r sinks "$stage/changestream/sinks"
+cp -r examples "$stage/examples"
 find "$stage" -name "*.so" -delete
 python=$(pwd)/.venv/bin/python
 set +e
-(cd "$stage" && "$python" -m mypy -p changestream --python-executable "$python" --config-file "$OLDPWD/pyproject.toml") \
+(cd "$stage" && "$python" -m mypy changestream examples --python-executable "$python" --config-file "$OLDPWD/pyproject.toml") \
   | sed -e 's#^changestream/actors/#actors/#' -e 's#^changestream/sinks/#sinks/#'
 rc=${PIPESTATUS[0]}
 exit "$rc"

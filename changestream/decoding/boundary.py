@@ -20,6 +20,16 @@ from changestream.decoding.events import (
     MariadbGtidEvent,
     QueryEvent,
 )
+from changestream.decoding.statements import (
+    BEGIN,
+    COMMIT,
+    ROLLBACK,
+    XA_PREPARE,
+    XA_RESOLVE,
+    XA_START,
+    statement_kind,
+    xa_resolution,
+)
 
 log = logging.getLogger("changestream")
 
@@ -76,26 +86,27 @@ _KNOWN_TYPES = _STATEMENT_TYPES | _IGNORE_TYPES | {
 }
 
 
-def _starts(query: str, prefix: str) -> bool:
-    return query[: len(prefix)].upper() == prefix
+# What each statement kind (changestream.decoding.statements, the one classifier) is to the
+# parser; XA COMMIT/ROLLBACK are told apart below, the rest are statements.
+_QUERY_BOUNDARIES = {
+    BEGIN: BoundaryType.BEGIN_TRX, XA_START: BoundaryType.BEGIN_TRX,
+    COMMIT: BoundaryType.END_TRX, ROLLBACK: BoundaryType.END_TRX,
+    # MariaDB logs XA PREPARE as a statement that ends the prepared group, and the later
+    # XA COMMIT as a group of its own (MySQL logs an XA_PREPARE event instead).
+    XA_PREPARE: BoundaryType.END_TRX,
+}
 
 
 def classify_query(query: str) -> BoundaryType:
     """The boundary type of a QUERY event's statement."""
     if not query:
         return BoundaryType.ERROR
-    if "BEGIN".startswith(query) or query.startswith("XA START"):
-        return BoundaryType.BEGIN_TRX
-    if "COMMIT".startswith(query) or (_starts(query, "ROLLBACK")
-                                      and not _starts(query, "ROLLBACK TO ")):
-        return BoundaryType.END_TRX
-    if _starts(query, "XA ROLLBACK"):
-        return BoundaryType.END_XA_TRX
-    # MariaDB logs XA PREPARE as a statement that ends the prepared group, and the later
-    # XA COMMIT as a group of its own (MySQL logs an XA_PREPARE event instead).
-    if _starts(query, "XA PREPARE"):
-        return BoundaryType.END_TRX
-    return BoundaryType.STATEMENT
+    kind = statement_kind(query)
+    if kind == XA_RESOLVE:
+        resolution = xa_resolution(query)
+        return BoundaryType.END_XA_TRX if resolution is not None and \
+            resolution[0] == "ROLLBACK" else BoundaryType.STATEMENT
+    return _QUERY_BOUNDARIES.get(kind, BoundaryType.STATEMENT)
 
 
 def classify(event: Event) -> BoundaryType:

@@ -48,7 +48,7 @@ from changestream.decoding.events import (
 from changestream.decoding.gtid_tagged import decode_gtid_tagged
 from changestream.decoding.row_values import UnsupportedColumnType, value_reader
 from changestream.decoding.rows import RowImageDecoder, RowsFormatError
-from changestream.decoding.table_map import TableMapFormatError, parse_table_map
+from changestream.decoding.table_map import TableMapFormatError, identity_start, parse_table_map
 from changestream.decoding.table_schema import TableSchema
 from changestream.model.errors import (
     BinlogError,
@@ -267,7 +267,7 @@ class EventDecoder:
         :class:`TableMapFormatError` on a malformed body. ``header`` (where the event was
         read) is needed when the decoder has a schema resolver."""
         post = self._post_header.get(et.TABLE_MAP, 8)
-        key = bytes(body[post - 2:])  # everything but the table id, which the cache ignores
+        key = bytes(body[identity_start(post):])
         cached = self._decoders.get(key)
         if post == 6:
             table_id = _U32(body, 0)[0]

@@ -8,6 +8,7 @@ from typing import Any
 
 from changestream.decoding import event_types as et
 from changestream.decoding.table_schema import TableSchema
+from changestream.model.gtid import mariadb_gtid
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -170,7 +171,7 @@ class MariadbGtidEvent(Event):
 
     @property
     def gtid(self) -> str:
-        return f"{self.domain_id}-{self.header.server_id}-{self.seq_no}"
+        return mariadb_gtid(self.domain_id, self.header.server_id, self.seq_no)
 
     @property
     def standalone(self) -> bool:

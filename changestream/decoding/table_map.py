@@ -27,6 +27,14 @@ class TableMapFormatError(ValueError):
     """The TABLE_MAP body does not follow the format."""
 
 
+
+def identity_start(post_header: int) -> int:
+    """Where, in a TABLE_MAP body, the bytes that say which table and columns it maps
+    begin: everything after the table id (which a server may change for the same table).
+    Table maps are cached by these bytes (the decoder's schemas, the segmenter's and the
+    decode workers' caches)."""
+    return post_header - 2
+
 def _column_shape(type_code: int, meta: bytes, pos: int) -> tuple[dict[str, int], int]:
     """Read one column's type metadata; return its fields and the new offset."""
     if type_code in (ft.FLOAT, ft.DOUBLE, ft.BLOB, ft.GEOMETRY, ft.JSON, ft.VECTOR,

@@ -112,11 +112,18 @@ def _record(change: Change, ts: str, sql: Any, commit_ts: str | None) -> dict[st
     t = change.transaction
     return row_record(
         change.op, change.database, change.table, change.before, change.after,
-        change.primary_key, sql, {
-            "id": t.id, "gtid": t.gtid, "xid": t.xid, "seq": change.seq, "size": t.size,
-            "last": change.last, "commit_ts": commit_ts,
-        } if t is not None else None, change.file, change.pos, change.row, ts,
+        change.primary_key, sql, transaction_fields(
+            t.id, t.gtid, t.xid, change.seq, t.size, change.last, commit_ts,
+        ) if t is not None else None, change.file, change.pos, change.row, ts,
         _FORMATS(change.schema))
+
+
+def transaction_fields(id: str, gtid: str | None, xid: int | str | None, seq: int,
+                       size: int, last: bool, commit_ts: str | None) -> dict[str, Any]:
+    """A record's ``transaction``: the transaction's id, GTID, XID, the change's place in
+    it (``seq`` of ``size``, ``last``) and the commit time's text."""
+    return {"id": id, "gtid": gtid, "xid": xid, "seq": seq, "size": size, "last": last,
+            "commit_ts": commit_ts}
 
 
 def row_record(op: str, database: str | None, table: str | None, before: Any, after: Any,

@@ -168,6 +168,11 @@ class MariadbGtidState:
         return isinstance(other, MariadbGtidState) and self._last == other._last
 
 
+def mariadb_gtid(domain_id: int, server_id: int, seq_no: int) -> str:
+    """A MariaDB GTID as text: ``domain-server-sequence``."""
+    return f"{domain_id}-{server_id}-{seq_no}"
+
+
 def is_mariadb_gtid(text: str) -> bool:
     """Whether ``text`` (a GTID or a set/state) is in MariaDB's ``d-s-n`` form."""
     first = text.split(",")[0].strip()

@@ -17,11 +17,14 @@ tables whose column names are not in the binlog) is decoded in the router's proc
 from __future__ import annotations
 
 import array
+import contextlib
 import datetime as dt
 import logging
 import multiprocessing
 import multiprocessing.connection
 import struct
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +72,8 @@ class Segment:
 
 @dataclass(slots=True, frozen=True)
 class SegmentTicket:
-    """A segment handed to worker ``worker``; redeemed with :meth:`DecodeWorkers.result`."""
+    """A segment handed to worker ``worker``; its answer comes through
+    :meth:`DecodeWorkers.answer_to`."""
 
     worker: int
     events: int
@@ -113,6 +117,8 @@ class DecodeWorkers:
             self._connections.append(ours)
             self._processes.append(process)
         self._next = 0
+        self._readers: list[threading.Thread] = []
+        self._closing = False
 
     @property
     def count(self) -> int:
@@ -130,15 +136,31 @@ class DecodeWorkers:
         last = len(segment.data) - (end[1] - segment.offsets[-1])  # where its last event is
         return SegmentTicket(worker, len(segment.offsets), end, _SIZE(segment.data, last)[0])
 
-    def result(self, ticket: SegmentTicket) -> SegmentResult:
-        """The result of ``ticket``'s segment; tickets must be redeemed in submit order."""
-        try:
-            answer = self._connections[ticket.worker].recv()
-        except (OSError, EOFError) as exc:
-            raise self._lost(ticket.worker, exc) from None
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
+    def answer_to(self, deliver: Callable[[int, Any], None]) -> None:
+        """Hand each worker's answers, as they come, to ``deliver(worker, answer)`` (from a
+        thread per worker): a :data:`SegmentResult`, or the exception that stopped the
+        worker. One worker's answers come in the order its segments were submitted; take
+        them in submit order across workers (round robin)."""
+        for worker in range(len(self._connections)):
+            reader = threading.Thread(target=self._read_answers, args=(worker, deliver),
+                                      daemon=True, name=f"changestream-decoder-{worker}-out")
+            reader.start()
+            self._readers.append(reader)
+
+    def _read_answers(self, worker: int, deliver: Callable[[int, Any], None]) -> None:
+        connection = self._connections[worker]
+        while True:
+            try:
+                answer = connection.recv()
+            except (OSError, EOFError) as exc:
+                if not self._closing:
+                    with contextlib.suppress(Exception):
+                        deliver(worker, self._lost(worker, exc))
+                return
+            try:
+                deliver(worker, answer)
+            except Exception:  # nobody takes answers any more (the router stops)
+                return
 
     def _lost(self, worker: int, exc: BaseException) -> SourceError:
         process = self._processes[worker]
@@ -148,6 +170,7 @@ class DecodeWorkers:
 
     def close(self) -> None:
         """Stop the workers (whatever they were doing is not needed any more)."""
+        self._closing = True
         for connection in self._connections:
             connection.close()  # the worker's next read or write fails, and it ends
         for process in self._processes:

@@ -25,30 +25,37 @@ import orjson
 
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_CRC32, HEADER_SIZE, EventDecoder
-from changestream.decoding.events import (
-    FL_COMPLETED_XA,
-    FL_PREPARED_XA,
-    FL_STANDALONE,
-    FormatDescriptionEvent,
-)
+from changestream.decoding.events import FormatDescriptionEvent
 from changestream.decoding.rows import RowImageDecoder
+from changestream.decoding.statements import BEGIN, COMMIT
+from changestream.decoding.table_map import identity_start
 from changestream.delivery.records import (
     JSON_OPTIONS,
     commit_time_text,
     json_default,
     row_record,
     shared_sql,
+    transaction_fields,
 )
-from changestream.delivery.temporal_text import ColumnFormats, FormatCache
+from changestream.delivery.temporal_text import FormatCache
+from changestream.model.gtid import mariadb_gtid
 from changestream.transactions.filters import ChangeFilter
-from changestream.transactions.groups import transaction_id, utc_time
+from changestream.transactions.groups import (
+    gtid_commit_time,
+    transaction_id,
+    utc_time,
+)
+from changestream.transactions.plain import (
+    MYSQL_GTID_EVENTS,
+    mariadb_group_is_plain,
+    query_kind,
+)
+from changestream.transactions.row_changes import direct_images
 from changestream.transactions.row_shapes import ShapeCache
 
 _U32 = struct.Struct("<I").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
 _MARIADB_GTID = struct.Struct("<QIB").unpack_from  # seq_no, domain id, flags
-_NOT_PLAIN = FL_STANDALONE | FL_PREPARED_XA | FL_COMPLETED_XA
-_MYSQL_GTIDS = frozenset({et.GTID, et.ANONYMOUS_GTID, et.GTID_TAGGED})
 _ANNOTATIONS = frozenset({et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS})
 _PLAIN_ROWS: dict[int, str] = {
     code: kind for code, (kind, version, compressed) in et.ROWS_KINDS.items()
@@ -125,7 +132,8 @@ class SegmentEncoder:
         table_maps = self._table_maps
         post = decoder.post_header_length(et.TABLE_MAP)
         short_ids = post == 6
-        key_start = HEADER_SIZE + post - 2
+        key_start = HEADER_SIZE + identity_start(post)
+        query_post = decoder.post_header_length(et.QUERY)
         tables: dict[int, RowImageDecoder | None] = {}
         counts = self.table_counts = {}
         done: list[EncodedTransaction] = []
@@ -164,9 +172,12 @@ class SegmentEncoder:
                             decoded.present_after is not None
                             and len(decoded.present_after) != ncols):
                         raise _NotPlain
-                    _row_changes(changes, kind, schema.database, schema.table, shape.names,
-                                 shape.direct_key, decoded.rows, sql, offset,
-                                 formats_of(schema))
+                    database, table, formats = schema.database, schema.table, \
+                        formats_of(schema)
+                    changes.extend([
+                        (op, database, table, before, after, pk, sql, offset, i, formats)
+                        for i, (op, before, after, pk) in enumerate(direct_images(
+                            kind, shape.names, shape.direct_key, decoded.rows))])
                     counted = (schema.database, schema.table, kind)
                     counts[counted] = counts.get(counted, 0) + len(decoded.rows)
             elif code == et.TABLE_MAP:
@@ -187,21 +198,20 @@ class SegmentEncoder:
                                           "little")] = rows_decoder
             elif code == et.MARIADB_GTID:
                 seq_no, domain, flags = _MARIADB_GTID(data, at + HEADER_SIZE)
-                if inside or flags & _NOT_PLAIN:
+                if inside or not mariadb_group_is_plain(flags):
                     raise _NotPlain
                 server_id = _U32(data, at + 5)[0]
-                gtid = f"{domain}-{server_id}-{seq_no}"
+                gtid = mariadb_gtid(domain, server_id, seq_no)
                 inside, began, start, commit_ts, sql = True, True, offset, None, None
             elif code == et.XID or code == et.QUERY:
                 xid = None
                 if code == et.QUERY:
-                    query_event: Any = decoder.decode(data[at:end], file, offset)
-                    statement = query_event.query.strip().upper()
-                    if statement == "BEGIN" and inside and not began:
+                    statement = query_kind(data[at:end], query_post, body_end - at)
+                    if statement == BEGIN and inside and not began:
                         began = True
                         at = end
                         continue
-                    if statement != "COMMIT":
+                    if statement != COMMIT:
                         raise _NotPlain
                 else:
                     xid = _U64(data, at + HEADER_SIZE)[0]
@@ -218,13 +228,13 @@ class SegmentEncoder:
                 else:
                     done.append(EncodedTransaction(0, gtid, None, offset + size))
                 inside = False
-            elif code in _MYSQL_GTIDS:
+            elif code in MYSQL_GTID_EVENTS:
                 if inside:
                     raise _NotPlain
                 event: Any = decoder.decode(data[at:end], file, offset)
                 gtid = event.gtid
-                ts = event.original_commit_ts or event.immediate_commit_ts
-                commit_ts = utc_time(ts / 1e6) if ts else None
+                commit_ts = gtid_commit_time(event.original_commit_ts,
+                                             event.immediate_commit_ts)
                 server_id = event.header.server_id
                 inside, began, start, sql = True, False, offset, None
             elif code in _ANNOTATIONS:
@@ -239,33 +249,6 @@ class SegmentEncoder:
         return done
 
 
-def _row_changes(out: list[tuple[Any, ...]], kind: str, database: str, table: str,
-                 names: tuple[str, ...], key: tuple[tuple[str, int], ...] | None,
-                 rows: list[Any], sql: Any, pos: int, formats: ColumnFormats) -> None:
-    """``(op, database, table, before, after, primary_key, sql, pos, row, formats)`` of
-    each row (images that log every column, none left out: as the assembler's direct
-    path)."""
-    append = out.append
-    if kind == "update":
-        for i, (old, new) in enumerate(rows):
-            keys = {n: new[j] for n, j in key} if key is not None else None
-            append(("update", database, table, dict(zip(names, old)), dict(zip(names, new)),
-                    keys, sql, pos, i, formats))
-        return
-    insert = kind == "insert"
-    single = key[0] if key is not None and len(key) == 1 else None
-    for i, values in enumerate(rows):
-        image = dict(zip(names, values))
-        if single is not None:
-            pk: dict[str, Any] | None = {single[0]: values[single[1]]}
-        else:
-            pk = {n: values[j] for n, j in key} if key is not None else None
-        if insert:
-            append((kind, database, table, None, image, pk, sql, pos, i, formats))
-        else:
-            append((kind, database, table, image, None, pk, sql, pos, i, formats))
-
-
 def _encode_changes(lines: list[bytes], changes: list[tuple[Any, ...]], tid: str,
                     gtid: str | None, xid: int | None, commit_ts: str | None, file: str,
                     stamp: str) -> None:
@@ -276,7 +259,8 @@ def _encode_changes(lines: list[bytes], changes: list[tuple[Any, ...]], tid: str
     last = size - 1
     for seq, (op, database, table, before, after, pk, sql, pos, row, formats) in \
             enumerate(changes):
-        append(dumps(row_record(op, database, table, before, after, pk, sql, {
-            "id": tid, "gtid": gtid, "xid": xid, "seq": seq, "size": size,
-            "last": seq == last, "commit_ts": commit_ts}, file, pos, row, stamp, formats),
-            default=json_default, option=JSON_OPTIONS))
+        append(dumps(row_record(op, database, table, before, after, pk, sql,
+                                transaction_fields(tid, gtid, xid, seq, size, seq == last,
+                                                   commit_ts),
+                                file, pos, row, stamp, formats),
+                     default=json_default, option=JSON_OPTIONS))

@@ -21,18 +21,17 @@ from typing import Any, Protocol
 
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_CRC32, HEADER_SIZE, EventDecoder
-from changestream.decoding.events import FL_COMPLETED_XA, FL_PREPARED_XA, FL_STANDALONE, Event
-from changestream.decoding.table_map import TableMapFormatError, parse_table_map
+from changestream.decoding.events import Event
+from changestream.decoding.statements import BEGIN, COMMIT
+from changestream.decoding.table_map import TableMapFormatError, identity_start, parse_table_map
 from changestream.decoding.table_schema import may_hold_address
 from changestream.model.errors import SourceError
 from changestream.parallel.decode_workers import DecodeWorkers, RawEventData, Segment, SegmentTicket
 from changestream.sources.raw import RawEvent
+from changestream.transactions.plain import opens_plain_group, query_kind
 
 _ROW_TYPES = frozenset({*et.ROWS_KINDS, et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS})
-_MYSQL_GTIDS = frozenset({et.GTID, et.ANONYMOUS_GTID, et.GTID_TAGGED})
 _HEARTBEATS = frozenset({et.HEARTBEAT, et.HEARTBEAT_V2})
-_NOT_PLAIN = FL_STANDALONE | FL_PREPARED_XA | FL_COMPLETED_XA
-_U16 = struct.Struct("<H").unpack_from
 
 
 class RawSource(Protocol):
@@ -84,7 +83,7 @@ class Segmenter:
                         if size <= self.transaction_bytes:
                             continue
                     elif code == et.XID or (code == et.QUERY
-                                            and self._query_is(data, b"COMMIT")):
+                                            and self._query_kind(data) == COMMIT):
                         current.append(raw)
                         if self._pending and self._pending[0].file != raw.file:
                             yield self._submit()
@@ -96,7 +95,7 @@ class Segmenter:
                         continue
                     elif code == et.QUERY and len(current) == 1 and \
                             current[0].data[4] != et.MARIADB_GTID and \
-                            self._query_is(data, b"BEGIN"):
+                            self._query_kind(data) == BEGIN:
                         current.append(raw)
                         size += len(data)
                         continue
@@ -111,8 +110,7 @@ class Segmenter:
                         yield decode(held.data, held.file, held.offset)
                     current = []
                     continue
-                if code in _MYSQL_GTIDS or (code == et.MARIADB_GTID and
-                                            not data[HEADER_SIZE + 12] & _NOT_PLAIN):
+                if opens_plain_group(data):
                     current = [raw]
                     size = len(data)
                     continue
@@ -150,14 +148,10 @@ class Segmenter:
     def _body_end(self, data: bytes) -> int:
         return len(data) - 4 if self.decoder.checksum_alg == CHECKSUM_CRC32 else len(data)
 
-    def _query_is(self, data: bytes, statement: bytes) -> bool:
-        """Whether a QUERY event's statement is exactly ``statement``."""
-        post = self.decoder.post_header_length(et.QUERY)
-        body = HEADER_SIZE
-        status_len = _U16(data, body + 11)[0] if post >= 13 else 0
-        start = body + post + status_len + data[body + 8] + 1
-        return self._body_end(data) - start == len(statement) and \
-            data.startswith(statement, start)
+    def _query_kind(self, data: bytes) -> str:
+        """What a QUERY event's statement is to its transaction."""
+        return query_kind(data, self.decoder.post_header_length(et.QUERY),
+                          self._body_end(data))
 
     def _table_has_names(self, data: bytes) -> bool:
         """Whether a TABLE_MAP logs everything a worker needs (its columns' names, and no
@@ -165,7 +159,7 @@ class Segmenter:
         table id, as the decoder caches schemas."""
         post = self.decoder.post_header_length(et.TABLE_MAP)
         end = self._body_end(data)
-        key = data[HEADER_SIZE + post - 2:end]
+        key = data[HEADER_SIZE + identity_start(post):end]
         kept = self.kept_here
         if kept is not None and kept.version != self._kept_version:
             self._names_logged.clear()

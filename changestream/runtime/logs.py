@@ -34,3 +34,6 @@ def configure_logging(level: str = "warning", *, json_lines: bool = False) -> No
     logger.handlers[:] = [handler]
     logger.propagate = False
     logger.setLevel(level.upper())
+    # Actor failures are reported by the router; pykka's own log of them (a traceback)
+    # only when debugging.
+    logging.getLogger("pykka").setLevel("DEBUG" if level.upper() == "DEBUG" else "CRITICAL")

@@ -22,7 +22,7 @@ from changestream.actors.sink import SinkActor
 from changestream.actors.transaction import TransactionActor
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.delivery.adapter import SinkAdapter
-from changestream.delivery.flow import Credits
+from changestream.delivery.flow import CreditLine, Credits
 from changestream.delivery.plugins import make_sink
 from changestream.delivery.position_store import PositionStore, open_sink
 from changestream.model.changes import Position
@@ -76,12 +76,14 @@ class Router:
         self.stats.metrics.expose_status(self.status)
         self._stopping = threading.Event()
         self._aborted = threading.Event()
-        self._finished = threading.Event()
+        # Set when the Sink actor has delivered the end of the stream, or on a failure.
+        self._ended = threading.Event()
+        self._credits_in: Credits | None = None
         self._error: BaseException | None = None
         self._listener: Listener | None = None
         self._thread: threading.Thread | None = None
         self._actors: list[pykka.ActorRef[Any]] = []
-        self._credits: list[Credits] = []
+        self._credits: list[Credits | CreditLine] = []
         self._workers: DecodeWorkers | None = None
         self._history: HistoryOpener | FileHistoryOpener | None = None
         self._saved: Position | None = None  # what the position file held at the start
@@ -218,6 +220,9 @@ class Router:
             self._error = exc
         self._aborted.set()
         self._stopping.set()
+        self._ended.set()
+        if self._credits_in is not None:
+            self._credits_in.close()  # the listener, waiting to send, gives up
         if self._listener is not None:
             self._listener.stop()
 
@@ -254,9 +259,10 @@ class Router:
             f"gtid {start.gtid}" if start.kind == "gtid" else start.kind)
         log.info("reading %s from %s into %s", self.spec.describe(), where,
                  type(self.sink).__name__)
-        credits_in = Credits(s.in_flight, self._aborted)
-        credits_out = Credits(s.in_flight, self._aborted)
+        credits_in = Credits(s.in_flight)
+        credits_out = CreditLine(s.in_flight)
         self._credits = [credits_in, credits_out]
+        self._credits_in = credits_in
         column_info = self._column_info(resume, start)
         assembler = TransactionAssembler(
             gtid_set=gtid_base, change_filter=s.filter,
@@ -269,8 +275,8 @@ class Router:
         snapshot = snapshots.prepare(progress, assembler)
         batch = s.batch.for_sink(self.sink)
         assert batch.max_changes is not None
-        sink_ref = SinkActor.start(self.sink, self.store, batch, credits_out, self.stats,
-                                   self._fail, self._finished,
+        sink_ref = SinkActor.start(self.sink, self.store, batch, self.stats,
+                                   self._fail, self._ended,
                                    (self.store.last_batch_id + 1) if self.store else 1,
                                    self._history)
         # Messages no bigger than a batch, so batches are cut close to their size limit.
@@ -309,8 +315,7 @@ class Router:
         ticker = threading.Thread(target=self._tick, args=(sink_ref,), daemon=True,
                                   name="changestream-ticker")
         ticker.start()
-        while not (self._finished.wait(0.2) or self._aborted.is_set()):
-            pass
+        self._ended.wait()
         if self._aborted.is_set():
             self._listener.stop()
         self._listener.join(10)
@@ -321,17 +326,19 @@ class Router:
 
     def _tick(self, sink_ref: pykka.ActorRef[Any]) -> None:
         interval = max(0.02, min(self.settings.batch.max_seconds / 2, 0.25))
-        while not (self._finished.is_set() or self._aborted.is_set()):
+        while not self._ended.is_set():
             try:
                 sink_ref.tell(Tick())
             except pykka.ActorDeadError:
                 return
-            self._finished.wait(interval)
+            self._ended.wait(interval)
 
     def _shutdown(self) -> None:
         self._snapshots.stop()
         if self._listener is not None:
             self._listener.stop()
+        if self._credits_in is not None:
+            self._credits_in.close()
         for ref in self._actors:
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 ref.stop(timeout=30)

@@ -15,57 +15,81 @@ item, so a program that crashes while handling one gets it again after a restart
 from __future__ import annotations
 
 import asyncio
-import queue
 import threading
 from collections.abc import AsyncIterator, Iterator
 from types import TracebackType
-from typing import Any
 
 from changestream.model.changes import Batch, Position, TransactionPart
 from changestream.model.errors import SinkStoppedError
 from changestream.runtime.config import Config
 from changestream.runtime.router import Router, RouterSettings
 
-_END = object()
 
+class _Handoff:
+    """The sink: hands parts to the consumer one at a time; a batch is durable once the
+    consumer has come back for more after its last part."""
 
-class _QueueSink:
-    """Hands parts to the consumer one at a time; a batch is durable once all are taken."""
-
-    def __init__(self, stopping: threading.Event):
-        self.items: queue.Queue[Any] = queue.Queue(maxsize=1)
-        self.stopping = stopping
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._slot: TransactionPart | None = None  # handed over, not yet taken
+        self._unacknowledged = False  # taken, and the consumer has not come back yet
+        self._ended = False  # the router has ended
+        self._closed = False  # the consumer closed the stream
 
     def open(self) -> Position | None:
         return None
 
     def write(self, batch: Batch) -> None:
-        for part in batch.parts:
-            while not self.stopping.is_set():
-                try:
-                    self.items.put(part, timeout=0.2)
-                    break
-                except queue.Full:
-                    continue
-        # Durable once the consumer has come back for more after the last part.
-        while self.items.unfinished_tasks and not self.stopping.is_set():
-            with self.items.all_tasks_done:
-                self.items.all_tasks_done.wait(0.2)
-        if self.stopping.is_set():
+        with self._changed:
+            for part in batch.parts:
+                self._wait_until_free()
+                assert isinstance(part, TransactionPart)  # no encoded format asked for
+                self._slot = part
+                self._changed.notify_all()
+            self._wait_until_free()
+
+    def _wait_until_free(self) -> None:
+        self._changed.wait_for(lambda: self._closed or (
+            self._slot is None and not self._unacknowledged))
+        if self._closed:
             raise SinkStoppedError("the transaction stream was closed")
 
     def close(self) -> None:
         pass
+
+    def take(self) -> TransactionPart | None:
+        """The next part, acknowledging the one taken before; ``None`` at the end."""
+        with self._changed:
+            if self._unacknowledged:
+                self._unacknowledged = False
+                self._changed.notify_all()
+            self._changed.wait_for(lambda: self._slot is not None or self._ended or
+                                   self._closed)
+            part, self._slot = self._slot, None
+            if part is not None:
+                self._unacknowledged = True
+                self._changed.notify_all()
+            return part
+
+    def end(self) -> None:
+        """The router has ended: the consumer gets ``None`` once it took everything."""
+        with self._changed:
+            self._ended = True
+            self._changed.notify_all()
+
+    def stop(self) -> None:
+        """The consumer closed the stream: a write waiting for it gives up."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
 
 
 class TransactionStream:
     """Runs a router whose sink is this iterator (see the module docstring)."""
 
     def __init__(self, config: Config | RouterSettings):
-        self._closing = threading.Event()
-        self._sink = _QueueSink(self._closing)
+        self._sink = _Handoff()
         self.router = Router(config, self._sink)
-        self._taken = False
         self._started = False
 
     def start(self) -> None:
@@ -78,32 +102,15 @@ class TransactionStream:
 
     def _signal_end(self) -> None:
         self.router.join()
-        while not self._closing.is_set():
-            try:
-                self._sink.items.put(_END, timeout=0.2)
-                return
-            except queue.Full:
-                continue
+        self._sink.end()
 
     def _next(self) -> TransactionPart | None:
         """The next part (``None`` at the end), acknowledging the one handed out before."""
         self.start()
-        if self._taken:
-            self._taken = False
-            self._sink.items.task_done()
-        while True:
-            try:
-                item = self._sink.items.get(timeout=0.2)
-            except queue.Empty:
-                if self._closing.is_set():
-                    return None
-                continue
-            if item is _END:
-                self._sink.items.task_done()
-                self._raise_error()
-                return None
-            self._taken = True
-            return item
+        part = self._sink.take()
+        if part is None:
+            self._raise_error()
+        return part
 
     def _raise_error(self) -> None:
         error = self.router.error
@@ -121,7 +128,7 @@ class TransactionStream:
     def close(self) -> None:
         """Stop the router: what was handed out but not acknowledged comes again next time."""
         self.router.stop()
-        self._closing.set()
+        self._sink.stop()
         if self._started:
             self.router.join(30)
 

@@ -33,6 +33,17 @@ from changestream.decoding.events import (
     XaPrepareEvent,
     XidEvent,
 )
+from changestream.decoding.statements import (
+    BEGIN,
+    COMMIT,
+    ROLLBACK,
+    SKIPPED,
+    XA_END,
+    XA_PREPARE,
+    XA_RESOLVE,
+    XA_START,
+    statement_kind,
+)
 from changestream.model.changes import (
     Change,
     Position,
@@ -43,32 +54,26 @@ from changestream.model.changes import (
 from changestream.model.gtid import GtidProgress, MariadbGtidState, MysqlGtidSet
 from changestream.schema.definition import definition_after
 from changestream.transactions.filters import ChangeFilter
-from changestream.transactions.groups import Finished, Group, transaction_id, utc_time
+from changestream.transactions.groups import (
+    Finished,
+    Group,
+    gtid_commit_time,
+    transaction_id,
+    utc_time,
+)
 from changestream.transactions.parts import transaction_parts
 from changestream.transactions.resume_point import ResumePoint
 from changestream.transactions.row_changes import direct_row_changes, image_row_changes
 from changestream.transactions.row_shapes import ShapeCache
 from changestream.transactions.spill import SpillFile
-from changestream.transactions.statements import (
-    BEGIN,
-    COMMIT,
-    ROLLBACK,
-    SKIPPED,
-    XA_END,
-    XA_PREPARE,
-    XA_RESOLVE,
-    XA_START,
-    prepared_xid,
-    statement_kind,
-    xa_resolution,
-)
+from changestream.transactions.xa_groups import XaGroups
 
 log = logging.getLogger("changestream")
 
 TransactionalCheck = Callable[[str, str], bool | None]
 """``(database, table) -> is the table transactional`` (``None`` when unknown)."""
 
-class TransactionAssembler:
+class TransactionAssembler(XaGroups):
     """Feeds on decoded events; ``drain()`` gives the committed transactions in parts.
 
     ``gtid_set`` is the GTID set/state before the first event (else it is taken from the
@@ -137,16 +142,6 @@ class TransactionAssembler:
         if self._group is not None:
             self._group.discard()
         self._group = None
-
-    def has_held(self, xid: str) -> bool:
-        """Whether the XA transaction ``xid`` is prepared and held here."""
-        return xid in self._held_xa
-
-    def adopt_held(self, xid: str, other: TransactionAssembler) -> None:
-        """Take over the prepared XA transaction ``xid`` that ``other`` read (a restart
-        reads each transaction still prepared at the saved position again)."""
-        self._held_xa[xid] = other._held_xa.pop(xid)
-        self.resume.pending_xa[xid] = self._held_xa[xid][1]
 
     # -- groups --------------------------------------------------------------------------
 
@@ -237,14 +232,13 @@ class TransactionAssembler:
                     "lost changes here", event.header.file, event.header.offset, event.message)
 
     def _gtid(self, event: GtidEvent) -> None:
-        ts = event.original_commit_ts or event.immediate_commit_ts
-        self._open(event, gtid=event.gtid,
-                   commit_ts=utc_time(ts / 1e6) if ts else None)
+        self._open(event, gtid=event.gtid, commit_ts=gtid_commit_time(
+            event.original_commit_ts, event.immediate_commit_ts))
 
     def _mariadb_gtid(self, event: MariadbGtidEvent) -> None:
         h = event.header
         standalone = bool(event.flags2 & FL_STANDALONE)
-        gtid = f"{event.domain_id}-{h.server_id}-{event.seq_no}"
+        gtid = event.gtid
         if self._group is not None or event.xid is not None:
             self._open(event, gtid=gtid, began=not standalone, standalone=standalone,
                        xa_id=str(event.xid) if event.xid is not None else None)
@@ -268,24 +262,6 @@ class TransactionAssembler:
             return
         self._commit(event, event.xid)
 
-    def _xa_prepare(self, event: XaPrepareEvent) -> None:
-        if self._group is None:
-            return
-        xid = str(event.xid)
-        if event.one_phase:
-            self._commit(event, xid)
-        else:
-            self._hold(event, xid)
-
-    def _hold(self, event: Event, xid: str) -> None:
-        group = self._group
-        assert group is not None
-        self._group = None
-        where = f"{group.file}:{group.start}"
-        self._held_xa[xid] = (group, where)
-        self._finished.append(Finished(None, None, group.gtid, self.file, self._end_of(event),
-                                        xa_held=(xid, where)))
-
     def _query(self, event: QueryEvent) -> None:
         kind = statement_kind(event.query)
         group = self._group
@@ -308,52 +284,6 @@ class TransactionAssembler:
                             event.header.file, event.header.offset)
         else:
             self._statement(event)
-
-    def _xa_statement(self, event: QueryEvent, kind: str) -> None:
-        group = self._group
-        if kind == XA_START:
-            if group is None or not group.began:
-                group = group or self._open(event)
-                group.began = True
-            return
-        if kind == XA_END:
-            return
-        if kind == XA_PREPARE:  # MariaDB ends the prepared group with it
-            if group is not None:
-                self._hold(event, group.xa_id or prepared_xid(event.query))
-            return
-        resolution = xa_resolution(event.query)
-        if resolution is None:
-            return
-        verb, xid, one_phase = resolution
-        if group is not None and group.xa_id:
-            xid = group.xa_id
-        if one_phase and group is not None and group.size:
-            self._commit(event, xid)
-            return
-        held = self._held_xa.pop(xid, None)
-        gtid = group.gtid if group is not None else None
-        if held is None:
-            log.warning("XA %s of %s, which was not prepared after the start position (%s at "
-                        "offset %d): nothing to deliver", verb, xid, event.header.file,
-                        event.header.offset)
-            self._finish_empty(event, gtid)
-            return
-        prepared, _where = held
-        if verb == "ROLLBACK" or not prepared.size:
-            prepared.discard()
-            self._group = None
-            self._finished.append(Finished(None, None, gtid, self.file, self._end_of(event),
-                                           xa_resolved=xid))
-            return
-        commit_ts = (group.commit_ts if group is not None else None) or utc_time(
-            event.header.timestamp)
-        if gtid is not None:
-            prepared.gtid = gtid
-        self._group = None
-        info = self._info(prepared, self._end_of(event), xid, commit_ts, gtid)
-        self._finished.append(Finished(info, prepared, gtid, self.file, self._end_of(event),
-                                       xa_resolved=xid))
 
     def _statement(self, event: QueryEvent) -> None:
         """A statement that is a transaction by itself: DDL, or administration (no change)."""

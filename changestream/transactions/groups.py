@@ -25,6 +25,14 @@ def utc_time(seconds: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(seconds, dt.UTC)
 
 
+def gtid_commit_time(original_commit_ts: int | None,
+                     immediate_commit_ts: int | None) -> dt.datetime | None:
+    """A MySQL GTID event's commit time (microseconds; the original commit's where it was
+    replicated), ``None`` when it carries none (before 8.0.1)."""
+    ts = original_commit_ts or immediate_commit_ts
+    return utc_time(ts / 1e6) if ts else None
+
+
 @dataclass(slots=True)
 class Group:
     """The transaction being read."""

@@ -11,45 +11,45 @@ from changestream.model.changes import Change
 from changestream.transactions.row_shapes import SchemaShape
 
 
+def direct_images(kind: str, names: tuple[str, ...], key: tuple[tuple[str, int], ...] | None,
+                  rows: list[Any]) -> list[tuple[str, Any, Any, Any]]:
+    """``(op, before, after, primary key)`` of each row of a rows event of ``kind`` whose
+    images log every column, none left out: straight from the values (``key``: the key
+    columns' names and indexes). The one rule for row images both the router and the
+    decode workers' fast path follow."""
+    if kind == "update":
+        if key is None:
+            return [("update", dict(zip(names, old)), dict(zip(names, new)), None)
+                    for old, new in rows]
+        return [("update", dict(zip(names, old)), dict(zip(names, new)),
+                 {n: new[j] for n, j in key}) for old, new in rows]
+    if key is not None and len(key) == 1:
+        (name, index), = key
+        if kind == "insert":
+            return [("insert", None, dict(zip(names, values)), {name: values[index]})
+                    for values in rows]
+        return [(kind, dict(zip(names, values)), None, {name: values[index]})
+                for values in rows]
+    if kind == "insert":
+        return [("insert", None, dict(zip(names, values)),
+                 {n: values[j] for n, j in key} if key is not None else None)
+                for values in rows]
+    return [(kind, dict(zip(names, values)), None,
+             {n: values[j] for n, j in key} if key is not None else None) for values in rows]
+
+
 def direct_row_changes(event: RowsEvent, shape: SchemaShape, sql: str | None, file: str,
                        out: list[Change]) -> None:
-    """The changes of a rows event whose images log every column, none left out: the
-    images and keys come straight from the values."""
+    """The changes of a rows event whose images log every column, none left out (see
+    :func:`direct_images`)."""
     schema = event.schema
     database, table = schema.database, schema.table
-    names = shape.names
     pos = event.header.offset
-    kind = event.kind
-    append = out.append
-    key = shape.direct_key
-    if kind == "insert" or kind == "delete":
-        insert = kind == "insert"
-        if key is not None and len(key) == 1:
-            (name, index), = key
-            for i, values in enumerate(event.rows):
-                image = dict(zip(names, values))
-                pk = {name: values[index]}
-                if insert:
-                    append(Change(kind, database, table, None, image, pk, sql, file, pos,
-                                  i, 0, False, schema))
-                else:
-                    append(Change(kind, database, table, image, None, pk, sql, file, pos,
-                                  i, 0, False, schema))
-            return
-        for i, values in enumerate(event.rows):
-            image = dict(zip(names, values))
-            keys = {n: values[j] for n, j in key} if key is not None else None
-            if insert:
-                append(Change(kind, database, table, None, image, keys, sql, file, pos, i,
-                              0, False, schema))
-            else:
-                append(Change(kind, database, table, image, None, keys, sql, file, pos, i,
-                              0, False, schema))
-        return
-    for i, (old, new) in enumerate(event.rows):
-        keys = {n: new[j] for n, j in key} if key is not None else None
-        append(Change("update", database, table, dict(zip(names, old)),
-                      dict(zip(names, new)), keys, sql, file, pos, i, 0, False, schema))
+    out.extend([Change(op, database, table, before, after, pk, sql, file, pos, i, 0, False,
+                       schema)
+                for i, (op, before, after, pk) in enumerate(direct_images(
+                    event.kind, shape.names, shape.direct_key, event.rows))])
+
 
 def image_row_changes(event: RowsEvent, shape: SchemaShape, full: bool, sql: str | None,
                       file: str, out: list[Change]) -> None:

@@ -22,58 +22,21 @@ import re
 import uuid
 from typing import Any
 
-from changestream.decoding.ddl import parse_ddl
-from changestream.decoding.table_schema import TableSchema
-from changestream.model.changes import Change, Position, ddl_database
+from changestream.model.changes import Change, Position
 from changestream.sinks.spark.defaults import added_column_defaults
 
 from . import positions
 from .frames import TableRun, changelog_table, rows_table, to_dataframe
-from .types import METADATA, METADATA_NAMES, FieldMapping, table_mappings
+from .iceberg_columns import iceberg_type, retyped, widens_in_place
+from .iceberg_ddl import CHANGELOG_SUFFIX, MirroredDdl
+from .iceberg_ddl import quote as _q
+from .positions import PROPERTY
+from .types import METADATA, METADATA_NAMES, FieldMapping
 
 logger = logging.getLogger("changestream.sinks.spark")
-#: DDL kinds that change which rows a table holds, what it is called or whether it exists:
-#: the landing applies them to the mirrors (and marks the changelogs) in binlog order.
-MIRRORED_DDL = frozenset({"truncate_table", "rename_table", "drop_table", "drop_database",
-                          "alter_table"})
-
-
-
-def mirrored_ddl(change: Change) -> bool:
-    """Whether a DDL change is one the mirrors follow (see :data:`MIRRORED_DDL`), or one
-    that carries the table's new shape (from the schema history)."""
-    if change.schema is not None:
-        return True
-    ddl = parse_ddl(change.sql or "", ddl_database(change))
-    return ddl is not None and ddl.kind in MIRRORED_DDL and (
-        ddl.kind != "alter_table" or bool(ddl.renames))
-
-
-PROPERTY = "changestream.position"
-CHANGELOG_SUFFIX = "__changelog"
 _RENAME = re.compile(
     r"\b(?:RENAME\s+COLUMN\s+`?(\w+)`?\s+TO\s+`?(\w+)`?"
     r"|CHANGE\s+(?:COLUMN\s+)?`?(\w+)`?\s+`?(\w+)`?)", re.IGNORECASE)
-_INT_LIKE = {"tinyint": "int", "smallint": "int"}  # Iceberg keeps these as int
-_WIDENS = {("int", "bigint"), ("float", "double")}
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _type(simple: str) -> str:
-    return _INT_LIKE.get(simple, simple)
-
-
-def _widens(old: str, new: str) -> bool:
-    if (old, new) in _WIDENS:
-        return True
-    a = re.fullmatch(r"decimal\((\d+),(\d+)\)", old)
-    b = re.fullmatch(r"decimal\((\d+),(\d+)\)", new)
-    return bool(a and b and a.group(2) == b.group(2) and int(b.group(1)) >= int(a.group(1)))
-
-
 class _Callable:
     """A ``java.util.concurrent.Callable`` implemented in Python (through Py4J)."""
 
@@ -87,7 +50,10 @@ class _Callable:
         implements = ["java.util.concurrent.Callable"]
 
 
-class IcebergLanding:
+class IcebergLanding(MirroredDdl):
+    """The landing (see the module docstring); DDL the mirrors follow is
+    :class:`changestream.sinks.spark.iceberg_ddl.MirroredDdl`'s."""
+
     def __init__(self, catalog: str = "changestream"):
         self.catalog = catalog
         self.control = f"{_q(catalog)}.`_changestream`.`batches`"
@@ -193,8 +159,8 @@ class IcebergLanding:
             self._create(spark, name, fields, changelog)
             return
         have = self._table_columns(spark, name)
-        want = {f.name: _type(f.spark.simpleString()) for f in fields}
-        if {k: _type(v) for k, v in have.items()} == want:
+        want = {f.name: iceberg_type(f.spark.simpleString()) for f in fields}
+        if {k: iceberg_type(v) for k, v in have.items()} == want:
             return
         hints = self.renames.get(run.name, {})
         order = [c for c in have if c not in METADATA_NAMES]
@@ -205,7 +171,7 @@ class IcebergLanding:
                 continue
             old = hints.get(col)
             if old is None and i < len(order) and order[i] not in want \
-                    and _type(have[order[i]]) == want[col]:
+                    and iceberg_type(have[order[i]]) == want[col]:
                 old = order[i]
             if old is not None and old in have and old not in want:
                 statements.append(f"ALTER TABLE {name} RENAME COLUMN {_q(old)} TO {_q(col)}")
@@ -219,12 +185,12 @@ class IcebergLanding:
                     # The server filled the rows it had with the column's default.
                     statements.append(f"UPDATE {name} SET {_q(col)} = {default}")
         for col, old_type in have.items():
-            if col in want and _type(old_type) != want[col]:
-                if _widens(_type(old_type), want[col]):
+            if col in want and iceberg_type(old_type) != want[col]:
+                if widens_in_place(iceberg_type(old_type), want[col]):
                     statements.append(f"ALTER TABLE {name} ALTER COLUMN {_q(col)} "
                                       f"TYPE {want[col]}")
                 else:  # e.g. BIGINT -> BIGINT UNSIGNED (long -> decimal(20,0))
-                    statements += _retype(name, col, want[col],
+                    statements += retyped(name, col, want[col],
                                           [c for c in have if c in want])
             elif col not in want and not changelog:
                 statements.append(f"ALTER TABLE {name} DROP COLUMN {_q(col)}")
@@ -384,161 +350,6 @@ class IcebergLanding:
             spark.catalog.dropTempView(view)
         return [int(counts.get(i, 0)) for i in range(len(images))]
 
-    # -- DDL that the mirrors follow ----------------------------------------------------
-
-    def apply_ddl(self, spark: Any, change: Change, position: Position | None) -> None:
-        """Apply a TRUNCATE, RENAME or DROP (logged in ``change``, its transaction ending at
-        ``position``) to the mirrors and changelogs. Each step is skipped when a commit at
-        or after ``position`` shows it done, so a batch landed again after a crash does not
-        repeat it."""
-        ddl = parse_ddl(change.sql or "", ddl_database(change))
-        database = ddl_database(change) or ""
-        if ddl is not None and ddl.kind == "alter_table" and ddl.renames:
-            for old, new in ddl.renames:
-                self._rename(spark, (old.database or database, old.table),
-                             (new.database or database, new.table), position)
-        if change.schema is not None:  # the table's shape after the DDL: mirror follows
-            self._reshape(spark, change.schema)
-        if ddl is None or ddl.kind not in MIRRORED_DDL or ddl.kind == "alter_table":
-            return
-
-        def key(name: Any) -> tuple[str, str]:
-            return (name.database or database, name.table)
-
-        if ddl.kind == "truncate_table":
-            for name in ddl.tables:
-                self._truncate(spark, key(name), change, position)
-        elif ddl.kind == "drop_table":
-            for name in ddl.tables:
-                self._drop(spark, key(name), change, position)
-        elif ddl.kind == "drop_database":
-            for table in self._mirrored_tables(spark, ddl.database or database):
-                self._drop(spark, (ddl.database or database, table), change, position)
-        else:  # RENAME TABLE a TO b, ...
-            for old, new in ddl.renames:
-                self._rename(spark, key(old), key(new), position)
-
-    def _reshape(self, spark: Any, schema: TableSchema) -> None:
-        """Create or evolve a table's mirror and changelog to ``schema`` (a DDL's result):
-        a CREATE TABLE starts an empty mirror, an ADD COLUMN fills existing rows with the
-        column's default, before any row of the new shape comes."""
-        fields = table_mappings(schema)
-        run = TableRun(schema.database, schema.table, schema, fields)
-        self._evolve(spark, self.changelog_name(run), run, changelog=True)
-        self._evolve(spark, self.mirror_name(run), run, changelog=False)
-
-    def record_ddl(self, spark: Any, change: Change, position: Position) -> None:
-        """Note that everything up to ``position`` (a DDL just applied) is landed."""
-        from pyspark.sql import types as T
-
-        if not self._exists(spark, self.ddl_log):
-            spark.sql(f"CREATE TABLE {self.ddl_log} (position STRING, statement STRING) "
-                      "USING iceberg TBLPROPERTIES ('format-version'='2')")
-        encoded = positions.encode(position)
-        spark.createDataFrame([(encoded, change.sql)], T.StructType([
-            T.StructField("position", T.StringType()),
-            T.StructField("statement", T.StringType())])) \
-            .writeTo(self.ddl_log).option(f"snapshot-property.{PROPERTY}", encoded).append()
-        self.ddl_done = position
-
-    def _names(self, table: tuple[str, str]) -> tuple[str, str]:
-        database, name = table
-        mirror = f"{_q(self.catalog)}.{_q(database)}.{_q(name)}"
-        changelog = f"{_q(self.catalog)}.{_q(database)}.{_q(name + CHANGELOG_SUFFIX)}"
-        return mirror, changelog
-
-    def _forget(self, *names: str) -> None:
-        for name in names:
-            self.committed.pop(name, None)
-            self.schemas.pop(name, None)
-
-    def _mirrored_tables(self, spark: Any, database: str) -> list[str]:
-        namespace = f"{_q(self.catalog)}.{_q(database)}"
-        try:
-            rows = spark.sql(f"SHOW TABLES IN {namespace}").collect()
-        except Exception:  # no such namespace: nothing was landed for that database
-            return []
-        names = {r["tableName"] for r in rows}
-        tables = {n.removesuffix(CHANGELOG_SUFFIX) for n in names}
-        return sorted(tables)
-
-    def _mark(self, spark: Any, changelog: str, op: str, change: Change,
-              position: Position | None) -> None:
-        """One changelog row saying what happened to the table (``_op`` truncate/drop)."""
-        if position is None or not self._exists(spark, changelog) or \
-                not positions.is_after(position, self._committed(spark, changelog)):
-            return
-        t = change.transaction
-        from pyspark.sql import functions as F
-
-        have = self._table_columns(spark, changelog)
-        values = {"_op": op, "_transaction_id": t.id if t else None,
-                  "_gtid": t.gtid if t else None,
-                  "_xid": None if t is None or t.xid is None else str(t.xid),
-                  "_seq": change.seq, "_binlog_file": change.file, "_binlog_pos": change.pos}
-        row = spark.range(1).select(
-            [F.lit(values.get(c)).cast(ty).alias(c) if c != "_commit_ts" else
-             F.lit(t.commit_ts if t else None).cast(ty).alias(c) for c, ty in have.items()])
-        row.writeTo(changelog).option(f"snapshot-property.{PROPERTY}",
-                                      positions.encode(position)).append()
-        self.committed[changelog] = position
-
-    def _truncate(self, spark: Any, table: tuple[str, str], change: Change,
-                  position: Position | None) -> None:
-        mirror, changelog = self._names(table)
-        if position is not None and self._exists(spark, mirror) and \
-                positions.is_after(position, self._committed(spark, mirror)):
-            self._with_properties(spark, position,
-                                  lambda: spark.sql(f"DELETE FROM {mirror}"))
-            self.committed[mirror] = position
-        self._mark(spark, changelog, "truncate", change, position)
-
-    def _drop(self, spark: Any, table: tuple[str, str], change: Change,
-              position: Position | None) -> None:
-        mirror, changelog = self._names(table)
-        self._mark(spark, changelog, "drop", change, position)
-        if self._exists(spark, mirror):
-            spark.sql(f"DROP TABLE {mirror} PURGE")
-        self._forget(mirror)
-        self.renames.pop(f"{table[0]}.{table[1]}", None)
-        self.defaults.pop(f"{table[0]}.{table[1]}", None)
-
-    def _rename(self, spark: Any, old: tuple[str, str], new: tuple[str, str],
-                position: Position | None) -> None:
-        """A Hadoop catalog cannot rename tables: the mirror and the changelog are copied
-        under the new name (one atomic commit each, carrying ``position``) and the old ones
-        dropped."""
-        for source, target in zip(self._names(old), self._names(new)):
-            if not self._exists(spark, source):
-                continue
-            done = self._exists(spark, target) and position is not None and \
-                not positions.is_after(position, self._committed(spark, target))
-            if not done:
-                if self._exists(spark, target):  # what a crash left of an earlier try
-                    spark.sql(f"DROP TABLE {target} PURGE")
-                spark.sql(f"CREATE NAMESPACE IF NOT EXISTS "
-                          f"{_q(self.catalog)}.{_q(new[0])}")
-                props = ("TBLPROPERTIES ('format-version'='2', 'write.delete.mode'="
-                         "'merge-on-read', 'write.update.mode'='merge-on-read', "
-                         "'write.merge.mode'='merge-on-read')")
-                partition = " PARTITIONED BY (days(_commit_ts))" \
-                    if source.endswith(_q(old[1] + CHANGELOG_SUFFIX)) else ""
-                sql = (f"CREATE TABLE {target} USING iceberg{partition} {props} "
-                       f"AS SELECT * FROM {source}")
-                if position is not None:
-                    self._with_properties(spark, position, lambda sql=sql: spark.sql(sql))
-                else:
-                    spark.sql(sql)
-            spark.sql(f"DROP TABLE {source} PURGE")
-            self._forget(source, target)
-            if position is not None:
-                self.committed[target] = position
-        hint_maps: tuple[dict[str, Any], ...] = (self.renames, self.defaults)
-        for hints in hint_maps:
-            moved = hints.pop(f"{old[0]}.{old[1]}", None)
-            if moved is not None:
-                hints[f"{new[0]}.{new[1]}"] = moved
-
     def commit_batch(self, spark: Any, batch_id: int, position: Position) -> None:
         from pyspark.sql import types as T
 
@@ -551,20 +362,6 @@ class IcebergLanding:
             .writeTo(self.control) \
             .option(f"snapshot-property.{PROPERTY}", encoded).append()
         self.position = position
-
-
-def _retype(name: str, column: str, spark_type: str, order: list[str]) -> list[str]:
-    """Statements that give ``column`` of table ``name`` a type Iceberg cannot change it to
-    in place: a new column filled with the old values cast, put where the old one was
-    (``order``: the table's columns that stay, in order)."""
-    temporary = f"{column}__retyped"
-    place = order.index(column)
-    where = f"AFTER {_q(order[place - 1])}" if place else "FIRST"
-    return [f"ALTER TABLE {name} ADD COLUMN {_q(temporary)} {spark_type}",
-            f"UPDATE {name} SET {_q(temporary)} = CAST({_q(column)} AS {spark_type})",
-            f"ALTER TABLE {name} DROP COLUMN {_q(column)}",
-            f"ALTER TABLE {name} RENAME COLUMN {_q(temporary)} TO {_q(column)}",
-            f"ALTER TABLE {name} ALTER COLUMN {_q(column)} {where}"]
 
 
 def _string() -> Any:

@@ -13,6 +13,9 @@ from dataclasses import replace
 
 from changestream.model.changes import Position, TransactionPart
 
+#: The snapshot-summary (and write) property each commit carries its position in.
+PROPERTY = "changestream.position"
+
 
 def position_key(position: Position) -> tuple[str, int, int, int]:
     """The order of positions: :attr:`Position.order` (binlog position, then snapshot

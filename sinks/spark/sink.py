@@ -25,7 +25,7 @@ from changestream.model.errors import SinkError
 
 from . import positions
 from .frames import TableRun, changelog_dataframe, table_runs, transaction_positions
-from .iceberg import mirrored_ddl
+from .iceberg_ddl import mirrored_ddl
 
 logger = logging.getLogger("changestream.sinks.spark")
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -27,12 +26,12 @@ from changestream.delivery.plugins import make_sink
 from changestream.delivery.position_store import PositionStore, open_sink
 from changestream.model.changes import Position
 from changestream.model.errors import ConfigError
-from changestream.parallel.decode_workers import DecodeWorkers, WorkerSettings
+from changestream.parallel.decode_workers import DecodeWorkers
 from changestream.runtime.config import Config
 from changestream.runtime.listener import Listener, Source
 from changestream.runtime.preflight import Finding, run_preflight
 from changestream.runtime.router_snapshots import RouterSnapshots
-from changestream.runtime.settings import RouterSettings, sink_options
+from changestream.runtime.settings import RouterSettings, decode_workers_for, sink_options
 from changestream.runtime.source_stream import SourceStream, open_source
 from changestream.runtime.start_point import later, position_override, start_point
 from changestream.runtime.stats import RouterStats
@@ -281,7 +280,7 @@ class Router:
                                    self._history)
         # Messages no bigger than a batch, so batches are cut close to their size limit.
         message_changes = max(1, min(s.message_changes, batch.max_changes))
-        self._workers = self._decode_workers()
+        self._workers = decode_workers_for(self.settings, self.sink)
         transaction_ref = TransactionActor.start(assembler, sink_ref, credits_in, credits_out,
                                                  self._fail, message_changes, self._workers,
                                                  snapshot)
@@ -348,20 +347,6 @@ class Router:
             self._workers = None
         if self._history is not None:
             self._history.close()
-
-    def _decode_workers(self) -> DecodeWorkers | None:
-        """Worker processes for plain DML transactions, when the sink takes encoded records
-        (``decode_workers``: how many; -1: one per CPU, none on a single CPU)."""
-        s = self.settings
-        record_format = getattr(self.sink, "encoded_format", None)
-        cpus = os.cpu_count() or 1
-        count = s.decode_workers if s.decode_workers >= 0 else (cpus if cpus > 1 else 0)
-        if not record_format or count == 0:
-            return None
-        log.info("decoding plain DML transactions in %d worker processes", count)
-        return DecodeWorkers(count, WorkerSettings(
-            None if s.filter.everything else s.filter, s.include_sql, record_format,
-            s.verify_checksums, s.max_buffered_changes, s.spill_dir))
 
     # -- sources ---------------------------------------------------------------------------
 

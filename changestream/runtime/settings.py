@@ -3,18 +3,23 @@ configuration (see config/ for each key) or given directly by a program that emb
 
 from __future__ import annotations
 
+import logging
+import os
 import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
 from changestream.actors.sink import BatchSettings
 from changestream.model.errors import ConfigError
+from changestream.parallel.decode_workers import DecodeWorkers, WorkerSettings
 from changestream.runtime.config import Config
 from changestream.schema.startup import HistorySettings
 from changestream.snapshot.planning import SnapshotSettings
 from changestream.sources.live import StartPosition
 from changestream.sources.tls import tls_context
 from changestream.transactions.filters import ChangeFilter
+
+log = logging.getLogger("changestream")
 
 
 @dataclass(slots=True)
@@ -88,3 +93,19 @@ def sink_options(config: Config) -> dict[str, Any]:
     if config.sink.spec.split(":")[0] in ("jsonl", "stdout"):
         options.setdefault("format", config.sink.format)
     return options
+
+
+def decode_workers_for(settings: RouterSettings, sink: Any) -> DecodeWorkers | None:
+    """Worker processes for plain DML transactions, when the sink takes encoded records
+    (``decode_workers``: how many; -1: one per CPU, none on a single CPU)."""
+    record_format = getattr(sink, "encoded_format", None)
+    cpus = os.cpu_count() or 1
+    count = settings.decode_workers if settings.decode_workers >= 0 else (
+        cpus if cpus > 1 else 0)
+    if not record_format or count == 0:
+        return None
+    log.info("decoding plain DML transactions in %d worker processes", count)
+    return DecodeWorkers(count, WorkerSettings(
+        None if settings.filter.everything else settings.filter, settings.include_sql,
+        record_format, settings.verify_checksums, settings.max_buffered_changes,
+        settings.spill_dir))

@@ -23,14 +23,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 
-import orjson
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from changestream.cli.scan import scan_transactions
 from changestream.devserver import EmbeddedMariaDB
-from changestream.sources.files import FileSource
+from tests.faults.ledger import committed, count
 
 
 def _writer(server: EmbeddedMariaDB, transactions: int, seconds: float,
@@ -100,29 +98,10 @@ def main() -> None:
             raise SystemExit(finish.stderr.decode())
         took = time.monotonic() - began
 
-        expected: dict[str, int] = {}
-        for t in scan_transactions(FileSource(server.binlog_files(), start_file=start[0],
-                                              start_pos=start[1])):
-            rows = sum(sum(c.values()) for name, c in t.tables.items()
-                       if name.startswith("bench."))
-            if t.status == "committed" and rows and t.gtid:
-                expected[t.gtid] = rows
-        copies: Counter[tuple[str, int]] = Counter()
-        for line in out.read_bytes().splitlines():
-            t = orjson.loads(line)["transaction"]
-            copies[(t["id"], t["seq"])] += 1
-        delivered = {tid for tid, _ in copies}
-        missing_tx = set(expected) - delivered
-        missing_changes = sum(expected[t] for t in expected) - sum(
-            1 for (tid, seq) in copies if tid in expected and seq < expected[tid])
-        duplicated = sum(n - 1 for n in copies.values() if n > 1)
+        ledger = count(committed(server.binlog_files(), "bench", start), out)
         print(f"machine: {os.cpu_count()} CPUs; {kills} kills -9 in {took:.0f} s")
-        print(f"committed: {len(expected)} transactions, {sum(expected.values())} changes")
-        print(f"file: {sum(copies.values())} records")
-        print(f"lost: {len(missing_tx)} transactions, {missing_changes} changes; "
-              f"duplicated: {duplicated} records; extra: {len(delivered - set(expected))} "
-              "transactions not committed")
-        if missing_tx or missing_changes or duplicated:
+        print(ledger)
+        if not ledger.exactly_once:
             raise SystemExit(1)
     finally:
         server.close()

@@ -122,7 +122,8 @@ def run_router(args: argparse.Namespace) -> int:
         if config.control.enabled:
             from changestream.runtime.control import ControlServer
 
-            control = ControlServer(router, config.control.port, config.control_token())
+            control = ControlServer(router, config.control.port, config.control_token(),
+                                    config.control.host)
             control.start()
         router.run()
     except ChangestreamError as exc:

@@ -12,6 +12,7 @@ environment or a file named in the configuration, never written in logs or by
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import tomllib
 import typing
@@ -114,6 +115,7 @@ class SinkConfig:
 @dataclass(slots=True)
 class ControlConfig:
     enabled: bool = False
+    host: str = "127.0.0.1"
     port: int = 8750
     token_env: str = "CHANGESTREAM_CONTROL_TOKEN"
     token_file: str = ""
@@ -318,6 +320,22 @@ def _validate(config: Config) -> None:
             raise ConfigError(f"{key}: must be positive, got {value}")
     if not 0 < config.control.port < 65536:
         raise ConfigError(f"control.port: {config.control.port} is not a TCP port")
+    if config.control.enabled and not is_loopback(config.control.host) and \
+            not config.control_token():
+        raise ConfigError(f"control.host: {config.control.host} is reachable from other "
+                          "machines; the endpoint listens beyond the loopback only with a "
+                          "token (control.token_file, or the variable control.token_env "
+                          "names)")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is this machine's loopback only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def load_config(path: str | os.PathLike[str] | None = None, *,

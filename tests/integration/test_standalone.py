@@ -218,8 +218,8 @@ def test_a_third_party_sink_is_found_by_entry_point_and_by_module_class(
 # -- TLS -----------------------------------------------------------------------------------
 
 
-def _certificates(folder: Path) -> dict[str, Path]:
-    """A CA and a server certificate for 127.0.0.1 made with openssl."""
+def _certificates(folder: Path, name: str = "IP:127.0.0.1") -> dict[str, Path]:
+    """A CA and a server certificate for ``name`` (127.0.0.1) made with openssl."""
     def openssl(*args: str) -> None:
         subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=folder)
 
@@ -227,7 +227,7 @@ def _certificates(folder: Path) -> dict[str, Path]:
             "/CN=changestream test CA", "-keyout", "ca.key", "-out", "ca.pem")
     openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
             "-keyout", "server.key", "-out", "server.csr")
-    (folder / "san.cnf").write_text("subjectAltName = IP:127.0.0.1\n")
+    (folder / "san.cnf").write_text(f"subjectAltName = {name}\n")
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
             "-CAcreateserial", "-days", "2", "-extfile", "san.cnf", "-out", "server.pem")
     return {name: folder / f"{name}.pem" if name != "server_key" else folder / "server.key"
@@ -261,6 +261,23 @@ def test_tls_to_the_server_verifies_its_certificate(tmp_path: Path) -> None:
         with pytest.raises(SourceError, match=r"cannot connect .*certificate verify failed"):
             Router(load_config(None, env={}, overrides=overrides),
                    CallbackSink(got.append))._connect()
+
+
+def test_verify_identity_refuses_a_certificate_for_another_host(tmp_path: Path) -> None:
+    """Signed by the trusted CA but made out to another name: verify-identity refuses the
+    server at 127.0.0.1, verify-ca (which checks only the signature) takes it."""
+    certs = _certificates(tmp_path, "DNS:db.example.internal")
+    with EmbeddedMariaDB(options=[f"--ssl-ca={certs['ca']}", f"--ssl-cert={certs['server']}",
+                                  f"--ssl-key={certs['server_key']}"]) as server:
+        overrides = {"source.url": server.url, "source.tls.mode": "verify-identity",
+                     "source.tls.ca": str(certs["ca"])}
+        with pytest.raises(SourceError, match=r"cannot connect .*(mismatch|match)"):
+            Router(load_config(None, env={}, overrides=overrides),
+                   CallbackSink(lambda batch: None))._connect()
+        overrides["source.tls.mode"] = "verify-ca"
+        conn = Router(load_config(None, env={}, overrides=overrides),
+                      CallbackSink(lambda batch: None))._connect()
+        conn.close()
 
 
 # -- logs ------------------------------------------------------------------------------------

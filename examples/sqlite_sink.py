@@ -46,8 +46,9 @@ class SqliteMirrorSink:
         self.db: sqlite3.Connection | None = None
 
     def open(self) -> Position | None:
-        # Transactions by hand: BEGIN when a batch starts one, COMMIT with a position.
-        self.db = sqlite3.connect(self.path, isolation_level=None)
+        # Transactions by hand: BEGIN when a batch starts one, COMMIT with a position. The
+        # router calls open/close and write from different threads, one call at a time.
+        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA synchronous = FULL")
         self.db.execute("CREATE TABLE IF NOT EXISTS _changestream_position "
                         "(id INTEGER PRIMARY KEY CHECK (id = 1), position TEXT NOT NULL)")

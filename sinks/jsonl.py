@@ -68,7 +68,9 @@ class JsonLinesSink:
                 self._cut_torn_line()
             else:
                 self._cut_back(length)
-            self._out = open(self.path, "ab")  # noqa: SIM115 (kept open across batches)
+            # Unbuffered: what a failed write leaves is in the file (and cut back), never
+            # in a buffer that a later flush would write after the cut.
+            self._out = open(self.path, "ab", buffering=0)  # noqa: SIM115 (kept open)
         except OSError as exc:
             raise SinkError(f"jsonl sink: cannot open {self.path}: {exc.strerror}") from None
         return None
@@ -151,7 +153,7 @@ class JsonLinesSink:
                     continue
                 self._write_changes(out, pending, stamp)
                 pending = []
-                out.write(part.records)  # an EncodedRun, in this sink's format
+                _put(out, part.records)  # an EncodedRun, in this sink's format
             self._write_changes(out, pending, stamp)
             out.flush()
             if self.fsync and self.path is not None:
@@ -166,17 +168,27 @@ class JsonLinesSink:
 
     def _write_changes(self, out: BinaryIO, changes: list[list[Change]], stamp: str) -> None:
         for chunk in iter_lines(itertools.chain.from_iterable(changes), self.format, stamp):
-            out.write(chunk)
+            _put(out, chunk)
 
     def _take_back(self, out: BinaryIO, start: int) -> None:
         """Cut the file back to where a failed batch began, so that its retry does not
-        leave the lines written before the failure twice."""
+        leave the lines written before the failure twice (nor half a line, on a full
+        disk)."""
         with contextlib.suppress(OSError):
-            out.flush()
-        with contextlib.suppress(OSError):
-            out.truncate(start)
+            os.ftruncate(out.fileno(), start)
+            out.seek(start)  # ftruncate leaves the offset (which tell() reports) past it
 
     def close(self) -> None:
         if self._out is not None and self.path is not None:
             self._out.close()
         self._out = None
+
+
+def _put(out: BinaryIO, data: bytes | memoryview) -> None:
+    """Write all of ``data`` (an unbuffered file may take part of it per call)."""
+    view = memoryview(data)
+    while view:
+        written = out.write(view)
+        if written is None:  # a non-blocking stdout that is full: try again
+            continue
+        view = view[written:]

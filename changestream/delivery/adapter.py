@@ -1,7 +1,8 @@
 """The sink adapter interface: how committed changes leave the router.
 
 An adapter is any object with these three methods; it knows nothing of actors. The router
-calls ``open`` once, then ``write`` for each batch in order, then ``close``. ``write``
+calls ``open`` once, then ``write`` for each batch in order, then ``close``: one call at a
+time, but ``write`` from another thread than ``open`` and ``close``. ``write``
 returns only when the batch is durable: the router saves the position after it only then,
 so a crash never skips a batch that was not written. A batch can come again after a crash
 (the last one written before it) unless the adapter stores positions itself: an adapter

@@ -39,9 +39,9 @@ def test_connections_reset_in_the_middle_of_events(private_mariadb: Any,
     with FaultyProxy(server.port) as proxy:
         process = router(proxy.url(server.url), out, tmp_path / "position.json",
                          env=FAST_HEARTBEAT)
-        writer = Writer(server, 400, 8)
+        writer = Writer(server, 600, 20)  # the resets need the server's bytes flowing
         writer.start()
-        for cut in (3_000, 20_000, 7_777):  # bytes into the stream: inside events
+        for cut in (2_000, 9_000, 4_444):  # bytes into the stream: inside events
             wait_for(lambda: lines(out) > 50, 60, "changes")
             resets = proxy.resets
             proxy.reset_after(cut)

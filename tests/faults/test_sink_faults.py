@@ -51,7 +51,9 @@ def test_a_full_disk_stops_with_exit_4_and_a_restart_goes_on(
     start = server.binlog_position()
     Writer(server, 800, 1).run()  # far more than 128 KB of records
     out, position = small_disk / "out.jsonl", tmp_path / "position.json"
-    process = router(server.url, out, position, "--until", "caught-up", env=ONE_RETRY)
+    # Without decode workers, whose runs of up to 5,000 records would not fit at all.
+    process = router(server.url, out, position, "--until", "caught-up",
+                     env={**ONE_RETRY, "CHANGESTREAM_SOURCE_DECODE_WORKERS": "0"})
     _, err = process.communicate(timeout=120)
     stderr = err.decode()
     assert process.returncode == 4, stderr

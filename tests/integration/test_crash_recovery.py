@@ -19,7 +19,7 @@ import pytest
 from changestream.cli.scan import scan_transactions
 from changestream.sources.files import FileSource
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 
 def _big_insert(server: Any, db: str, first_id: int, rows: int, tx: int) -> str:

@@ -26,7 +26,7 @@ from changestream.sources.files import FileSource
 
 from .compare import assert_mirror_equals_source
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.faults]
 
 CATALOG = "crash"
 KILLS = 3

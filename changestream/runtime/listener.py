@@ -111,9 +111,13 @@ class Listener:
         self._source: Source | None = None
         self._thread = threading.Thread(target=self._run, name="changestream-listener",
                                         daemon=True)
-        self._paused = threading.Event()
-        self._paused.set()  # set = running
-        self._hold = threading.Event()  # set: stop at the next boundary (a snapshot asks)
+        # Pausing: the reader waits at a transaction boundary while paused (the router asks)
+        # or held (a snapshot asks), woken by any change of those, a stop, or a chunk
+        # offered (which goes in while it waits).
+        self._gate = threading.Condition()
+        self._paused = False
+        self._hold = False
+        self._nudged = False
         self._holding = threading.Event()  # set while stopped at a transaction boundary
 
     def start(self) -> None:
@@ -123,7 +127,7 @@ class Listener:
         self._thread.join(timeout)
 
     def stop(self) -> None:
-        self._paused.set()
+        self._open_gate()
         source = self._source
         if source is not None:
             source.stop()
@@ -136,16 +140,27 @@ class Listener:
         wake = getattr(inner, "wake", None)
         if callable(wake):
             wake()
+        with self._gate:
+            self._nudged = True
+            self._gate.notify_all()
 
     def pause(self) -> None:
-        self._paused.clear()
+        with self._gate:
+            self._paused = True
 
     def resume(self) -> None:
-        self._paused.set()
+        with self._gate:
+            self._paused = False
+            self._gate.notify_all()
+
+    def _open_gate(self) -> None:
+        with self._gate:
+            self._nudged = True
+            self._gate.notify_all()
 
     @property
     def paused(self) -> bool:
-        return not self._paused.is_set()
+        return self._paused
 
     def _run(self) -> None:
         reason = "end of source"
@@ -316,16 +331,19 @@ class Listener:
     def hold(self, timeout: float = 60.0) -> tuple[str, int] | None:
         """Pause at the next transaction boundary and wait until it is reached: where the
         stream stands (the snapshot of a table without a key goes in there)."""
-        self._hold.set()
+        with self._gate:
+            self._hold = True
         self.wake()
         if not self._holding.wait(timeout):
-            self._hold.clear()
+            self.release()
             return None
         return self._stands()
 
     def release(self) -> None:
         """Read on after :meth:`hold` (a pause asked for through the router stays)."""
-        self._hold.clear()
+        with self._gate:
+            self._hold = False
+            self._gate.notify_all()
 
     def _placeable(self) -> bool:
         return self.boundary is not None or self.start_known
@@ -335,17 +353,23 @@ class Listener:
         return self.boundary or (self.stats.read_file or "", self.stats.read_pos or 0)
 
     def _wait_if_paused(self) -> None:
-        if not self._paused.is_set() or self._hold.is_set():
+        if self._paused or self._hold:
             self._holding.set()
             try:
-                while not self._paused.wait(0.05) or self._hold.is_set():
-                    if self.stopping.is_set():
-                        raise StoppedError
+                while True:
+                    # A chunk offered while waiting goes in here (the stream stands still).
                     snapshot = self.snapshot
                     if snapshot is not None and self._placeable():
                         offer = snapshot.due(*self._stands())
                         if offer is not None:
                             self._send([offer], None)
+                    with self._gate:
+                        while (self._paused or self._hold) and not self._nudged and \
+                                not self.stopping.is_set():
+                            self._gate.wait()
+                        self._nudged = False
+                        if not (self._paused or self._hold) or self.stopping.is_set():
+                            break
             finally:
                 self._holding.clear()
         if self.stopping.is_set():

@@ -200,4 +200,6 @@ class RouterSnapshots:
     def stop(self) -> None:
         if self.runner is not None:
             self.stopping.set()
+            if self.coordinator is not None:
+                self.coordinator.abandon()
             self.runner.join(30)

@@ -59,6 +59,7 @@ class ChunkOffer:
     # (a snapshot asked for is taken up again by a router restarted before its first chunk).
     start: bool = False
     handed: bool = False
+    abandoned: bool = False  # the router stopped before the stream took it
     delivered: threading.Event = field(default_factory=threading.Event)
 
 
@@ -110,6 +111,13 @@ class SnapshotCoordinator:
             self.kept_until = {k: v for k, v in self.kept_until.items() if k not in done}
         for database, table in done:
             self.untrack(database, table)
+
+    def abandon(self) -> None:
+        """The router stops: a runner waiting for its offer is let go (not delivered)."""
+        offer = self.offer
+        if offer is not None and not offer.delivered.is_set():
+            offer.abandoned = True
+            offer.delivered.set()
 
     def put(self, offer: ChunkOffer) -> None:
         """Offer a chunk to the listener (one at a time)."""

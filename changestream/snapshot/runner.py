@@ -190,10 +190,12 @@ class SnapshotRunner:
     def _delivered(self, offer: ChunkOffer) -> bool | None:
         """Waits until the stream took ``offer``: whether it delivered it (``False``: turned
         back), ``None`` when the router stops first."""
-        while not offer.delivered.wait(0.1):
-            if self.stopping.is_set():
-                return None
-        return not offer.rejected
+        # The router's stop sets ``stopping``, then abandons the offer it finds (this one,
+        # or, if it came first, none: then ``stopping`` is seen here).
+        if self.stopping.is_set() and not offer.delivered.is_set():
+            return None
+        offer.delivered.wait()
+        return None if offer.abandoned else not offer.rejected
 
     def _wait_for_stream(self, start: tuple[str, int]) -> None:
         """Until the router's stream has read to ``start``: what the binlog holds before it

@@ -22,6 +22,7 @@ import datetime as dt
 import logging
 import multiprocessing
 import multiprocessing.connection
+import socket
 import struct
 import threading
 from collections.abc import Callable
@@ -172,6 +173,12 @@ class DecodeWorkers:
         """Stop the workers (whatever they were doing is not needed any more)."""
         self._closing = True
         for connection in self._connections:
+            # Shut the socket down first: a reader thread blocked in recv() keeps it open
+            # through a close(), but a shutdown ends that recv (and the worker's) at once.
+            with contextlib.suppress(OSError):
+                end = socket.fromfd(connection.fileno(), socket.AF_UNIX, socket.SOCK_STREAM)
+                end.shutdown(socket.SHUT_RDWR)
+                end.close()
             connection.close()  # the worker's next read or write fails, and it ends
         for process in self._processes:
             process.join(2.0)

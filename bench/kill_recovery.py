@@ -64,7 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="changestream-kills-"))
-    server = EmbeddedMariaDB()
+    server = EmbeddedMariaDB().start()
     try:
         server.execute(["CREATE DATABASE bench",
                         "CREATE TABLE bench.t (id INT PRIMARY KEY, tx INT, v VARCHAR(40))"])

@@ -52,7 +52,7 @@ def _writer(server: EmbeddedMariaDB, rate: float, until: float, stop: threading.
             if began >= big_at:
                 big_at += 30
                 cur.execute("INSERT INTO soak.t (id, tx, v) SELECT %s + seq, %s, 'big' "
-                            "FROM seq_0_to_4999", (next_id, tx))
+                            "FROM soak.seq_0_to_4999", (next_id, tx))
                 next_id += 5000
             elif kind < 0.4:
                 cur.execute("INSERT INTO soak.t VALUES (%s, %s, 'one')", (next_id, tx))
@@ -122,7 +122,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=300.0, help="transactions a second")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="changestream-soak-"))
-    server = EmbeddedMariaDB()
+    server = EmbeddedMariaDB().start()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

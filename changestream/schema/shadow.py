@@ -15,6 +15,7 @@ import logging
 import os
 import shlex
 import shutil
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,7 +232,18 @@ def remove_stale(parent: Path) -> None:
         return
     for stale in parent.iterdir():
         if stale.name.isdigit() and int(stale.name) != os.getpid() and not _alive(int(stale.name)):
-            shutil.rmtree(stale, ignore_errors=True)
+            _remove_while_written(stale)
+
+
+def _remove_while_written(folder: Path, seconds: float = 5.0) -> None:
+    """Remove ``folder``, again while a dying shadow server still writes files into it
+    (a removal it races leaves the folder behind)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists() or time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
 
 
 def _private_dir(parent: Path) -> Path:

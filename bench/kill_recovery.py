@@ -1,8 +1,8 @@
 """Measurement: exactly-once JSON lines under random kill -9.
 
-Starts a private MariaDB and a writer session that commits ``--transactions`` transactions
-(1 to 20 rows each: inserts, some updated or deleted again) at a steady pace, while
-``changestream run --sink jsonl:FILE --position-file POS`` follows it and is killed with
+Starts a private MariaDB and the fault suite's writer, which commits ``--transactions``
+transactions (1 to 10 rows each: inserts, some updated or deleted again) at a steady pace,
+while ``changestream run --sink jsonl:FILE --position-file POS`` follows it and is killed with
 SIGKILL ``--kills`` times at random moments (restarted at once each time). At the end one
 run with ``--until caught-up`` finishes. The file is then checked against the binlog's own
 committed transactions: how many transactions and changes are missing, and how many
@@ -18,42 +18,16 @@ import argparse
 import os
 import random
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from changestream.devserver import EmbeddedMariaDB
+from tests.faults.conftest import TABLE, Writer, router
 from tests.faults.ledger import committed, count
-
-
-def _writer(server: EmbeddedMariaDB, transactions: int, seconds: float,
-            done: threading.Event) -> None:
-    rng = random.Random(7)
-    conn = server.connect()
-    next_id = 1
-    try:
-        with conn.cursor() as cur:
-            for tx in range(transactions):
-                size = rng.randint(1, 20)
-                rows = ", ".join(f"({i}, {tx}, 'row {i}')"
-                                 for i in range(next_id, next_id + size))
-                next_id += size
-                cur.execute("BEGIN")
-                cur.execute(f"INSERT INTO bench.t VALUES {rows}")
-                if tx % 5 == 1:
-                    cur.execute(f"UPDATE bench.t SET v = 'updated' WHERE tx = {tx}")
-                if tx % 9 == 4:
-                    cur.execute(f"DELETE FROM bench.t WHERE tx = {tx} AND id % 2 = 0")
-                cur.execute("COMMIT")
-                time.sleep(seconds / transactions)
-    finally:
-        conn.close()
-        done.set()
 
 
 def main() -> None:
@@ -66,39 +40,33 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="changestream-kills-"))
     server = EmbeddedMariaDB().start()
     try:
-        server.execute(["CREATE DATABASE bench",
-                        "CREATE TABLE bench.t (id INT PRIMARY KEY, tx INT, v VARCHAR(40))"])
+        server.execute(["CREATE DATABASE faults", TABLE])
         start = server.binlog_position()
         out, position = work / "changes.jsonl", work / "position.json"
-        command = [sys.executable, "-m", "changestream.cli", "run", "--source", server.url,
-                   "--include", "bench", "--start", f"{start[0]}:{start[1]}",
-                   "--snapshot", "never", "--sink", f"jsonl:{out}",
-                   "--position-file", str(position), "--batch-changes", "50"]
         # Spread the kills over the workload: about one every (workload / kills) seconds.
-        seconds = max(30.0, args.kills * 0.9)
-        done = threading.Event()
-        writer = threading.Thread(target=_writer,
-                                  args=(server, args.transactions, seconds, done))
+        writer = Writer(server, args.transactions, max(30.0, args.kills * 0.9), seed=7)
         began = time.monotonic()
         writer.start()
         kills = 0
         while kills < args.kills:
-            process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL)
+            process = router(server.url, out, position)
             time.sleep(rng.uniform(0.3, 1.5))  # start-up included: kills land anywhere
             if process.poll() is not None:
-                raise SystemExit(f"the router exited by itself ({process.returncode})")
+                raise SystemExit(f"the router exited by itself ({process.returncode}): "
+                                 f"{process.communicate()[1].decode()}")
             process.send_signal(signal.SIGKILL)
-            process.wait()
+            process.communicate()
             kills += 1
         writer.join()
-        finish = subprocess.run([*command, "--until", "caught-up"], capture_output=True,
-                                timeout=600)
+        if writer.error is not None:
+            raise SystemExit(f"the writer failed: {writer.error}")
+        finish = router(server.url, out, position, "--until", "caught-up")
+        _, err = finish.communicate(timeout=600)
         if finish.returncode != 0:
-            raise SystemExit(finish.stderr.decode())
+            raise SystemExit(err.decode())
         took = time.monotonic() - began
 
-        ledger = count(committed(server.binlog_files(), "bench", start), out)
+        ledger = count(committed(server.binlog_files(), "faults", start), out)
         print(f"machine: {os.cpu_count()} CPUs; {kills} kills -9 in {took:.0f} s")
         print(ledger)
         if not ledger.exactly_once:

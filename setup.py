@@ -4,7 +4,7 @@ pyproject.toml says the rest.
 ``actors/`` and ``sinks/`` install as ``changestream.actors`` and ``changestream.sinks`` (the
 ``package-dir`` mapping in pyproject.toml). Without Cython or a C compiler the package
 installs without the compiled parts and the Python paths run
-(``changestream.snapshot.row_readers`` says which is used).
+(``changestream.native.compiled`` says which is used).
 """
 
 from setuptools import Extension, find_packages, setup
@@ -21,8 +21,9 @@ except ImportError:  # the Python paths only
     extensions = []
 else:
     extensions = cythonize(
-        [Extension("changestream.snapshot._text_rows",
-                   ["changestream/snapshot/_text_rows.pyx"], extra_compile_args=["-O2"])],
+        [Extension(name, [name.replace(".", "/") + ".pyx"], extra_compile_args=["-O2"])
+         for name in ("changestream.native.json_text", "changestream.snapshot._text_rows",
+                      "changestream.parallel._segment_rows")],
         language_level=3, quiet=True)
 
 setup(packages=packages, ext_modules=extensions)

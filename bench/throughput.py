@@ -1,29 +1,48 @@
-"""Throughput benchmark: changestream against its peers on the same binlog.
+"""Throughput benchmark: changestream against its peers on the same binlog, per workload shape.
 
-Starts a private MariaDB, writes a deterministic workload (200,000 rows over a table of 8
-typical columns, half in 100-row transactions and half as single-row autocommits; with
-``--wide`` a 40-column table), then measures on the same binlog:
+For each shape it starts a private server, writes a deterministic workload, and then runs
+every reader on the same binlog, one after the other, each as a whole process:
 
-- changestream end to end: live source -> actors -> JSON-lines sink into a file
-- changestream from the binlog files (file source -> actors -> JSON-lines file)
-- a bare python-mysql-replication loop that touches every row value
-- ``mariadb-binlog -vv --base64-output=DECODE-ROWS`` on the binlog files
+- ``changestream_live``: ``changestream run`` as a replica of the server, into a JSON-lines
+  file (decode workers as by default; compiled decoding where it was built)
+- ``changestream_files``: the same from the binlog files
+- ``changestream_pure``: the files again with the Python paths only
+  (``CHANGESTREAM_PURE_PYTHON=1``); its records must be byte for byte the compiled ones'
+  but for ``ts`` (checked)
+- ``python_mysql_replication``: a bare loop over its rows that touches every value
+- the server's own decoder, ``mariadb-binlog -vv`` (``mysqlbinlog -vv`` on MySQL), into a
+  file
+- ``zongji``: the Node.js reader (npm ``@powersync/mysql-zongji``) writing each row as a
+  JSON line, where Node.js and npm are there (installed once into
+  ``~/.cache/changestream/zongji``; it reads MariaDB only: it cannot log in to MySQL 9)
 
-It prints rows/s for each, the ratios, and peak memory (RSS), compares changestream's
-values with python-mysql-replication's on the first 5,000 inserted rows (every column type
-of the workload is one that library decodes right), and writes the figures as JSON.
+Shapes (``--shapes``, all by default):
 
-    .venv/bin/python bench/throughput.py [--rows 200000] [--wide] [--json out.json]
+- ``a`` mixed: half the rows in 100-row transactions, half single-row autocommits; 8 columns
+- ``b`` bulk: 90% of the rows in 100-row multi-row INSERTs, 10% single-row autocommits
+- ``c`` updates of 1 to 10 rows per transaction, full before and after images (of a table
+  filled first; only the updates are read)
+- ``d`` the mixed shape on a 40-column table
+- ``e`` the mixed shape on MySQL 9.7, every other transaction zstd-compressed
+
+It prints rows/s, rows per CPU-second (user + system time of the reader and its children)
+and peak memory (RSS of the reader and its children, sampled), and the ratios of
+changestream's live run to each peer; ``--json`` writes the figures::
+
+    .venv/bin/python bench/throughput.py [--rows 200000] [--shapes a,b,c,d,e] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
 import platform
 import random
+import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -33,11 +52,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from changestream.devserver import EmbeddedMariaDB
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from changestream.devserver import EmbeddedMariaDB, EmbeddedServer
 
 NARROW = ("id BIGINT PRIMARY KEY, qty INT, name VARCHAR(40), price DECIMAL(12,2), "
           "created DATETIME(6), score DOUBLE, flag TINYINT, label VARCHAR(40) "
           "CHARACTER SET utf8mb4")
+ZONGJI_DIR = Path.home() / ".cache/changestream/zongji"
+ZONGJI_PACKAGE = "@powersync/mysql-zongji@0.6.2"
 
 
 def _wide_columns() -> str:
@@ -46,6 +69,25 @@ def _wide_columns() -> str:
     cols = ["id BIGINT PRIMARY KEY"]
     cols += [f"c{i} {kinds[i % len(kinds)]}" for i in range(1, 40)]
     return ", ".join(cols)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    name: str
+    title: str
+    columns: str
+    batched: float  # share of the rows written in 100-row transactions
+    updates: bool = False
+    mysql: bool = False
+
+
+SHAPES = {
+    "a": Shape("a", "mixed: 50% in 100-row transactions, 50% autocommits", NARROW, 0.5),
+    "b": Shape("b", "bulk: 90% in 100-row INSERTs, 10% autocommits", NARROW, 0.9),
+    "c": Shape("c", "updates of 1-10 rows, full images", NARROW, 0.0, updates=True),
+    "d": Shape("d", "mixed, 40 columns", _wide_columns(), 0.5),
+    "e": Shape("e", "mixed on MySQL 9.7, half zstd-compressed", NARROW, 0.5, mysql=True),
+}
 
 
 def _value(kind: str, i: int, rng: random.Random) -> str:
@@ -66,57 +108,123 @@ def _value(kind: str, i: int, rng: random.Random) -> str:
     return f"'name {i} {rng.randint(0, 10**9)}'"
 
 
-def _row(columns: list[str], i: int, rng: random.Random) -> str:
-    return "(" + ", ".join([str(i)] + [_value(k, i, rng) for k in columns[1:]]) + ")"
+def _row(kinds: list[str], i: int, rng: random.Random) -> str:
+    return "(" + ", ".join([str(i)] + [_value(k, i, rng) for k in kinds[1:]]) + ")"
 
 
-def write_workload(server: EmbeddedMariaDB, rows: int, wide: bool) -> None:
+def _run_all(cur: Any, statements: list[str]) -> None:
+    cur.execute(";".join(statements))
+    while cur.nextset():
+        pass
+
+
+def write_workload(server: EmbeddedServer, shape: Shape, rows: int) -> tuple[str, int]:
+    """Writes the shape's workload; where the part to read begins."""
     rng = random.Random(20261121)
-    definition = _wide_columns() if wide else NARROW
-    kinds = [c.split(" ", 1)[1] for c in definition.split(", ")]
-    server.execute(["SET GLOBAL innodb_flush_log_at_trx_commit = 2", "SET GLOBAL sync_binlog = 0",
-                    "CREATE DATABASE bench", f"CREATE TABLE bench.t ({definition})"])
+    kinds = [c.split(" ", 1)[1] for c in shape.columns.split(", ")]
+    server.execute(["SET GLOBAL innodb_flush_log_at_trx_commit = 2",
+                    "SET GLOBAL sync_binlog = 0", "CREATE DATABASE bench",
+                    f"CREATE TABLE bench.t ({shape.columns})"])
     conn = server.connect(client_flag=1 << 16)  # MULTI_STATEMENTS: fewer round trips
     try:
         with conn.cursor() as cur:
-            half = rows // 2
-            for start in range(1, half + 1, 100):  # 100-row transactions
-                values = ",".join(_row(kinds, i, rng) for i in range(start, min(start + 100,
-                                                                                 half + 1)))
-                cur.execute(f"BEGIN; INSERT INTO bench.t VALUES {values}; COMMIT")
-                while cur.nextset():
-                    pass
-            for start in range(half + 1, rows + 1, 200):  # single-row autocommits
-                sql = ";".join(f"INSERT INTO bench.t VALUES {_row(kinds, i, rng)}"
-                               for i in range(start, min(start + 200, rows + 1)))
-                cur.execute(sql)
-                while cur.nextset():
-                    pass
+            if shape.updates:
+                table = 20_000
+                for first in range(1, table + 1, 500):
+                    values = ",".join(_row(kinds, i, rng)
+                                      for i in range(first, min(first + 500, table + 1)))
+                    _run_all(cur, [f"INSERT INTO bench.t VALUES {values}"])
+                start = server.binlog_position()
+                done = 0
+                while done < rows:
+                    statements = []
+                    for _ in range(50):
+                        size = min(rng.randint(1, 10), rows - done)
+                        if size <= 0:
+                            break
+                        first = rng.randint(1, table - size)
+                        statements.append(
+                            f"UPDATE bench.t SET qty = qty + 1, name = 'u {done}', "
+                            f"score = {rng.uniform(-1e6, 1e6)!r} "
+                            f"WHERE id BETWEEN {first} AND {first + size - 1}")
+                        done += size
+                    _run_all(cur, statements)
+                return start
+            start = server.binlog_position()
+            batched = int(rows * shape.batched)
+            compress = ["SET SESSION binlog_transaction_compression = ON",
+                        "SET SESSION binlog_transaction_compression = OFF"]
+            for n, first in enumerate(range(1, batched + 1, 100)):  # 100-row transactions
+                values = ",".join(_row(kinds, i, rng)
+                                  for i in range(first, min(first + 100, batched + 1)))
+                switch = [compress[n % 2]] if shape.mysql else []
+                _run_all(cur, [*switch, "BEGIN", f"INSERT INTO bench.t VALUES {values}",
+                               "COMMIT"])
+            for n, first in enumerate(range(batched + 1, rows + 1, 200)):  # autocommits
+                switch = [compress[n % 2]] if shape.mysql else []
+                _run_all(cur, switch + [f"INSERT INTO bench.t VALUES {_row(kinds, i, rng)}"
+                                        for i in range(first, min(first + 200, rows + 1))])
+            return start
     finally:
         conn.close()
 
 
-_PEAK = ("import resource, subprocess, sys, time; t = time.monotonic(); "
-         "code = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL); "
-         "print(time.monotonic() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
-         "sys.exit(code)")
+def _tree_rss(pid: int) -> int:
+    """RSS (kB) of ``pid`` and its descendants."""
+    total = 0
+    pending = [pid]
+    while pending:
+        p = pending.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+                        break
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                pending.extend(int(c) for c in f.read().split())
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+    return total
 
 
-def timed(command: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of ``command`` run as a child process."""
-    result = subprocess.run([sys.executable, "-c", _PEAK, *command], capture_output=True,
-                            text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"{command[:4]} failed: {result.stderr[-2000:]}")
-    seconds, rss_kb = result.stdout.split()[-2:]
-    return float(seconds), int(rss_kb) / 1024
+@dataclasses.dataclass
+class Run:
+    seconds: float
+    cpu_seconds: float
+    peak_rss_mb: float
+    rows: int
+
+
+def timed(command: list[str], rows: int, env: dict[str, str] | None = None,
+          timeout: float = 1800) -> Run:
+    """Runs ``command`` (stdout to /dev/null): wall and CPU seconds, peak RSS of its tree."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    began = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env={**os.environ, **(env or {})})
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, _tree_rss(process.pid))
+        if time.monotonic() - began > timeout:
+            process.kill()
+            process.wait()
+            raise RuntimeError(f"{command[:4]} took more than {timeout:.0f} s")
+        time.sleep(0.05)
+    seconds = time.monotonic() - began
+    err = process.stderr.read().decode(errors="replace") if process.stderr else ""
+    if process.returncode != 0:
+        raise RuntimeError(f"{command[:4]} failed ({process.returncode}): {err[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Run(seconds, cpu, peak / 1024, rows)
 
 
 PYMYSQLREPLICATION_LOOP = """
 import sys
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent
-port, file, pos = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+port, file, pos, want = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 stream = BinLogStreamReader(
     connection_settings={"host": "127.0.0.1", "port": port, "user": "root", "passwd": ""},
     server_id=4242, log_file=file, log_pos=pos, resume_stream=True, blocking=False,
@@ -125,128 +233,187 @@ rows = touched = 0
 for event in stream:
     for row in event.rows:
         rows += 1
-        for value in row["values"].values():
-            touched += value is not None
+        for image in ("values", "before_values", "after_values"):
+            for value in row.get(image, {}).values():
+                touched += value is not None
 stream.close()
 print(rows, touched)
 """
 
-
-PYMYSQLREPLICATION_SAMPLE = """
-import sys
-import orjson
-from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.row_event import WriteRowsEvent
-from changestream.delivery.records import json_default
-port, file, limit = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-stream = BinLogStreamReader(
-    connection_settings={"host": "127.0.0.1", "port": port, "user": "root", "passwd": ""},
-    server_id=4243, log_file=file, log_pos=4, resume_stream=True, blocking=False,
-    only_events=[WriteRowsEvent])
-rows = []
-for event in stream:
-    rows.extend(row["values"] for row in event.rows)
-    if len(rows) >= limit:
-        break
-stream.close()
-sys.stdout.buffer.write(orjson.dumps(rows[:limit], default=json_default))
+ZONGJI_SCRIPT = """
+const ZongJi = require(process.argv[2]);
+const fs = require('fs');
+const [port, file, pos, want, out] = process.argv.slice(3);
+const stream = fs.createWriteStream(out);
+let rows = 0;
+const replacer = (key, value) => typeof value === 'bigint' ? value.toString() : value;
+const zongji = new ZongJi({host: '127.0.0.1', port: Number(port), user: 'root', password: ''});
+zongji.on('binlog', (event) => {
+  if (!event.rows) return;
+  for (const row of event.rows) {
+    stream.write(JSON.stringify(row, replacer) + '\\n');
+    rows += 1;
+  }
+  if (rows >= Number(want)) {
+    zongji.stop();
+    stream.end(() => process.exit(0));
+  }
+});
+zongji.on('error', (error) => { console.error(String(error)); process.exit(1); });
+zongji.start({serverId: 4244, filename: file, position: Number(pos),
+              includeEvents: ['tablemap', 'writerows', 'updaterows', 'deleterows'],
+              includeSchema: {bench: true}});
 """
 
 
-def compare_sample(port: int, first: str, records_path: Path, limit: int) -> dict[str, int]:
-    """python-mysql-replication's values of the first ``limit`` inserted rows against the
-    ``after`` images changestream wrote: how many rows and values were compared, and how many
-    differ (every column type of the workload is one that library decodes right)."""
-    result = subprocess.run([sys.executable, "-c", PYMYSQLREPLICATION_SAMPLE, str(port), first,
-                             str(limit)], capture_output=True, check=True)
-    theirs = {row["id"]: row for row in json.loads(result.stdout)}
-    compared = values = differ = 0
-    with open(records_path, "rb") as f:
-        for line in f:
-            after = json.loads(line)["after"]
-            row = theirs.get(after["id"]) if after else None
-            if row is None:
-                continue
-            compared += 1
-            for name, value in after.items():
-                values += 1
-                if row.get(name) != value:
-                    differ += 1
-                    if differ <= 5:
-                        print(f"differs: row {after['id']} {name}: changestream {value!r}, "
-                              f"python-mysql-replication {row.get(name)!r}", file=sys.stderr)
-            if compared == len(theirs):
-                break
-    return {"rows": compared, "values": values, "differ": differ}
+def zongji_module() -> Path | None:
+    """zongji's package folder, installed with npm when first asked for; ``None`` without
+    Node.js and npm (or the registry)."""
+    module = ZONGJI_DIR / "node_modules/@powersync/mysql-zongji"
+    if module.is_dir():
+        return module
+    if not shutil.which("node") or not shutil.which("npm"):
+        return None
+    ZONGJI_DIR.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund",
+                             ZONGJI_PACKAGE], cwd=ZONGJI_DIR, capture_output=True, timeout=600)
+    return module if result.returncode == 0 and module.is_dir() else None
+
+
+_TS = re.compile(rb',"ts":"[^"]*"}$', re.M)
+
+
+def same_records(first: Path, second: Path) -> bool:
+    """Whether two JSON-lines files hold the same records byte for byte but for ``ts``."""
+    return _TS.sub(b"}", first.read_bytes()) == _TS.sub(b"}", second.read_bytes())
+
+
+def _lines(path: Path) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def _server(shape: Shape) -> EmbeddedServer:
+    if shape.mysql:
+        from tests.servers import PrivateMySQL
+        return PrivateMySQL()
+    return EmbeddedMariaDB()
+
+
+def _server_tool(server: EmbeddedServer) -> list[str]:
+    if server.flavor == "mysql":
+        return [*server.tool("mysqlbinlog"), "-vv"]  # type: ignore[attr-defined]
+    return ["mariadb-binlog", "-vv"]
+
+
+def measure(shape: Shape, rows: int, work: Path) -> dict[str, Any]:
+    """Every reader on one shape's binlog."""
+    figures: dict[str, Any] = {"title": shape.title}
+    with _server(shape) as server:
+        server.execute("RESET BINARY LOGS AND GTIDS" if shape.mysql else "RESET MASTER")
+        began = time.monotonic()
+        start = write_workload(server, shape, rows)
+        figures["workload_seconds"] = round(time.monotonic() - began, 2)
+        server.execute("FLUSH BINARY LOGS")
+        files = server.binlog_files()
+        files = files[[f.name for f in files].index(start[0]):]
+        binlogs = [str(p) for p in files]
+        figures["binlog_bytes"] = sum(os.path.getsize(p) for p in binlogs)
+        cs = [sys.executable, "-m", "changestream.cli", "run", "--until", "caught-up",
+              "--include", "bench", "--no-preflight", "--snapshot", "never",
+              "--start", f"{start[0]}:{start[1]}"]
+        runs: dict[str, Run] = {}
+        outputs = {name: work / f"{shape.name}-{name}.jsonl"
+                   for name in ("live", "files", "pure")}
+        runs["changestream_live"] = timed([*cs, "--source", server.url, "--sink",
+                                           f"jsonl:{outputs['live']}"], rows)
+        runs["changestream_files"] = timed([*cs, "--source", f"file://{server.binlog_dir}",
+                                            "--sink", f"jsonl:{outputs['files']}"], rows)
+        runs["changestream_pure"] = timed([*cs, "--source", f"file://{server.binlog_dir}",
+                                           "--sink", f"jsonl:{outputs['pure']}"], rows,
+                                          env={"CHANGESTREAM_PURE_PYTHON": "1"})
+        for name, path in outputs.items():
+            seen = _lines(path)
+            if seen != rows:
+                raise SystemExit(f"shape {shape.name}: changestream {name} wrote {seen} "
+                                 f"records for {rows} rows")
+        figures["compiled_equals_pure"] = same_records(outputs["files"], outputs["pure"])
+        figures["live_equals_files"] = same_records(outputs["live"], outputs["files"])
+        runs["python_mysql_replication"] = timed(
+            [sys.executable, "-c", PYMYSQLREPLICATION_LOOP, str(server.port), start[0],
+             str(start[1]), str(rows)], rows)
+        tool = _server_tool(server)
+        tool_out = work / f"{shape.name}-server-tool.txt"
+        runs["server_tool"] = timed(["sh", "-c", 'out="$1"; shift; exec "$@" > "$out"', "sh",
+                                     str(tool_out), *tool, f"--start-position={start[1]}",
+                                     *binlogs], rows)
+        figures["server_tool"] = " ".join(tool[-2:])
+        module = zongji_module()
+        if module is None:
+            figures["zongji"] = "not run: no Node.js/npm"
+        elif shape.mysql:
+            figures["zongji"] = "not run: it cannot log in to MySQL 9 (no caching_sha2)"
+        else:
+            script = work / "zongji.js"
+            script.write_text(ZONGJI_SCRIPT)
+            runs["zongji"] = timed(["node", str(script), str(module), str(server.port),
+                                    start[0], str(start[1]), str(rows),
+                                    str(work / f"{shape.name}-zongji.jsonl")], rows,
+                                   timeout=600)
+    results: dict[str, Any] = {}
+    for name, run in runs.items():
+        results[name] = {"seconds": round(run.seconds, 2),
+                         "rows_per_second": round(rows / run.seconds),
+                         "rows_per_cpu_second": round(rows / max(run.cpu_seconds, 1e-9)),
+                         "peak_rss_mb": round(run.peak_rss_mb, 1)}
+    live = results["changestream_live"]["rows_per_second"]
+    figures["ratios"] = {f"live_x_{name}": round(live / r["rows_per_second"], 2)
+                         for name, r in results.items() if name != "changestream_live"}
+    figures["results"] = results
+    return figures
+
+
+def report(shape: str, figures: dict[str, Any], rows: int) -> None:
+    print(f"\nshape {shape}: {figures['title']}; {rows:,} rows, binlog "
+          f"{figures['binlog_bytes'] / 1e6:.1f} MB; server tool: {figures['server_tool']}")
+    print(f"{'reader':26} {'seconds':>8} {'rows/s':>9} {'rows/CPU-s':>10} {'peak MB':>8}")
+    for name, r in figures["results"].items():
+        print(f"{name:26} {r['seconds']:8.2f} {r['rows_per_second']:9,} "
+              f"{r['rows_per_cpu_second']:10,} {r['peak_rss_mb']:8.1f}")
+    print("changestream live: " + ", ".join(f"{v}x {k.removeprefix('live_x_')}"
+                                            for k, v in figures["ratios"].items()))
+    print(f"compiled records = pure Python records: {figures['compiled_equals_pure']}; "
+          f"live = files: {figures['live_equals_files']}")
+    if isinstance(figures.get("zongji"), str):
+        print(f"zongji: {figures['zongji']}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--wide", action="store_true", help="40 columns instead of 8")
+    parser.add_argument("--shapes", default="a,b,c,d,e")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="changestream-bench-"))  # removed at the end
+    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        parser.error(f"unknown shapes {unknown}: choose from {', '.join(SHAPES)}")
     figures: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},
-        "rows": args.rows, "columns": 40 if args.wide else 8,
+        "date": dt.date.today().isoformat(), "rows": args.rows, "shapes": {},
     }
-    with EmbeddedMariaDB() as server:
-        server.execute("RESET MASTER")
-        began = time.monotonic()
-        write_workload(server, args.rows, args.wide)
-        figures["workload_seconds"] = round(time.monotonic() - began, 2)
-        server.execute("FLUSH BINARY LOGS")
-        first = server.binlog_files()[0]
-        binlogs = [str(p) for p in server.binlog_files()]
-        figures["binlog_bytes"] = sum(os.path.getsize(p) for p in binlogs)
-        cs = [sys.executable, "-m", "changestream.cli", "run", "--until", "caught-up",
-              "--include", "bench", "--no-preflight", "--start", f"{first.name}:4"]
-        runs: dict[str, tuple[float, float]] = {}
-        runs["changestream_live"] = timed([*cs, "--source", server.url, "--sink",
-                                           f"jsonl:{work / 'live.jsonl'}"])
-        runs["changestream_files"] = timed([*cs, "--source", f"file://{server.binlog_dir}",
-                                            "--sink", f"jsonl:{work / 'files.jsonl'}"])
-        runs["python_mysql_replication"] = timed([sys.executable, "-c",
-                                                  PYMYSQLREPLICATION_LOOP, str(server.port),
-                                                  first.name, "4"])
-        runs["mariadb_binlog"] = timed(["mariadb-binlog", "-vv",
-                                        "--base64-output=DECODE-ROWS", *binlogs])
-        with open(work / "live.jsonl", "rb") as f:
-            lines = sum(1 for _ in f)
-        assert lines >= args.rows, f"changestream delivered {lines} records for {args.rows} rows"
-        figures["values_compared"] = compare_sample(server.port, first.name,
-                                                    work / "live.jsonl", 5_000)
-    results = {}
-    for name, (seconds, rss) in runs.items():
-        results[name] = {"seconds": round(seconds, 2), "rows_per_second": round(args.rows /
-                                                                                 seconds),
-                         "peak_rss_mb": round(rss, 1)}
-    base = results["python_mysql_replication"]["rows_per_second"]
-    server_tool = results["mariadb_binlog"]["rows_per_second"]
-    for name in ("changestream_live", "changestream_files"):
-        results[name]["x_python_mysql_replication"] = round(
-            results[name]["rows_per_second"] / base, 2)
-        results[name]["x_mariadb_binlog"] = round(
-            results[name]["rows_per_second"] / server_tool, 2)
-    figures["results"] = results
-    print(f"{args.rows} rows, {figures['columns']} columns, binlog "
-          f"{figures['binlog_bytes'] / 1e6:.1f} MB, on {os.cpu_count()} CPUs")
-    print(f"{'reader':28} {'seconds':>8} {'rows/s':>10} {'peak MB':>8}  ratios")
-    for name, r in results.items():
-        ratios = ""
-        if "x_python_mysql_replication" in r:
-            ratios = (f"{r['x_python_mysql_replication']}x python-mysql-replication, "
-                      f"{r['x_mariadb_binlog']}x mariadb-binlog")
-        print(f"{name:28} {r['seconds']:8.2f} {r['rows_per_second']:10,} "
-              f"{r['peak_rss_mb']:8.1f}  {ratios}")
-    sample = figures["values_compared"]
-    print(f"values against python-mysql-replication: {sample['rows']:,} rows, "
-          f"{sample['values']:,} values compared, {sample['differ']} differ")
+    work = Path(tempfile.mkdtemp(prefix="changestream-bench-"))
+    try:
+        for name in shapes:
+            figures["shapes"][name] = measure(SHAPES[name], args.rows, work)
+            report(name, figures["shapes"][name], args.rows)
+            for leftover in work.iterdir():
+                leftover.unlink()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
-    shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

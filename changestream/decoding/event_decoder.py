@@ -291,7 +291,7 @@ class EventDecoder:
     def rows_header(self, type_code: int, body: bytes) -> tuple[int, int, int]:
         """``(table_id, flags, offset of the column count)`` of a rows event body."""
         version = et.ROWS_KINDS[type_code][1]
-        post = self._post_header.get(type_code, 10 if version == 2 else 8)
+        post = self.rows_post_header(type_code)
         if post == 6:
             table_id, pos = _U32(body, 0)[0], 4
         else:
@@ -302,6 +302,11 @@ class EventDecoder:
             extra_len = _U16(body, post - 2)[0]
             pos = post + max(0, extra_len - 2)
         return table_id, flags, pos
+
+    def rows_post_header(self, type_code: int) -> int:
+        """The post-header length of rows events of ``type_code``."""
+        return self._post_header.get(type_code,
+                                     10 if et.ROWS_KINDS[type_code][1] == 2 else 8)
 
     def row_decoder(self, table_id: int) -> RowImageDecoder | None:
         """The row decoder of the table the last TABLE_MAP with ``table_id`` described,

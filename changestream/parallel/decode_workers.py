@@ -34,7 +34,7 @@ from changestream.decoding.event_decoder import EventDecoder
 from changestream.delivery.records import record_lines
 from changestream.model.changes import Change
 from changestream.model.errors import ChangestreamError, SourceError
-from changestream.parallel.segment_encoder import EncodedTransaction, SegmentEncoder
+from changestream.parallel.segment_encoder import EncodedTransaction, segment_encoder
 from changestream.transactions.assembler import TransactionAssembler
 from changestream.transactions.filters import ChangeFilter
 
@@ -209,8 +209,8 @@ class _Worker:
             max_buffered_changes=settings.max_buffered_changes, spill_dir=settings.spill_dir)
         self._format_description: bytes | None = None
         # The fast path writes changestream's record format only.
-        self.encoder = SegmentEncoder(self.decoder, settings.change_filter,
-                                      settings.include_sql) \
+        self.encoder = segment_encoder(self.decoder, settings.change_filter,
+                                       settings.include_sql) \
             if settings.record_format == "changestream" else None
         self.fast_segments = 0  # segments the fast path took
 

@@ -39,6 +39,7 @@ from changestream.delivery.records import (
 )
 from changestream.delivery.temporal_text import FormatCache
 from changestream.model.gtid import mariadb_gtid
+from changestream.native import compiled
 from changestream.transactions.filters import ChangeFilter
 from changestream.transactions.groups import (
     gtid_commit_time,
@@ -247,6 +248,15 @@ class SegmentEncoder:
         if inside:
             raise _NotPlain
         return done
+
+
+def segment_encoder(decoder: EventDecoder, change_filter: ChangeFilter | None,
+                    include_sql: bool) -> Any:
+    """The compiled encoder (:mod:`changestream.parallel._segment_rows`, the same records)
+    where it was built and not turned off, else :class:`SegmentEncoder`."""
+    module = compiled("changestream.parallel._segment_rows")
+    encoder = SegmentEncoder if module is None else module.SegmentEncoder
+    return encoder(decoder, change_filter, include_sql)
 
 
 def _encode_changes(lines: list[bytes], changes: list[tuple[Any, ...]], tid: str,

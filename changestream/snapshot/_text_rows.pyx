@@ -6,8 +6,9 @@ tests hold both to it). Built by the install script; without it the Python path 
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.stdlib cimport calloc, free, realloc
-from libc.string cimport memcpy
+from libc.stdlib cimport calloc, free
+
+from changestream.native.json_text cimport Buffer, put_text, valid_utf8
 
 # Column kinds (row_readers.KINDS names them).
 cdef enum:
@@ -20,105 +21,6 @@ cdef enum:
     K_GENERIC = 6    # the column's Python writer
     K_SKIP = 7       # read past (a column the filter leaves out)
 
-cdef const char* HEX = b"0123456789abcdef"
-
-
-cdef class _Buffer:
-    cdef char* data
-    cdef Py_ssize_t size, capacity
-
-    def __dealloc__(self):
-        free(self.data)
-
-    cdef int reserve(self, Py_ssize_t more) except -1:
-        cdef Py_ssize_t need = self.size + more
-        cdef char* grown
-        if need > self.capacity:
-            need = max(need, self.capacity * 2, 4096)
-            grown = <char*>realloc(self.data, need)
-            if grown == NULL:
-                raise MemoryError()
-            self.data, self.capacity = grown, need
-        return 0
-
-    cdef int put(self, const char* src, Py_ssize_t n) except -1:
-        self.reserve(n)
-        memcpy(self.data + self.size, src, n)
-        self.size += n
-        return 0
-
-    cdef int put_bytes(self, bytes b) except -1:
-        return self.put(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b))
-
-
-cdef bint _valid_utf8(const unsigned char* s, Py_ssize_t n):
-    """Whether ``s`` is UTF-8 that Python's decoder takes (no overlong forms, surrogates or
-    code points past U+10FFFF)."""
-    cdef Py_ssize_t i = 0
-    cdef unsigned char c, c1
-    while i < n:
-        c = s[i]
-        if c < 0x80:
-            i += 1
-        elif 0xC2 <= c <= 0xDF:
-            if i + 1 >= n or (s[i + 1] & 0xC0) != 0x80:
-                return False
-            i += 2
-        elif 0xE0 <= c <= 0xEF:
-            if i + 2 >= n or (s[i + 1] & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80:
-                return False
-            c1 = s[i + 1]
-            if (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 > 0x9F):
-                return False
-            i += 3
-        elif 0xF0 <= c <= 0xF4:
-            if i + 3 >= n or (s[i + 1] & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80 \
-                    or (s[i + 3] & 0xC0) != 0x80:
-                return False
-            c1 = s[i + 1]
-            if (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 > 0x8F):
-                return False
-            i += 4
-        else:
-            return False
-    return True
-
-
-cdef int _put_text(_Buffer out, const unsigned char* s, Py_ssize_t n) except -1:
-    """``s`` as a JSON string, escaped as orjson escapes it."""
-    cdef Py_ssize_t i, run = 0
-    cdef unsigned char c
-    cdef char esc[6]
-    out.reserve(n + 2)
-    out.data[out.size] = b'"'
-    out.size += 1
-    for i in range(n):
-        c = s[i]
-        if c >= 0x20 and c != 34 and c != 92:
-            continue
-        out.put(<const char*>s + run, i - run)
-        run = i + 1
-        if c == 34:
-            out.put(b'\\"', 2)
-        elif c == 92:
-            out.put(b'\\\\', 2)
-        elif c == 8:
-            out.put(b'\\b', 2)
-        elif c == 9:
-            out.put(b'\\t', 2)
-        elif c == 10:
-            out.put(b'\\n', 2)
-        elif c == 12:
-            out.put(b'\\f', 2)
-        elif c == 13:
-            out.put(b'\\r', 2)
-        else:
-            esc[0], esc[1], esc[2], esc[3] = b'\\', b'u', b'0', b'0'
-            esc[4], esc[5] = HEX[c >> 4], HEX[c & 15]
-            out.put(esc, 6)
-    out.put(<const char*>s + run, n - run)
-    out.put(b'"', 1)
-    return 0
 
 
 cdef class RowEncoder:
@@ -130,7 +32,7 @@ cdef class RowEncoder:
     cdef tuple prefixes, writers, key_converters, pk_prefixes
     cdef tuple key_columns, pk_columns
     cdef int ncols
-    cdef _Buffer out
+    cdef Buffer out
     cdef Py_ssize_t* starts  # where each column's JSON is in the row's (for the key's)
     cdef Py_ssize_t* ends
 
@@ -144,7 +46,7 @@ cdef class RowEncoder:
         self.key_converters = key_converters
         self.pk_columns = pk_columns
         self.pk_prefixes = pk_prefixes
-        self.out = _Buffer()
+        self.out = Buffer()
         self.starts = <Py_ssize_t*>calloc(max(self.ncols, 1), sizeof(Py_ssize_t))
         self.ends = <Py_ssize_t*>calloc(max(self.ncols, 1), sizeof(Py_ssize_t))
         if self.starts == NULL or self.ends == NULL:
@@ -160,7 +62,7 @@ cdef class RowEncoder:
         cdef Py_ssize_t n, start, j, k, width
         cdef unsigned char kind, c
         cdef bint null, generic
-        cdef _Buffer out = self.out
+        cdef Buffer out = self.out
         cdef bytes piece
         cdef list values = [None] * self.ncols
         out.size = 0
@@ -228,8 +130,8 @@ cdef class RowEncoder:
                 else:
                     out.put(b'"', 1)
             elif kind == K_TEXT:
-                if _valid_utf8(b + start, n):
-                    _put_text(out, b + start, n)
+                if valid_utf8(b + start, n):
+                    put_text(out, b + start, n)
                 else:
                     generic = True
             else:
@@ -263,7 +165,7 @@ def chunk_lines(list rows, bytes head, bytes transaction, bytes size, bytes posi
     """A chunk's records: for each ``(after, primary_key)`` of ``rows`` (JSON), ``head``,
     the row's JSON, its sequence number twice, and the parts between, as
     :func:`changestream.snapshot.coordinator.chunk_records` joins them."""
-    cdef _Buffer out = _Buffer()
+    cdef Buffer out = Buffer()
     cdef Py_ssize_t seq, last = len(rows) - 1
     cdef bytes number, after, pk
     cdef tuple row

@@ -19,8 +19,6 @@ A text-protocol row is its columns' values in order, each a length-encoded strin
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,6 +28,7 @@ from changestream.decoding import field_types as ft
 from changestream.decoding.table_schema import Column, TableSchema
 from changestream.delivery.records import json_default
 from changestream.delivery.temporal_text import column_formats
+from changestream.native import compiled
 from changestream.snapshot import values
 
 ValuesReader = Callable[[bytes, int], tuple[Any, ...]]
@@ -168,12 +167,7 @@ def _joined(pieces: list[tuple[bytes, str]]) -> str:
 def native() -> Any:
     """The compiled module, when it was built and not turned off
     (``CHANGESTREAM_PURE_PYTHON=1``)."""
-    if os.environ.get("CHANGESTREAM_PURE_PYTHON") == "1":
-        return None
-    try:
-        return importlib.import_module("changestream.snapshot._text_rows")
-    except ImportError:
-        return None
+    return compiled("changestream.snapshot._text_rows")
 
 
 def _generic(column: Column, text_format: Callable[[Any], Any] | None) -> Callable[[bytes],

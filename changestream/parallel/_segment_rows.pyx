@@ -1,0 +1,1027 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled decode worker fast path: a segment's plain DML transactions from their bytes
+straight to records, as :class:`changestream.parallel.segment_encoder.SegmentEncoder` writes
+them (the same bytes; the tests hold both to it on every corpus file and live workloads).
+
+Row images are read in C into the records' JSON text without a Python object per value:
+integers, DOUBLE, DECIMAL, DATETIME2, TIMESTAMP2, DATE, TIME2, YEAR, UTF-8 text and binary
+strings. Every other type, and any value these do not take as they are (text that is not
+valid UTF-8, a DOUBLE Python would write with an exponent), is read by the column's Python
+reader and written by orjson, as the Python path does. Whatever the Python path would not
+take on its own fast path makes this one give up on the segment too (``None``), and the
+worker runs the general path over it. Built by the install script; without it the Python
+path runs.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memcpy
+
+from changestream.native.json_text cimport Buffer, put_base64, put_text, valid_utf8
+
+import struct
+
+import orjson
+
+from changestream.decoding import event_types as et
+from changestream.decoding import field_types as ft
+from changestream.decoding.charsets import codec_for_collation
+from changestream.decoding.event_decoder import CHECKSUM_CRC32, HEADER_SIZE
+from changestream.decoding.row_values import value_reader
+from changestream.decoding.statements import BEGIN, COMMIT
+from changestream.decoding.table_map import identity_start
+from changestream.delivery.records import commit_time_text, json_default
+from changestream.delivery.temporal_text import FormatCache
+from changestream.parallel.segment_encoder import EncodedTransaction
+from changestream.transactions.groups import gtid_commit_time, utc_time
+from changestream.transactions.plain import MYSQL_GTID_EVENTS, mariadb_group_is_plain, query_kind
+from changestream.transactions.row_shapes import ShapeCache
+
+cdef extern from "Python.h":
+    char* PyOS_double_to_string(double val, char format_code, int precision, int flags,
+                                int* type) except NULL
+    int Py_DTSF_ADD_DOT_0
+
+_VALUE_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
+_dumps = orjson.dumps
+
+# How a column's values are read and written.
+cdef enum:
+    K_INT = 0        # size bytes little-endian, signed or not
+    K_DOUBLE = 1
+    K_DECIMAL = 2
+    K_DATETIME2 = 3
+    K_TIMESTAMP2 = 4
+    K_DATE = 5
+    K_TIME2 = 6
+    K_YEAR = 7
+    K_UTF8 = 8       # length-prefixed UTF-8 text
+    K_ASCII = 9      # length-prefixed text in a charset whose ASCII bytes are ASCII
+    K_BYTES = 10     # length-prefixed bytes (padded to a width), base64
+    K_GENERIC = 11   # the column's Python reader and orjson
+
+# Charsets whose bytes below 0x80 are ASCII characters (text of them only takes the
+# compiled path; other bytes go to the Python reader).
+_ASCII_SUPERSETS = frozenset({"changestream_latin1", "ascii", "iso8859-2", "iso8859-9",
+                              "iso8859-13", "cp1250", "cp1251", "cp1257"})
+
+cdef enum:
+    OP_INSERT = 0
+    OP_UPDATE = 1
+    OP_DELETE = 2
+
+cdef const char* OP_HEADS[3]
+OP_HEADS[0] = b'{"op":"insert",'
+OP_HEADS[1] = b'{"op":"update",'
+OP_HEADS[2] = b'{"op":"delete",'
+cdef int OP_HEAD_SIZES[3]
+OP_HEAD_SIZES[0] = 15
+OP_HEAD_SIZES[1] = 15
+OP_HEAD_SIZES[2] = 15
+
+cdef int DIG2BYTES[10]
+DIG2BYTES[:] = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4]
+cdef uint32_t POW10[10]
+POW10[:] = [1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000]
+
+cdef uint64_t MICRO_SCALE[4]
+MICRO_SCALE[:] = [0, 10000, 100, 1]  # microseconds per unit of a 0..3-byte fraction
+
+# The op of each plain rows event type (not version 0, compressed or partial), else -1.
+cdef int ROWS_OPS[256]
+for _code in range(256):
+    ROWS_OPS[_code] = -1
+for _code, (_kind, _version, _compressed) in et.ROWS_KINDS.items():
+    if _version >= 1 and not _compressed and _code != et.PARTIAL_UPDATE_ROWS:
+        ROWS_OPS[_code] = {"insert": 0, "update": 1, "delete": 2}[_kind]
+_OP_NAMES = ("insert", "update", "delete")
+
+cdef uint32_t CRC_TABLE[8][256]
+
+
+cdef void _crc_tables() noexcept:
+    cdef uint32_t c, i, k
+    for i in range(256):
+        c = i
+        for k in range(8):
+            c = (c >> 1) ^ (0xEDB88320 if c & 1 else 0)
+        CRC_TABLE[0][i] = c
+    for i in range(256):
+        c = CRC_TABLE[0][i]
+        for k in range(1, 8):
+            c = CRC_TABLE[0][c & 0xFF] ^ (c >> 8)
+            CRC_TABLE[k][i] = c
+
+
+_crc_tables()
+
+
+cdef uint32_t _crc32(const uint8_t* p, Py_ssize_t n) noexcept:
+    """CRC-32 (zlib's), eight bytes a step."""
+    cdef uint32_t c = 0xFFFFFFFF
+    cdef uint32_t lo, hi
+    while n >= 8:
+        lo = (p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)) ^ c
+        hi = p[4] | (<uint32_t>p[5] << 8) | (<uint32_t>p[6] << 16) | (<uint32_t>p[7] << 24)
+        c = (CRC_TABLE[7][lo & 0xFF] ^ CRC_TABLE[6][(lo >> 8) & 0xFF]
+             ^ CRC_TABLE[5][(lo >> 16) & 0xFF] ^ CRC_TABLE[4][lo >> 24]
+             ^ CRC_TABLE[3][hi & 0xFF] ^ CRC_TABLE[2][(hi >> 8) & 0xFF]
+             ^ CRC_TABLE[1][(hi >> 16) & 0xFF] ^ CRC_TABLE[0][hi >> 24])
+        p += 8
+        n -= 8
+    while n > 0:
+        c = CRC_TABLE[0][(c ^ p[0]) & 0xFF] ^ (c >> 8)
+        p += 1
+        n -= 1
+    return c ^ 0xFFFFFFFF
+
+
+def crc32(bytes data):
+    """CRC-32 of ``data`` as this module computes it (for the tests)."""
+    return _crc32(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+
+
+cdef inline uint32_t _u16(const uint8_t* p) noexcept:
+    return p[0] | (<uint32_t>p[1] << 8)
+
+
+cdef inline uint32_t _u32(const uint8_t* p) noexcept:
+    return p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef inline uint64_t _u64(const uint8_t* p) noexcept:
+    return _u32(p) | (<uint64_t>_u32(p + 4) << 32)
+
+
+cdef inline uint64_t _be(const uint8_t* p, int n) noexcept:
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(n):
+        v = (v << 8) | p[i]
+    return v
+
+
+class NotPlain(Exception):
+    """The segment needs the general path."""
+
+
+cdef void _civil(int64_t days, int64_t* year, int* month, int* day) noexcept:
+    """The proleptic Gregorian date ``days`` after 1970-01-01 (H. Hinnant's algorithm)."""
+    cdef int64_t z = days + 719468
+    cdef int64_t era = (z if z >= 0 else z - 146096) // 146097
+    cdef int64_t doe = z - era * 146097
+    cdef int64_t yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    cdef int64_t doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    cdef int64_t mp = (5 * doy + 2) // 153
+    day[0] = <int>(doy - (153 * mp + 2) // 5 + 1)
+    month[0] = <int>(mp + 3 if mp < 10 else mp - 9)
+    year[0] = yoe + era * 400 + (1 if month[0] <= 2 else 0)
+
+
+cdef int _put_clock(Buffer out, int64_t year, int month, int day, int64_t hour, int minute,
+                    int second) except -1:
+    """``YYYY-MM-DDTHH:MM:SS``, each part zero-padded as Python's ``%02d`` pads it."""
+    out.put_digits(<uint64_t>year, 4)
+    out.put(b"-", 1)
+    out.put_digits(<uint64_t>month, 2)
+    out.put(b"-", 1)
+    out.put_digits(<uint64_t>day, 2)
+    out.put(b"T", 1)
+    out.put_digits(<uint64_t>hour, 2)
+    out.put(b":", 1)
+    out.put_digits(<uint64_t>minute, 2)
+    out.put(b":", 1)
+    out.put_digits(<uint64_t>second, 2)
+    return 0
+
+
+cdef int _put_fraction(Buffer out, uint64_t micro, int fsp) except -1:
+    """``.`` and the first ``fsp`` digits of ``micro`` written with at least six."""
+    cdef Py_ssize_t start
+    if fsp:
+        out.put(b".", 1)
+        start = out.size
+        out.put_digits(micro, 6)
+        out.size = start + fsp
+    return 0
+
+
+cdef struct Slot:
+    # one change of the open transaction: its op, its table (index into the transaction's
+    # plans), the spans of its before image, after image and key in ``rows`` (equal ends:
+    # null), where its rows event is, its row in that event, its statement (index)
+    int op
+    int plan
+    Py_ssize_t before0, before1, after0, after1, key0, key1
+    int64_t pos
+    Py_ssize_t row
+    Py_ssize_t sql
+
+
+cdef class TablePlan:
+    """How one table's full row images become JSON: each column's kind, what it needs, its
+    ``"name":`` prefix, and the primary key's columns."""
+
+    cdef int ncols
+    cdef int* kinds
+    cdef int* sizes       # int bytes, length-prefix bytes, fractional digits, ...
+    cdef int* extras      # unsigned, BINARY width, DECIMAL scale, ...
+    cdef int* precisions
+    cdef int* key         # primary key column indexes
+    cdef int nkey
+    cdef bint direct
+    cdef tuple prefixes   # b'{"a":', b',"b":', ...
+    cdef tuple key_prefixes
+    cdef tuple readers    # Python value readers (generic columns)
+    cdef tuple formats    # Python temporal writers or None (generic columns)
+    cdef bytes names      # b'"database":"d","table":"t",'
+    cdef bint generic     # some column is read by its Python reader
+    cdef tuple counted    # (database, table, op) keys of the metrics' counts
+
+    def __dealloc__(self):
+        free(self.kinds)
+        free(self.sizes)
+        free(self.extras)
+        free(self.precisions)
+        free(self.key)
+
+
+cdef int* _ints(int n) except NULL:
+    cdef int* p = <int*>realloc(NULL, sizeof(int) * (n if n > 0 else 1))
+    if p == NULL:
+        raise MemoryError()
+    return p
+
+
+cdef TablePlan _plan(object schema, object shape, tuple formats):
+    cdef TablePlan plan = TablePlan()
+    cdef int i, n = len(schema.columns), t
+    cdef int kind, size, extra, precision
+    plan.ncols = n
+    plan.direct = shape.direct
+    plan.names = b'"database":' + _dumps(schema.database) + b',"table":' \
+        + _dumps(schema.table) + b','
+    plan.kinds, plan.sizes, plan.extras = _ints(n), _ints(n), _ints(n)
+    plan.precisions = _ints(n)
+    plan.counted = tuple((schema.database, schema.table, op) for op in _OP_NAMES)
+    plan.generic = False
+    by_name = dict(formats)
+    prefixes, readers, writers = [], [], []
+    names = shape.names
+    for i in range(n):
+        column = schema.columns[i]
+        prefixes.append((b"{" if i == 0 else b",") + _dumps(names[i]) + b":")
+        kind, size, extra, precision = _column_kind(column)
+        plan.kinds[i], plan.sizes[i], plan.extras[i] = kind, size, extra
+        plan.precisions[i] = precision
+        plan.generic |= kind == K_GENERIC
+        readers.append(value_reader(column))
+        writers.append(by_name.get(names[i]))
+    plan.prefixes, plan.readers, plan.formats = tuple(prefixes), tuple(readers), \
+        tuple(writers)
+    key = shape.direct_key or ()
+    plan.nkey = len(key)
+    plan.key = _ints(plan.nkey)
+    key_prefixes = []
+    for i, (name, index) in enumerate(key):
+        plan.key[i] = index
+        key_prefixes.append((b"{" if i == 0 else b",") + _dumps(name) + b":")
+    plan.key_prefixes = tuple(key_prefixes)
+    return plan
+
+
+cdef tuple _column_kind(object column):
+    """``(kind, size, extra, precision)`` of a column."""
+    t = column.type_code
+    if t in (ft.TINY, ft.SHORT, ft.INT24, ft.LONG, ft.LONGLONG):
+        size = {ft.TINY: 1, ft.SHORT: 2, ft.INT24: 3, ft.LONG: 4, ft.LONGLONG: 8}[t]
+        return K_INT, size, 1 if column.unsigned else 0, 0
+    if t == ft.DOUBLE:
+        return K_DOUBLE, 8, 0, 0
+    if t == ft.NEWDECIMAL and 0 < column.precision <= 65 and \
+            0 <= column.scale <= min(column.precision, 30):
+        return K_DECIMAL, 0, column.scale, column.precision
+    if t == ft.DATETIME2 and 0 <= column.fsp <= 6:
+        return K_DATETIME2, column.fsp, 0, 0
+    if t == ft.TIMESTAMP2 and 0 <= column.fsp <= 6:
+        return K_TIMESTAMP2, column.fsp, 0, 0
+    if t == ft.TIME2 and 0 <= column.fsp <= 6:
+        return K_TIME2, column.fsp, 0, 0
+    if t == ft.DATE or t == ft.NEWDATE:
+        return K_DATE, 3, 0, 0
+    if t == ft.YEAR:
+        return K_YEAR, 1, 0, 0
+    if t in (ft.VARCHAR, ft.VAR_STRING) or (t == ft.STRING and column.text_type is None):
+        prefix = 1 if column.max_length < 256 else 2
+        if column.collation is None:
+            return K_UTF8, prefix, 0, 0
+        codec = codec_for_collation(column.collation)
+        if codec is None:
+            return K_BYTES, prefix, column.max_length if t == ft.STRING else 0, 0
+        if codec == "utf-8":
+            return K_UTF8, prefix, 0, 0
+        if codec in _ASCII_SUPERSETS:
+            return K_ASCII, prefix, 0, 0
+        return K_GENERIC, 0, 0, 0
+    if t in ft.BLOB_TYPES and 1 <= (column.length_bytes or 2) <= 4:
+        prefix = column.length_bytes or 2
+        if column.collation is None:
+            return K_BYTES, prefix, 0, 0
+        codec = codec_for_collation(column.collation)
+        if codec is None:
+            return K_BYTES, prefix, 0, 0
+        if codec == "utf-8":
+            return K_UTF8, prefix, 0, 0
+        if codec in _ASCII_SUPERSETS:
+            return K_ASCII, prefix, 0, 0
+    return K_GENERIC, 0, 0, 0
+
+
+cdef Py_ssize_t _decimal(Buffer out, const uint8_t* p, Py_ssize_t avail, int precision,
+                         int scale) except -2:
+    """A binary DECIMAL(precision, scale) as its quoted text; the bytes it took, or -1 when
+    it is not valid (the Python reader then says what is wrong)."""
+    cdef int intg = precision - scale
+    cdef int intg0 = intg // 9, intg0x = intg % 9, frac0 = scale // 9, frac0x = scale % 9
+    cdef int size = DIG2BYTES[intg0x] + 4 * (intg0 + frac0) + DIG2BYTES[frac0x]
+    cdef uint8_t raw[40]
+    cdef char digits[128]
+    cdef int nd = 0, i, k, at = 0, nbytes, first
+    cdef bint negative
+    cdef uint32_t g
+    if size > avail or size > 40:
+        return -1
+    memcpy(raw, p, size)
+    negative = not (raw[0] & 0x80)
+    raw[0] ^= 0x80
+    if negative:
+        for i in range(size):
+            raw[i] = ~raw[i]
+    # the integer part's leftover digits: the most significant group, never checked
+    if intg0x:
+        nbytes = DIG2BYTES[intg0x]
+        g = <uint32_t>_be(raw, nbytes)
+        at = nbytes
+        nd += _group_digits(digits + nd, g, 0)
+    for k in range(intg0 + frac0):
+        g = <uint32_t>_be(raw + at, 4)
+        if g >= 1000000000:
+            return -1
+        at += 4
+        nd += _group_digits(digits + nd, g, 9)
+    if frac0x:
+        g = <uint32_t>_be(raw + at, DIG2BYTES[frac0x])
+        if g >= POW10[frac0x]:
+            return -1
+        nd += _group_digits(digits + nd, g, frac0x)
+    first = 0
+    while first < nd and digits[first] == 48:
+        first += 1
+    out.put(b'"', 1)
+    if first == nd:  # zero: no sign
+        out.put(b"0", 1)
+        if scale:
+            out.put(b".", 1)
+            for i in range(scale):
+                out.put(b"0", 1)
+        out.put(b'"', 1)
+        return size
+    if negative:
+        out.put(b"-", 1)
+    if scale:
+        if nd - first <= scale:
+            out.put(b"0.", 2)
+            for i in range(scale - (nd - first)):
+                out.put(b"0", 1)
+            out.put(digits + first, nd - first)
+        else:
+            out.put(digits + first, nd - first - scale)
+            out.put(b".", 1)
+            out.put(digits + nd - scale, scale)
+    else:
+        out.put(digits + first, nd - first)
+    out.put(b'"', 1)
+    return size
+
+
+cdef int _group_digits(char* into, uint32_t g, int width) noexcept:
+    """``g`` in decimal zero-padded to ``width`` digits (0: as many as it has)."""
+    cdef char tmp[12]
+    cdef int n = 0, i
+    while True:
+        tmp[n] = <char>(48 + g % 10)
+        g //= 10
+        n += 1
+        if g == 0 and n >= width:
+            break
+    for i in range(n):
+        into[i] = tmp[n - 1 - i]
+    return n
+
+
+cdef int _double(Buffer out, double value) except -1:
+    """``value`` as orjson writes it, or 1 when Python's shortest form has an exponent (or
+    is not finite) and orjson must write it."""
+    cdef char* text = PyOS_double_to_string(value, b'r', 0, Py_DTSF_ADD_DOT_0, NULL)
+    cdef Py_ssize_t n = 0
+    cdef bint plain = True
+    while text[n]:
+        if text[n] == b'e' or text[n] == b'n' or text[n] == b'i':
+            plain = False
+        n += 1
+    if plain:
+        out.put(text, n)
+    PyMem_Free(text)
+    return 0 if plain else 1
+
+
+cdef class SegmentEncoder:
+    """Encodes segments of plain transactions as the Python ``SegmentEncoder`` does (the
+    same arguments, the same ``encode`` and ``table_counts``)."""
+
+    cdef public object decoder, filter, table_counts
+    cdef public object refusal  # why the last segment was given up (for the tests)
+    cdef public bint include_sql
+    cdef object _shapes, _formats, _format_description, _last_commit_seconds
+    cdef dict _table_maps
+    cdef Buffer rows      # the open transaction's images
+    cdef Buffer record
+    cdef Py_ssize_t* starts
+    cdef Py_ssize_t* ends
+    cdef int width        # columns starts/ends can hold
+    cdef Slot* slots      # the open transaction's changes
+    cdef Py_ssize_t nslots, slot_capacity
+    cdef bytes _commit_text
+    # the rows event being read: the segment's bytes, where its body is, the body as bytes
+    # once a Python reader needs it
+    cdef bytes _data
+    cdef Py_ssize_t _body_start, _body_end
+    cdef object _body
+
+    def __init__(self, decoder, change_filter, bint include_sql):
+        self.decoder = decoder
+        self.filter = None if change_filter is None or change_filter.everything \
+            else change_filter
+        self.include_sql = include_sql
+        self._shapes = ShapeCache(self.filter)
+        self._formats = FormatCache()
+        self._table_maps = {}
+        self._format_description = None
+        self.table_counts = {}
+        self.rows = Buffer()
+        self.record = Buffer()
+        self.width = 0
+        self._last_commit_seconds = None
+
+    def __dealloc__(self):
+        free(self.starts)
+        free(self.ends)
+        free(self.slots)
+
+    cdef int _columns(self, int n) except -1:
+        cdef Py_ssize_t* grown
+        if n > self.width:
+            grown = <Py_ssize_t*>realloc(self.starts, sizeof(Py_ssize_t) * n)
+            if grown == NULL:
+                raise MemoryError()
+            self.starts = grown
+            grown = <Py_ssize_t*>realloc(self.ends, sizeof(Py_ssize_t) * n)
+            if grown == NULL:
+                raise MemoryError()
+            self.ends = grown
+            self.width = n
+        return 0
+
+    cdef Slot* _slot(self) except NULL:
+        cdef Slot* grown
+        cdef Py_ssize_t capacity
+        if self.nslots == self.slot_capacity:
+            capacity = max(64, self.slot_capacity * 2)
+            grown = <Slot*>realloc(self.slots, sizeof(Slot) * capacity)
+            if grown == NULL:
+                raise MemoryError()
+            self.slots, self.slot_capacity = grown, capacity
+        self.nslots += 1
+        return self.slots + self.nslots - 1
+
+    def encode(self, str file, bytes data, offsets, str stamp, list lines):
+        """The transactions of the events in ``data`` (read from ``file`` at ``offsets``),
+        their records appended to ``lines``; ``None`` when the segment is not one this path
+        takes (``lines`` may then hold some records: discard them)."""
+        self.refusal = None
+        try:
+            return self._encode(file, data, offsets, stamp, lines)
+        except (NotPlain, LookupError, struct.error, ValueError, ArithmeticError) as exc:
+            self.refusal = exc
+            return None
+        finally:
+            self._data = self._body = None
+
+    cdef Py_ssize_t _image(self, TablePlan plan, const uint8_t* b, Py_ssize_t pos,
+                           Py_ssize_t end) except -1:
+        """One full row image from ``pos`` (the event's body ends at ``end``) as a JSON
+        object appended to ``rows``; where it ends."""
+        cdef Buffer out = self.rows
+        cdef int ncols = plan.ncols, j, kind, size, fsp, extra
+        cdef Py_ssize_t nb = (ncols + 7) >> 3, n, used
+        cdef const uint8_t* nulls = b + pos
+        cdef uint64_t u, micro
+        cdef int64_t s, packed, days, year64, total
+        cdef int month, day, hour, minute, second
+        cdef double d
+        cdef bytes prefix
+        cdef Py_ssize_t* starts = self.starts
+        cdef Py_ssize_t* ends = self.ends
+        if pos + nb > end:
+            raise NotPlain()
+        pos += nb
+        for j in range(ncols):
+            prefix = <bytes>plan.prefixes[j]
+            out.put(PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix))
+            starts[j] = out.size
+            if (nulls[j >> 3] >> (j & 7)) & 1:
+                out.put(b"null", 4)
+                ends[j] = out.size
+                continue
+            kind, size, extra = plan.kinds[j], plan.sizes[j], plan.extras[j]
+            if kind == K_INT:
+                if pos + size > end:
+                    raise NotPlain()
+                u = 0
+                for n in range(size - 1, -1, -1):
+                    u = (u << 8) | b[pos + n]
+                if extra:
+                    out.put_uint(u)
+                else:
+                    if size < 8 and u >> (size * 8 - 1):
+                        u |= ~((<uint64_t>1 << (size * 8)) - 1)
+                    out.put_int(<int64_t>u)
+                pos += size
+            elif kind == K_DOUBLE:
+                if pos + 8 > end:
+                    raise NotPlain()
+                memcpy(&d, b + pos, 8)
+                if _double(out, d):
+                    self._generic(plan, j, pos)
+                pos += 8
+            elif kind == K_DECIMAL:
+                used = _decimal(out, b + pos, end - pos, plan.precisions[j], extra)
+                if used < 0:
+                    raise NotPlain()
+                pos += used
+            elif kind == K_DATETIME2:
+                fsp = size
+                n = 5 + (fsp + 1) // 2
+                if pos + n > end:
+                    raise NotPlain()
+                packed = <int64_t>_be(b + pos, 5) - 0x8000000000
+                if packed < 0:
+                    raise NotPlain()
+                micro = _be(b + pos + 5, (fsp + 1) // 2) * MICRO_SCALE[(fsp + 1) // 2]
+                s = packed >> 17  # year, month, day
+                hour = <int>((packed & 0x1FFFF) >> 12)
+                out.put(b'"', 1)
+                _put_clock(out, (s >> 5) // 13, <int>((s >> 5) % 13), <int>(s & 31), hour,
+                           <int>((packed >> 6) & 63), <int>(packed & 63))
+                _put_fraction(out, micro, fsp)
+                out.put(b'"', 1)
+                pos += n
+            elif kind == K_TIMESTAMP2:
+                fsp = size
+                n = 4 + (fsp + 1) // 2
+                if pos + n > end:
+                    raise NotPlain()
+                u = _be(b + pos, 4)
+                micro = _be(b + pos + 4, (fsp + 1) // 2) * MICRO_SCALE[(fsp + 1) // 2]
+                out.put(b'"', 1)
+                if u == 0 and micro == 0:
+                    out.put(b"0000-00-00T00:00:00", 19)
+                    if fsp:
+                        out.put(b".000000", fsp + 1)
+                else:
+                    total = <int64_t>u + <int64_t>(micro // 1000000)
+                    micro = micro % 1000000
+                    days = total // 86400
+                    total = total % 86400
+                    _civil(days, &year64, &month, &day)
+                    _put_clock(out, year64, month, day, total // 3600, <int>(total // 60 % 60),
+                               <int>(total % 60))
+                    _put_fraction(out, micro, fsp)
+                out.put(b'+00:00"', 7)
+                pos += n
+            elif kind == K_DATE:
+                if pos + 3 > end:
+                    raise NotPlain()
+                u = b[pos] | (<uint64_t>b[pos + 1] << 8) | (<uint64_t>b[pos + 2] << 16)
+                out.put(b'"', 1)
+                out.put_digits(u >> 9, 4)
+                out.put(b"-", 1)
+                out.put_digits((u >> 5) & 15, 2)
+                out.put(b"-", 1)
+                out.put_digits(u & 31, 2)
+                out.put(b'"', 1)
+                pos += 3
+            elif kind == K_TIME2:
+                self._time2(b + pos, end - pos, size)
+                pos += 3 + (size + 1) // 2
+            elif kind == K_YEAR:
+                if pos + 1 > end:
+                    raise NotPlain()
+                out.put_uint(1900 + b[pos] if b[pos] else 0)
+                pos += 1
+            elif kind == K_UTF8 or kind == K_ASCII or kind == K_BYTES:
+                if pos + size > end:
+                    raise NotPlain()
+                n = 0
+                for used in range(size - 1, -1, -1):
+                    n = (n << 8) | b[pos + used]
+                if pos + size + n > end:
+                    raise NotPlain()
+                if kind == K_BYTES:
+                    put_base64(out, b + pos + size, n, extra)
+                elif (kind == K_UTF8 and valid_utf8(b + pos + size, n)) or \
+                        (kind == K_ASCII and _ascii(b + pos + size, n)):
+                    put_text(out, b + pos + size, n)
+                else:
+                    self._generic(plan, j, pos)
+                pos += size + n
+            else:
+                pos = self._generic(plan, j, pos)
+            ends[j] = out.size
+        if ncols == 0:
+            out.put(b"{", 1)
+        out.put(b"}", 1)
+        return pos
+
+    cdef int _time2(self, const uint8_t* p, Py_ssize_t avail, int fsp) except -1:
+        cdef int nfrac = (fsp + 1) // 2
+        cdef int size = 3 + nfrac
+        cdef int64_t packed, whole, frac, micros, seconds
+        cdef bint negative
+        cdef Buffer out = self.rows
+        cdef Py_ssize_t start
+        if size > avail:
+            raise NotPlain()
+        packed = <int64_t>_be(p, size) - (<int64_t>1 << (size * 8 - 1))
+        negative = packed < 0
+        if negative:
+            packed = -packed
+        frac = packed & ((<int64_t>1 << (8 * nfrac)) - 1)
+        whole = packed >> (8 * nfrac)
+        micros = ((((whole >> 12) & 0x3FF) * 60 + ((whole >> 6) & 63)) * 60 + (whole & 63)) \
+            * 1000000 + frac * MICRO_SCALE[nfrac]
+        out.put(b'"', 1)
+        if negative and micros:
+            out.put(b"-", 1)
+        seconds = micros // 1000000
+        out.put_digits(<uint64_t>(seconds // 3600), 2)
+        out.put(b":", 1)
+        out.put_digits(<uint64_t>(seconds // 60 % 60), 2)
+        out.put(b":", 1)
+        out.put_digits(<uint64_t>(seconds % 60), 2)
+        if fsp:
+            out.put(b".", 1)
+            start = out.size
+            out.put_digits(<uint64_t>(micros % 1000000), 6)
+            out.size = start + fsp
+        out.put(b'"', 1)
+        return 0
+
+    cdef Py_ssize_t _generic(self, TablePlan plan, int j, Py_ssize_t pos) except -1:
+        """Column ``j``'s value at ``pos`` read by its Python reader from the event's body
+        and written by orjson (as the Python path writes it); where it ends."""
+        if self._body is None:
+            self._body = self._data[self._body_start:self._body_end]
+        value, end = plan.readers[j](self._body, pos - self._body_start)
+        write = plan.formats[j]
+        if write is not None and value is not None:
+            value = write(value)
+        piece = _dumps(value, default=json_default, option=_VALUE_OPTIONS)
+        self.rows.put_bytes(piece)
+        return self._body_start + end
+
+    cdef object _encode(self, str file, bytes data, offsets, str stamp, list lines):
+        decoder = self.decoder
+        cdef const uint8_t* b = <const uint8_t*>PyBytes_AS_STRING(data)
+        cdef Py_ssize_t total = PyBytes_GET_SIZE(data)
+        cdef bint crc = decoder.checksum_alg == CHECKSUM_CRC32
+        cdef bint verify = crc and decoder.verify_checksums
+        cdef int tail = 4 if crc else 0
+        cdef Py_ssize_t at = 0, end, body_end, pos, size, header = HEADER_SIZE
+        cdef int64_t offset
+        cdef int code, kind, version, post_rows, extra
+        cdef bint inside = False, began = False, short_ids
+        cdef TablePlan plan
+        cdef Slot* slot
+        cdef Py_ssize_t row, image_start
+        cdef uint64_t table_id
+        name = file[file.rfind("/") + 1:]
+        if decoder.format_description is not self._format_description:
+            self._format_description = decoder.format_description
+            self._table_maps.clear()
+        table_maps = self._table_maps
+        table_filter = self.filter.table if self.filter is not None else None
+        post = decoder.post_header_length(et.TABLE_MAP)
+        short_ids = post == 6
+        cdef Py_ssize_t key_start = HEADER_SIZE + identity_start(post)
+        query_post = decoder.post_header_length(et.QUERY)
+        posts = {}
+        tables = {}
+        counts = self.table_counts = {}
+        tx_plans = []        # the open transaction's plans, by index
+        sqls = [b"null"]     # the open transaction's statements (JSON), by index
+        cdef int sql_index = 0
+        done = []
+        gtid = None
+        gtid_json = b"null"
+        server_id = 0
+        cdef int64_t start = 0
+        commit_ts = None
+        self.nslots = 0
+        self.rows.size = 0
+        self._data = data
+        for offset in offsets:
+            if at + header > total:
+                raise NotPlain()
+            size = _u32(b + at + 9)
+            end = at + size
+            body_end = end - tail
+            if size < header + tail or end > total:
+                raise NotPlain()
+            if verify and _crc32(b + at, body_end - at) != _u32(b + body_end):
+                raise NotPlain()
+            code = b[at + 4]
+            kind = ROWS_OPS[code]
+            if kind >= 0:
+                if not inside:
+                    raise NotPlain()
+                version = et.ROWS_KINDS[code][1]
+                post_rows = posts.get(code, -1)
+                if post_rows < 0:
+                    post_rows = posts[code] = decoder.rows_post_header(code)
+                pos = at + header
+                if post_rows == 6:
+                    table_id = _u32(b + pos)
+                else:
+                    table_id = _u32(b + pos) | (<uint64_t>_u16(b + pos + 4) << 32)
+                if version == 2:
+                    extra = _u16(b + pos + post_rows - 2)
+                    pos += post_rows + (extra - 2 if extra > 2 else 0)
+                else:
+                    pos += post_rows
+                found = tables.get(table_id)
+                if found is None:
+                    raise NotPlain()
+                if found is False:  # a table the filter leaves out: its rows are not read
+                    at = end
+                    continue
+                plan = <TablePlan>found
+                if not plan.direct:
+                    raise NotPlain()
+                # the column count and the present-columns bitmaps: every column
+                pos = self._full_images(plan, b, pos, body_end, kind)
+                self._columns(plan.ncols)
+                self._body_start, self._body_end, self._body = at + header, body_end, None
+                row = 0
+                plan_index = _index_of(tx_plans, plan)
+                while pos < body_end:
+                    slot = self._slot()
+                    slot.op, slot.plan, slot.pos, slot.row, slot.sql = \
+                        kind, plan_index, offset, row, sql_index
+                    image_start = self.rows.size
+                    pos = self._image(plan, b, pos, body_end)
+                    if kind == OP_UPDATE:
+                        slot.before0, slot.before1 = image_start, self.rows.size
+                        image_start = self.rows.size
+                        pos = self._image(plan, b, pos, body_end)
+                        slot.after0, slot.after1 = image_start, self.rows.size
+                    elif kind == OP_INSERT:
+                        slot.before0 = slot.before1 = 0
+                        slot.after0, slot.after1 = image_start, self.rows.size
+                    else:
+                        slot.before0, slot.before1 = image_start, self.rows.size
+                        slot.after0 = slot.after1 = 0
+                    self._key(plan, slot)
+                    row += 1
+                if pos != body_end:
+                    raise NotPlain()
+                counted = plan.counted[kind]
+                counts[counted] = counts.get(counted, 0) + row
+            elif code == et.TABLE_MAP:
+                key = data[at + key_start:body_end]
+                found = table_maps.get(key)
+                if found is None:
+                    table_id, _, schema = decoder.register_table_map(
+                        data[at + header:body_end])
+                    if table_filter is not None and not table_filter(schema.database,
+                                                                     schema.table):
+                        found = False
+                    else:
+                        rows_decoder = decoder.row_decoder(table_id)
+                        found = _plan(rows_decoder.schema,
+                                      self._shapes.shape(rows_decoder.schema),
+                                      self._formats(rows_decoder.schema))
+                    table_maps[key] = found
+                    if len(table_maps) > 4096:
+                        table_maps.clear()
+                if short_ids:
+                    tables[_u32(b + at + header)] = found
+                else:
+                    tables[_u32(b + at + header)
+                           | (<uint64_t>_u16(b + at + header + 4) << 32)] = found
+            elif code == et.MARIADB_GTID:
+                if inside or not mariadb_group_is_plain(b[at + header + 12]):
+                    raise NotPlain()
+                server_id = _u32(b + at + 5)
+                gtid = f"{_u32(b + at + header + 8)}-{server_id}-{_u64(b + at + header)}"
+                gtid_json = b'"' + gtid.encode() + b'"'
+                inside, began, start, commit_ts = True, True, offset, None
+                sql_index = 0
+                sqls = [b"null"]
+            elif code == et.XID or code == et.QUERY:
+                xid = None
+                if code == et.QUERY:
+                    statement = query_kind(data[at:end], query_post, body_end - at)
+                    if statement == BEGIN and inside and not began:
+                        began = True
+                        at = end
+                        continue
+                    if statement != COMMIT:
+                        raise NotPlain()
+                else:
+                    xid = _u64(b + at + header)
+                if not inside:
+                    raise NotPlain()
+                if self.nslots:
+                    if commit_ts is None:
+                        commit = utc_time(_u32(b + at))
+                    else:
+                        commit = commit_ts
+                    tid_json = gtid_json if gtid else _dumps(f"{server_id}-{name}-{start}")
+                    self._records(lines, tx_plans, sqls, tid_json, gtid_json, xid,
+                                  self._commit_json(commit), name, stamp)
+                    done.append(EncodedTransaction(self.nslots, gtid, commit, offset + size))
+                    self.nslots = 0
+                    self.rows.size = 0
+                    tx_plans = []
+                    sqls = [b"null"]
+                else:
+                    done.append(EncodedTransaction(0, gtid, None, offset + size))
+                inside = False
+                sql_index = 0
+            elif code in MYSQL_GTID_EVENTS:
+                if inside:
+                    raise NotPlain()
+                event = decoder.decode(data[at:end], file, offset)
+                gtid = event.gtid
+                gtid_json = _dumps(gtid)
+                commit_ts = gtid_commit_time(event.original_commit_ts,
+                                             event.immediate_commit_ts)
+                server_id = event.header.server_id
+                inside, began, start = True, False, offset
+                sql_index = 0
+                sqls = [b"null"]
+            elif code == et.ROWS_QUERY or code == et.MARIADB_ANNOTATE_ROWS:
+                if self.include_sql and inside:
+                    annotation = decoder.decode(data[at:end], file, offset)
+                    sqls.append(_dumps(annotation.query))
+                    sql_index = len(sqls) - 1
+            else:
+                raise NotPlain()
+            at = end
+        if inside:
+            raise NotPlain()
+        return done
+
+    cdef Py_ssize_t _full_images(self, TablePlan plan, const uint8_t* b, Py_ssize_t pos,
+                                 Py_ssize_t end, int kind) except -1:
+        """Past the column count and the present-columns bitmap(s), which must name every
+        column of the plan's table."""
+        cdef uint64_t ncols
+        cdef Py_ssize_t nb, i
+        cdef int images = 2 if kind == OP_UPDATE else 1, k
+        cdef int n = plan.ncols
+        if pos >= end:
+            raise NotPlain()
+        ncols = b[pos]
+        if ncols < 251:
+            pos += 1
+        elif ncols == 252 and pos + 3 <= end:
+            ncols = _u16(b + pos + 1)
+            pos += 3
+        elif ncols == 253 and pos + 4 <= end:
+            ncols = b[pos + 1] | (<uint64_t>b[pos + 2] << 8) | (<uint64_t>b[pos + 3] << 16)
+            pos += 4
+        else:
+            raise NotPlain()
+        if ncols != <uint64_t>n:
+            raise NotPlain()
+        nb = (n + 7) >> 3
+        if pos + nb * images > end:
+            raise NotPlain()
+        for k in range(images):
+            for i in range(n):
+                if not (b[pos + (i >> 3)] >> (i & 7)) & 1:
+                    raise NotPlain()
+            pos += nb
+        return pos
+
+    cdef int _key(self, TablePlan plan, Slot* slot) except -1:
+        """The primary key's JSON, from the last image read (the after image, else the
+        before image: their values' spans are in ``starts``/``ends``), appended to
+        ``rows``; its span in ``slot``."""
+        cdef Buffer out = self.rows
+        cdef Py_ssize_t start = out.size, n
+        cdef int i, j
+        cdef bytes prefix
+        if plan.nkey == 0:
+            slot.key0 = slot.key1 = 0
+            return 0
+        for i in range(plan.nkey):
+            j = plan.key[i]
+            prefix = <bytes>plan.key_prefixes[i]
+            out.put(PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix))
+            n = self.ends[j] - self.starts[j]
+            out.reserve(n)  # before copying: growing may move the data
+            memcpy(out.data + out.size, out.data + self.starts[j], n)
+            out.size += n
+        out.put(b"}", 1)
+        slot.key0, slot.key1 = start, out.size
+        return 0
+
+    cdef bytes _commit_json(self, object commit):
+        if commit is not self._last_commit_seconds:
+            self._last_commit_seconds = commit
+            self._commit_text = _dumps(commit_time_text(commit))
+        return self._commit_text
+
+    cdef int _records(self, list lines, list tx_plans, list sqls, bytes tid, bytes gtid,
+                      object xid, bytes commit, str file, str stamp) except -1:
+        """The open transaction's records, one bytes each, appended to ``lines``."""
+        cdef Buffer out = self.record
+        cdef Buffer rows = self.rows
+        cdef Py_ssize_t i, n = self.nslots
+        cdef Slot* slot
+        cdef TablePlan plan
+        cdef bytes head = b',"sql":'
+        cdef bytes transaction = b',"transaction":{"id":' + tid + b',"gtid":' + gtid \
+            + b',"xid":' + (b"null" if xid is None else str(xid).encode()) + b',"seq":'
+        cdef bytes size = b',"size":' + str(n).encode() + b',"last":'
+        cdef bytes position = b',"commit_ts":' + commit + b'},"position":{"file":' \
+            + _dumps(file) + b',"pos":'
+        cdef bytes tail = b'},"ts":' + _dumps(stamp) + b'}\n'
+        for i in range(n):
+            slot = self.slots + i
+            plan = <TablePlan>tx_plans[slot.plan]
+            out.size = 0
+            out.put(OP_HEADS[slot.op], OP_HEAD_SIZES[slot.op])
+            out.put_bytes(plan.names)
+            out.put(b'"before":', 9)
+            _span(out, rows, slot.before0, slot.before1)
+            out.put(b',"after":', 9)
+            _span(out, rows, slot.after0, slot.after1)
+            out.put(b',"primary_key":', 15)
+            _span(out, rows, slot.key0, slot.key1)
+            out.put_bytes(head)
+            out.put_bytes(<bytes>sqls[slot.sql])
+            out.put_bytes(transaction)
+            out.put_uint(i)
+            out.put_bytes(size)
+            if i == n - 1:
+                out.put(b"true", 4)
+            else:
+                out.put(b"false", 5)
+            out.put_bytes(position)
+            out.put_uint(<uint64_t>slot.pos)
+            out.put(b',"row":', 7)
+            out.put_uint(<uint64_t>slot.row)
+            out.put_bytes(tail)
+            lines.append(PyBytes_FromStringAndSize(out.data, out.size))
+        return 0
+
+
+cdef inline int _span(Buffer out, Buffer rows, Py_ssize_t start, Py_ssize_t end) except -1:
+    if start == end:
+        out.put(b"null", 4)
+    else:
+        out.put(rows.data + start, end - start)
+    return 0
+
+
+cdef int _index_of(list plans, object plan) except -1:
+    cdef int i
+    for i in range(len(plans)):
+        if plans[i] is plan:
+            return i
+    plans.append(plan)
+    return len(plans) - 1
+
+
+cdef bint _ascii(const uint8_t* s, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if s[i] >= 0x80:
+            return False
+    return True

@@ -22,7 +22,8 @@ except ImportError:  # the Python paths only
 else:
     extensions = cythonize(
         [Extension(name, [name.replace(".", "/") + ".pyx"], extra_compile_args=["-O2"])
-         for name in ("changestream.native.json_text", "changestream.snapshot._text_rows",
+         for name in ("changestream.native.json_text", "changestream.native.binlog_values",
+                      "changestream.snapshot._text_rows",
                       "changestream.parallel._segment_rows")],
         language_level=3, quiet=True)
 

@@ -14,11 +14,22 @@ path runs.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.mem cimport PyMem_Free
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
+from changestream.native.binlog_values cimport (
+    crc32,
+    put_date,
+    put_datetime2,
+    put_decimal,
+    put_double,
+    put_time2,
+    put_timestamp2,
+    u16,
+    u32,
+    u64,
+)
 from changestream.native.json_text cimport Buffer, put_base64, put_text, valid_utf8
 
 import struct
@@ -38,11 +49,6 @@ from changestream.parallel.segment_encoder import EncodedTransaction
 from changestream.transactions.groups import gtid_commit_time, utc_time
 from changestream.transactions.plain import MYSQL_GTID_EVENTS, mariadb_group_is_plain, query_kind
 from changestream.transactions.row_shapes import ShapeCache
-
-cdef extern from "Python.h":
-    char* PyOS_double_to_string(double val, char format_code, int precision, int flags,
-                                int* type) except NULL
-    int Py_DTSF_ADD_DOT_0
 
 _VALUE_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
 _dumps = orjson.dumps
@@ -81,14 +87,6 @@ OP_HEAD_SIZES[0] = 15
 OP_HEAD_SIZES[1] = 15
 OP_HEAD_SIZES[2] = 15
 
-cdef int DIG2BYTES[10]
-DIG2BYTES[:] = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4]
-cdef uint32_t POW10[10]
-POW10[:] = [1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000]
-
-cdef uint64_t MICRO_SCALE[4]
-MICRO_SCALE[:] = [0, 10000, 100, 1]  # microseconds per unit of a 0..3-byte fraction
-
 # The op of each plain rows event type (not version 0, compressed or partial), else -1.
 cdef int ROWS_OPS[256]
 for _code in range(256):
@@ -98,114 +96,8 @@ for _code, (_kind, _version, _compressed) in et.ROWS_KINDS.items():
         ROWS_OPS[_code] = {"insert": 0, "update": 1, "delete": 2}[_kind]
 _OP_NAMES = ("insert", "update", "delete")
 
-cdef uint32_t CRC_TABLE[8][256]
-
-
-cdef void _crc_tables() noexcept:
-    cdef uint32_t c, i, k
-    for i in range(256):
-        c = i
-        for k in range(8):
-            c = (c >> 1) ^ (0xEDB88320 if c & 1 else 0)
-        CRC_TABLE[0][i] = c
-    for i in range(256):
-        c = CRC_TABLE[0][i]
-        for k in range(1, 8):
-            c = CRC_TABLE[0][c & 0xFF] ^ (c >> 8)
-            CRC_TABLE[k][i] = c
-
-
-_crc_tables()
-
-
-cdef uint32_t _crc32(const uint8_t* p, Py_ssize_t n) noexcept:
-    """CRC-32 (zlib's), eight bytes a step."""
-    cdef uint32_t c = 0xFFFFFFFF
-    cdef uint32_t lo, hi
-    while n >= 8:
-        lo = (p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)) ^ c
-        hi = p[4] | (<uint32_t>p[5] << 8) | (<uint32_t>p[6] << 16) | (<uint32_t>p[7] << 24)
-        c = (CRC_TABLE[7][lo & 0xFF] ^ CRC_TABLE[6][(lo >> 8) & 0xFF]
-             ^ CRC_TABLE[5][(lo >> 16) & 0xFF] ^ CRC_TABLE[4][lo >> 24]
-             ^ CRC_TABLE[3][hi & 0xFF] ^ CRC_TABLE[2][(hi >> 8) & 0xFF]
-             ^ CRC_TABLE[1][(hi >> 16) & 0xFF] ^ CRC_TABLE[0][hi >> 24])
-        p += 8
-        n -= 8
-    while n > 0:
-        c = CRC_TABLE[0][(c ^ p[0]) & 0xFF] ^ (c >> 8)
-        p += 1
-        n -= 1
-    return c ^ 0xFFFFFFFF
-
-
-def crc32(bytes data):
-    """CRC-32 of ``data`` as this module computes it (for the tests)."""
-    return _crc32(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
-
-
-cdef inline uint32_t _u16(const uint8_t* p) noexcept:
-    return p[0] | (<uint32_t>p[1] << 8)
-
-
-cdef inline uint32_t _u32(const uint8_t* p) noexcept:
-    return p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
-
-
-cdef inline uint64_t _u64(const uint8_t* p) noexcept:
-    return _u32(p) | (<uint64_t>_u32(p + 4) << 32)
-
-
-cdef inline uint64_t _be(const uint8_t* p, int n) noexcept:
-    cdef uint64_t v = 0
-    cdef int i
-    for i in range(n):
-        v = (v << 8) | p[i]
-    return v
-
-
 class NotPlain(Exception):
     """The segment needs the general path."""
-
-
-cdef void _civil(int64_t days, int64_t* year, int* month, int* day) noexcept:
-    """The proleptic Gregorian date ``days`` after 1970-01-01 (H. Hinnant's algorithm)."""
-    cdef int64_t z = days + 719468
-    cdef int64_t era = (z if z >= 0 else z - 146096) // 146097
-    cdef int64_t doe = z - era * 146097
-    cdef int64_t yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    cdef int64_t doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    cdef int64_t mp = (5 * doy + 2) // 153
-    day[0] = <int>(doy - (153 * mp + 2) // 5 + 1)
-    month[0] = <int>(mp + 3 if mp < 10 else mp - 9)
-    year[0] = yoe + era * 400 + (1 if month[0] <= 2 else 0)
-
-
-cdef int _put_clock(Buffer out, int64_t year, int month, int day, int64_t hour, int minute,
-                    int second) except -1:
-    """``YYYY-MM-DDTHH:MM:SS``, each part zero-padded as Python's ``%02d`` pads it."""
-    out.put_digits(<uint64_t>year, 4)
-    out.put(b"-", 1)
-    out.put_digits(<uint64_t>month, 2)
-    out.put(b"-", 1)
-    out.put_digits(<uint64_t>day, 2)
-    out.put(b"T", 1)
-    out.put_digits(<uint64_t>hour, 2)
-    out.put(b":", 1)
-    out.put_digits(<uint64_t>minute, 2)
-    out.put(b":", 1)
-    out.put_digits(<uint64_t>second, 2)
-    return 0
-
-
-cdef int _put_fraction(Buffer out, uint64_t micro, int fsp) except -1:
-    """``.`` and the first ``fsp`` digits of ``micro`` written with at least six."""
-    cdef Py_ssize_t start
-    if fsp:
-        out.put(b".", 1)
-        start = out.size
-        out.put_digits(micro, 6)
-        out.size = start + fsp
-    return 0
 
 
 cdef struct Slot:
@@ -339,104 +231,6 @@ cdef tuple _column_kind(object column):
     return K_GENERIC, 0, 0, 0
 
 
-cdef Py_ssize_t _decimal(Buffer out, const uint8_t* p, Py_ssize_t avail, int precision,
-                         int scale) except -2:
-    """A binary DECIMAL(precision, scale) as its quoted text; the bytes it took, or -1 when
-    it is not valid (the Python reader then says what is wrong)."""
-    cdef int intg = precision - scale
-    cdef int intg0 = intg // 9, intg0x = intg % 9, frac0 = scale // 9, frac0x = scale % 9
-    cdef int size = DIG2BYTES[intg0x] + 4 * (intg0 + frac0) + DIG2BYTES[frac0x]
-    cdef uint8_t raw[40]
-    cdef char digits[128]
-    cdef int nd = 0, i, k, at = 0, nbytes, first
-    cdef bint negative
-    cdef uint32_t g
-    if size > avail or size > 40:
-        return -1
-    memcpy(raw, p, size)
-    negative = not (raw[0] & 0x80)
-    raw[0] ^= 0x80
-    if negative:
-        for i in range(size):
-            raw[i] = ~raw[i]
-    # the integer part's leftover digits: the most significant group, never checked
-    if intg0x:
-        nbytes = DIG2BYTES[intg0x]
-        g = <uint32_t>_be(raw, nbytes)
-        at = nbytes
-        nd += _group_digits(digits + nd, g, 0)
-    for k in range(intg0 + frac0):
-        g = <uint32_t>_be(raw + at, 4)
-        if g >= 1000000000:
-            return -1
-        at += 4
-        nd += _group_digits(digits + nd, g, 9)
-    if frac0x:
-        g = <uint32_t>_be(raw + at, DIG2BYTES[frac0x])
-        if g >= POW10[frac0x]:
-            return -1
-        nd += _group_digits(digits + nd, g, frac0x)
-    first = 0
-    while first < nd and digits[first] == 48:
-        first += 1
-    out.put(b'"', 1)
-    if first == nd:  # zero: no sign
-        out.put(b"0", 1)
-        if scale:
-            out.put(b".", 1)
-            for i in range(scale):
-                out.put(b"0", 1)
-        out.put(b'"', 1)
-        return size
-    if negative:
-        out.put(b"-", 1)
-    if scale:
-        if nd - first <= scale:
-            out.put(b"0.", 2)
-            for i in range(scale - (nd - first)):
-                out.put(b"0", 1)
-            out.put(digits + first, nd - first)
-        else:
-            out.put(digits + first, nd - first - scale)
-            out.put(b".", 1)
-            out.put(digits + nd - scale, scale)
-    else:
-        out.put(digits + first, nd - first)
-    out.put(b'"', 1)
-    return size
-
-
-cdef int _group_digits(char* into, uint32_t g, int width) noexcept:
-    """``g`` in decimal zero-padded to ``width`` digits (0: as many as it has)."""
-    cdef char tmp[12]
-    cdef int n = 0, i
-    while True:
-        tmp[n] = <char>(48 + g % 10)
-        g //= 10
-        n += 1
-        if g == 0 and n >= width:
-            break
-    for i in range(n):
-        into[i] = tmp[n - 1 - i]
-    return n
-
-
-cdef int _double(Buffer out, double value) except -1:
-    """``value`` as orjson writes it, or 1 when Python's shortest form has an exponent (or
-    is not finite) and orjson must write it."""
-    cdef char* text = PyOS_double_to_string(value, b'r', 0, Py_DTSF_ADD_DOT_0, NULL)
-    cdef Py_ssize_t n = 0
-    cdef bint plain = True
-    while text[n]:
-        if text[n] == b'e' or text[n] == b'n' or text[n] == b'i':
-            plain = False
-        n += 1
-    if plain:
-        out.put(text, n)
-    PyMem_Free(text)
-    return 0 if plain else 1
-
-
 cdef class SegmentEncoder:
     """Encodes segments of plain transactions as the Python ``SegmentEncoder`` does (the
     same arguments, the same ``encode`` and ``table_counts``)."""
@@ -527,9 +321,7 @@ cdef class SegmentEncoder:
         cdef int ncols = plan.ncols, j, kind, size, fsp, extra
         cdef Py_ssize_t nb = (ncols + 7) >> 3, n, used
         cdef const uint8_t* nulls = b + pos
-        cdef uint64_t u, micro
-        cdef int64_t s, packed, days, year64, total
-        cdef int month, day, hour, minute, second
+        cdef uint64_t u
         cdef double d
         cdef bytes prefix
         cdef Py_ssize_t* starts = self.starts
@@ -559,78 +351,6 @@ cdef class SegmentEncoder:
                         u |= ~((<uint64_t>1 << (size * 8)) - 1)
                     out.put_int(<int64_t>u)
                 pos += size
-            elif kind == K_DOUBLE:
-                if pos + 8 > end:
-                    raise NotPlain()
-                memcpy(&d, b + pos, 8)
-                if _double(out, d):
-                    self._generic(plan, j, pos)
-                pos += 8
-            elif kind == K_DECIMAL:
-                used = _decimal(out, b + pos, end - pos, plan.precisions[j], extra)
-                if used < 0:
-                    raise NotPlain()
-                pos += used
-            elif kind == K_DATETIME2:
-                fsp = size
-                n = 5 + (fsp + 1) // 2
-                if pos + n > end:
-                    raise NotPlain()
-                packed = <int64_t>_be(b + pos, 5) - 0x8000000000
-                if packed < 0:
-                    raise NotPlain()
-                micro = _be(b + pos + 5, (fsp + 1) // 2) * MICRO_SCALE[(fsp + 1) // 2]
-                s = packed >> 17  # year, month, day
-                hour = <int>((packed & 0x1FFFF) >> 12)
-                out.put(b'"', 1)
-                _put_clock(out, (s >> 5) // 13, <int>((s >> 5) % 13), <int>(s & 31), hour,
-                           <int>((packed >> 6) & 63), <int>(packed & 63))
-                _put_fraction(out, micro, fsp)
-                out.put(b'"', 1)
-                pos += n
-            elif kind == K_TIMESTAMP2:
-                fsp = size
-                n = 4 + (fsp + 1) // 2
-                if pos + n > end:
-                    raise NotPlain()
-                u = _be(b + pos, 4)
-                micro = _be(b + pos + 4, (fsp + 1) // 2) * MICRO_SCALE[(fsp + 1) // 2]
-                out.put(b'"', 1)
-                if u == 0 and micro == 0:
-                    out.put(b"0000-00-00T00:00:00", 19)
-                    if fsp:
-                        out.put(b".000000", fsp + 1)
-                else:
-                    total = <int64_t>u + <int64_t>(micro // 1000000)
-                    micro = micro % 1000000
-                    days = total // 86400
-                    total = total % 86400
-                    _civil(days, &year64, &month, &day)
-                    _put_clock(out, year64, month, day, total // 3600, <int>(total // 60 % 60),
-                               <int>(total % 60))
-                    _put_fraction(out, micro, fsp)
-                out.put(b'+00:00"', 7)
-                pos += n
-            elif kind == K_DATE:
-                if pos + 3 > end:
-                    raise NotPlain()
-                u = b[pos] | (<uint64_t>b[pos + 1] << 8) | (<uint64_t>b[pos + 2] << 16)
-                out.put(b'"', 1)
-                out.put_digits(u >> 9, 4)
-                out.put(b"-", 1)
-                out.put_digits((u >> 5) & 15, 2)
-                out.put(b"-", 1)
-                out.put_digits(u & 31, 2)
-                out.put(b'"', 1)
-                pos += 3
-            elif kind == K_TIME2:
-                self._time2(b + pos, end - pos, size)
-                pos += 3 + (size + 1) // 2
-            elif kind == K_YEAR:
-                if pos + 1 > end:
-                    raise NotPlain()
-                out.put_uint(1900 + b[pos] if b[pos] else 0)
-                pos += 1
             elif kind == K_UTF8 or kind == K_ASCII or kind == K_BYTES:
                 if pos + size > end:
                     raise NotPlain()
@@ -647,48 +367,39 @@ cdef class SegmentEncoder:
                 else:
                     self._generic(plan, j, pos)
                 pos += size + n
+            elif kind == K_YEAR:
+                if pos + 1 > end:
+                    raise NotPlain()
+                out.put_uint(1900 + b[pos] if b[pos] else 0)
+                pos += 1
+            elif kind == K_DOUBLE:
+                if pos + 8 > end:
+                    raise NotPlain()
+                memcpy(&d, b + pos, 8)
+                if put_double(out, d):
+                    self._generic(plan, j, pos)
+                pos += 8
             else:
-                pos = self._generic(plan, j, pos)
+                if kind == K_DECIMAL:
+                    used = put_decimal(out, b + pos, end - pos, plan.precisions[j], extra)
+                elif kind == K_DATETIME2:
+                    used = put_datetime2(out, b + pos, end - pos, size)
+                elif kind == K_TIMESTAMP2:
+                    used = put_timestamp2(out, b + pos, end - pos, size)
+                elif kind == K_DATE:
+                    used = put_date(out, b + pos, end - pos)
+                elif kind == K_TIME2:
+                    used = put_time2(out, b + pos, end - pos, size)
+                else:
+                    used = self._generic(plan, j, pos) - pos
+                if used < 0:
+                    raise NotPlain()
+                pos += used
             ends[j] = out.size
         if ncols == 0:
             out.put(b"{", 1)
         out.put(b"}", 1)
         return pos
-
-    cdef int _time2(self, const uint8_t* p, Py_ssize_t avail, int fsp) except -1:
-        cdef int nfrac = (fsp + 1) // 2
-        cdef int size = 3 + nfrac
-        cdef int64_t packed, whole, frac, micros, seconds
-        cdef bint negative
-        cdef Buffer out = self.rows
-        cdef Py_ssize_t start
-        if size > avail:
-            raise NotPlain()
-        packed = <int64_t>_be(p, size) - (<int64_t>1 << (size * 8 - 1))
-        negative = packed < 0
-        if negative:
-            packed = -packed
-        frac = packed & ((<int64_t>1 << (8 * nfrac)) - 1)
-        whole = packed >> (8 * nfrac)
-        micros = ((((whole >> 12) & 0x3FF) * 60 + ((whole >> 6) & 63)) * 60 + (whole & 63)) \
-            * 1000000 + frac * MICRO_SCALE[nfrac]
-        out.put(b'"', 1)
-        if negative and micros:
-            out.put(b"-", 1)
-        seconds = micros // 1000000
-        out.put_digits(<uint64_t>(seconds // 3600), 2)
-        out.put(b":", 1)
-        out.put_digits(<uint64_t>(seconds // 60 % 60), 2)
-        out.put(b":", 1)
-        out.put_digits(<uint64_t>(seconds % 60), 2)
-        if fsp:
-            out.put(b".", 1)
-            start = out.size
-            out.put_digits(<uint64_t>(micros % 1000000), 6)
-            out.size = start + fsp
-        out.put(b'"', 1)
-        return 0
-
     cdef Py_ssize_t _generic(self, TablePlan plan, int j, Py_ssize_t pos) except -1:
         """Column ``j``'s value at ``pos`` read by its Python reader from the event's body
         and written by orjson (as the Python path writes it); where it ends."""
@@ -745,12 +456,12 @@ cdef class SegmentEncoder:
         for offset in offsets:
             if at + header > total:
                 raise NotPlain()
-            size = _u32(b + at + 9)
+            size = u32(b + at + 9)
             end = at + size
             body_end = end - tail
             if size < header + tail or end > total:
                 raise NotPlain()
-            if verify and _crc32(b + at, body_end - at) != _u32(b + body_end):
+            if verify and crc32(b + at, body_end - at) != u32(b + body_end):
                 raise NotPlain()
             code = b[at + 4]
             kind = ROWS_OPS[code]
@@ -763,11 +474,11 @@ cdef class SegmentEncoder:
                     post_rows = posts[code] = decoder.rows_post_header(code)
                 pos = at + header
                 if post_rows == 6:
-                    table_id = _u32(b + pos)
+                    table_id = u32(b + pos)
                 else:
-                    table_id = _u32(b + pos) | (<uint64_t>_u16(b + pos + 4) << 32)
+                    table_id = u32(b + pos) | (<uint64_t>u16(b + pos + 4) << 32)
                 if version == 2:
-                    extra = _u16(b + pos + post_rows - 2)
+                    extra = u16(b + pos + post_rows - 2)
                     pos += post_rows + (extra - 2 if extra > 2 else 0)
                 else:
                     pos += post_rows
@@ -827,15 +538,15 @@ cdef class SegmentEncoder:
                     if len(table_maps) > 4096:
                         table_maps.clear()
                 if short_ids:
-                    tables[_u32(b + at + header)] = found
+                    tables[u32(b + at + header)] = found
                 else:
-                    tables[_u32(b + at + header)
-                           | (<uint64_t>_u16(b + at + header + 4) << 32)] = found
+                    tables[u32(b + at + header)
+                           | (<uint64_t>u16(b + at + header + 4) << 32)] = found
             elif code == et.MARIADB_GTID:
                 if inside or not mariadb_group_is_plain(b[at + header + 12]):
                     raise NotPlain()
-                server_id = _u32(b + at + 5)
-                gtid = f"{_u32(b + at + header + 8)}-{server_id}-{_u64(b + at + header)}"
+                server_id = u32(b + at + 5)
+                gtid = f"{u32(b + at + header + 8)}-{server_id}-{u64(b + at + header)}"
                 gtid_json = b'"' + gtid.encode() + b'"'
                 inside, began, start, commit_ts = True, True, offset, None
                 sql_index = 0
@@ -851,12 +562,12 @@ cdef class SegmentEncoder:
                     if statement != COMMIT:
                         raise NotPlain()
                 else:
-                    xid = _u64(b + at + header)
+                    xid = u64(b + at + header)
                 if not inside:
                     raise NotPlain()
                 if self.nslots:
                     if commit_ts is None:
-                        commit = utc_time(_u32(b + at))
+                        commit = utc_time(u32(b + at))
                     else:
                         commit = commit_ts
                     tid_json = gtid_json if gtid else _dumps(f"{server_id}-{name}-{start}")
@@ -909,7 +620,7 @@ cdef class SegmentEncoder:
         if ncols < 251:
             pos += 1
         elif ncols == 252 and pos + 3 <= end:
-            ncols = _u16(b + pos + 1)
+            ncols = u16(b + pos + 1)
             pos += 3
         elif ncols == 253 and pos + 4 <= end:
             ncols = b[pos + 1] | (<uint64_t>b[pos + 2] << 8) | (<uint64_t>b[pos + 3] << 16)

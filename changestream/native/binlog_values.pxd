@@ -1,0 +1,37 @@
+# Binlog row image values written as JSON text (see binlog_values.pyx).
+
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+
+from changestream.native.json_text cimport Buffer
+
+
+cdef inline uint32_t u16(const uint8_t* p) noexcept:
+    return p[0] | (<uint32_t>p[1] << 8)
+
+
+cdef inline uint32_t u32(const uint8_t* p) noexcept:
+    return p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef inline uint64_t u64(const uint8_t* p) noexcept:
+    return u32(p) | (<uint64_t>u32(p + 4) << 32)
+
+
+cdef inline uint64_t big_endian(const uint8_t* p, int n) noexcept:
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(n):
+        v = (v << 8) | p[i]
+    return v
+
+
+cdef uint32_t crc32(const uint8_t* p, Py_ssize_t n) noexcept
+cdef Py_ssize_t put_decimal(Buffer out, const uint8_t* p, Py_ssize_t avail, int precision,
+                            int scale) except -2
+cdef int put_double(Buffer out, double value) except -1
+cdef Py_ssize_t put_datetime2(Buffer out, const uint8_t* p, Py_ssize_t avail,
+                              int fsp) except -2
+cdef Py_ssize_t put_timestamp2(Buffer out, const uint8_t* p, Py_ssize_t avail,
+                               int fsp) except -2
+cdef Py_ssize_t put_date(Buffer out, const uint8_t* p, Py_ssize_t avail) except -2
+cdef Py_ssize_t put_time2(Buffer out, const uint8_t* p, Py_ssize_t avail, int fsp) except -2

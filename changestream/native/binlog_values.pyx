@@ -1,0 +1,324 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Binlog row image values straight to their JSON text in change records, byte for byte as
+the Python path writes the values its readers give (:mod:`changestream.decoding.row_values`
+and :mod:`changestream.delivery.temporal_text`): DECIMAL, DOUBLE, DATETIME2, TIMESTAMP2,
+DATE and TIME2; and CRC-32 for the events' checksums. Each writer gives the bytes it read,
+or -1 when the value is cut short or not valid (the Python reader then says what is wrong).
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free
+from libc.string cimport memcpy
+
+cdef extern from "Python.h":
+    char* PyOS_double_to_string(double val, char format_code, int precision, int flags,
+                                int* type) except NULL
+    int Py_DTSF_ADD_DOT_0
+
+cdef int DIG2BYTES[10]
+DIG2BYTES[:] = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4]
+cdef uint32_t POW10[10]
+POW10[:] = [1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000]
+cdef uint64_t MICRO_SCALE[4]
+MICRO_SCALE[:] = [0, 10000, 100, 1]  # microseconds per unit of a 0..3-byte fraction
+
+cdef uint32_t CRC_TABLE[8][256]
+
+
+cdef void _crc_tables() noexcept:
+    cdef uint32_t c, i, k
+    for i in range(256):
+        c = i
+        for k in range(8):
+            c = (c >> 1) ^ (0xEDB88320 if c & 1 else 0)
+        CRC_TABLE[0][i] = c
+    for i in range(256):
+        c = CRC_TABLE[0][i]
+        for k in range(1, 8):
+            c = CRC_TABLE[0][c & 0xFF] ^ (c >> 8)
+            CRC_TABLE[k][i] = c
+
+
+_crc_tables()
+
+
+cdef uint32_t crc32(const uint8_t* p, Py_ssize_t n) noexcept:
+    """CRC-32 (zlib's), eight bytes a step."""
+    cdef uint32_t c = 0xFFFFFFFF
+    cdef uint32_t lo, hi
+    while n >= 8:
+        lo = u32(p) ^ c
+        hi = u32(p + 4)
+        c = (CRC_TABLE[7][lo & 0xFF] ^ CRC_TABLE[6][(lo >> 8) & 0xFF]
+             ^ CRC_TABLE[5][(lo >> 16) & 0xFF] ^ CRC_TABLE[4][lo >> 24]
+             ^ CRC_TABLE[3][hi & 0xFF] ^ CRC_TABLE[2][(hi >> 8) & 0xFF]
+             ^ CRC_TABLE[1][(hi >> 16) & 0xFF] ^ CRC_TABLE[0][hi >> 24])
+        p += 8
+        n -= 8
+    while n > 0:
+        c = CRC_TABLE[0][(c ^ p[0]) & 0xFF] ^ (c >> 8)
+        p += 1
+        n -= 1
+    return c ^ 0xFFFFFFFF
+
+
+def crc32_of(bytes data):
+    """CRC-32 of ``data`` as this module computes it (for the tests)."""
+    return crc32(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+
+
+def json_of(str kind, bytes data, int a=0, int b=0):
+    """The JSON text the writer ``kind`` (decimal: ``a`` precision, ``b`` scale; datetime2,
+    timestamp2, time2: ``a`` fractional digits; date; double) gives for ``data``, or
+    ``None`` where it leaves the value to Python (for the tests)."""
+    cdef Buffer out = Buffer()
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data), used
+    cdef double d
+    if kind == "double":
+        if n != 8:
+            raise ValueError("a DOUBLE is 8 bytes")
+        memcpy(&d, p, 8)
+        used = 8 if put_double(out, d) == 0 else -1
+    elif kind == "decimal":
+        used = put_decimal(out, p, n, a, b)
+    elif kind == "datetime2":
+        used = put_datetime2(out, p, n, a)
+    elif kind == "timestamp2":
+        used = put_timestamp2(out, p, n, a)
+    elif kind == "time2":
+        used = put_time2(out, p, n, a)
+    elif kind == "date":
+        used = put_date(out, p, n)
+    else:
+        raise ValueError(f"no writer {kind!r}")
+    return None if used < 0 else out.take(0, out.size)
+
+
+cdef int _group_digits(char* into, uint32_t g, int width) noexcept:
+    """``g`` in decimal zero-padded to ``width`` digits (0: as many as it has)."""
+    cdef char tmp[12]
+    cdef int n = 0, i
+    while True:
+        tmp[n] = <char>(48 + g % 10)
+        g //= 10
+        n += 1
+        if g == 0 and n >= width:
+            break
+    for i in range(n):
+        into[i] = tmp[n - 1 - i]
+    return n
+
+
+cdef Py_ssize_t put_decimal(Buffer out, const uint8_t* p, Py_ssize_t avail, int precision,
+                            int scale) except -2:
+    """A binary DECIMAL(precision, scale) as its quoted text (the column's scale, no
+    exponent; zero without a sign), as ``decimal_binary.decode_decimal`` reads it."""
+    cdef int intg = precision - scale
+    cdef int intg0 = intg // 9, intg0x = intg % 9, frac0 = scale // 9, frac0x = scale % 9
+    cdef int size = DIG2BYTES[intg0x] + 4 * (intg0 + frac0) + DIG2BYTES[frac0x]
+    cdef uint8_t raw[40]
+    cdef char digits[128]
+    cdef int nd = 0, i, k, at = 0, first
+    cdef bint negative
+    cdef uint32_t g
+    if size > avail or size > 40 or size == 0:
+        return -1
+    memcpy(raw, p, size)
+    negative = not (raw[0] & 0x80)
+    raw[0] ^= 0x80
+    if negative:
+        for i in range(size):
+            raw[i] = ~raw[i]
+    if intg0x:  # the integer part's leftover digits: the most significant group, unchecked
+        at = DIG2BYTES[intg0x]
+        nd += _group_digits(digits, <uint32_t>big_endian(raw, at), 0)
+    for k in range(intg0 + frac0):
+        g = <uint32_t>big_endian(raw + at, 4)
+        if g >= 1000000000:
+            return -1
+        at += 4
+        nd += _group_digits(digits + nd, g, 9)
+    if frac0x:
+        g = <uint32_t>big_endian(raw + at, DIG2BYTES[frac0x])
+        if g >= POW10[frac0x]:
+            return -1
+        nd += _group_digits(digits + nd, g, frac0x)
+    first = 0
+    while first < nd and digits[first] == 48:
+        first += 1
+    out.put(b'"', 1)
+    if first < nd and negative:
+        out.put(b"-", 1)
+    if first == nd:  # zero
+        out.put(b"0", 1)
+        if scale:
+            out.put(b".", 1)
+            for i in range(scale):
+                out.put(b"0", 1)
+    elif scale and nd - first <= scale:
+        out.put(b"0.", 2)
+        for i in range(scale - (nd - first)):
+            out.put(b"0", 1)
+        out.put(digits + first, nd - first)
+    elif scale:
+        out.put(digits + first, nd - first - scale)
+        out.put(b".", 1)
+        out.put(digits + nd - scale, scale)
+    else:
+        out.put(digits + first, nd - first)
+    out.put(b'"', 1)
+    return size
+
+
+cdef int put_double(Buffer out, double value) except -1:
+    """``value`` as orjson writes it: 0, or 1 (nothing written) when Python's shortest form
+    has an exponent or is not finite, where orjson's form differs and orjson must write it."""
+    cdef char* text = PyOS_double_to_string(value, b'r', 0, Py_DTSF_ADD_DOT_0, NULL)
+    cdef Py_ssize_t n = 0
+    cdef bint plain = True
+    while text[n]:
+        if text[n] == b'e' or text[n] == b'n' or text[n] == b'i':
+            plain = False
+        n += 1
+    if plain:
+        out.put(text, n)
+    PyMem_Free(text)
+    return 0 if plain else 1
+
+
+cdef void _civil(int64_t days, int64_t* year, int* month, int* day) noexcept:
+    """The proleptic Gregorian date ``days`` (>= 0) after 1970-01-01 (H. Hinnant's
+    algorithm)."""
+    cdef int64_t z = days + 719468
+    cdef int64_t era = z // 146097
+    cdef int64_t doe = z - era * 146097
+    cdef int64_t yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    cdef int64_t doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    cdef int64_t mp = (5 * doy + 2) // 153
+    day[0] = <int>(doy - (153 * mp + 2) // 5 + 1)
+    month[0] = <int>(mp + 3 if mp < 10 else mp - 9)
+    year[0] = yoe + era * 400 + (1 if month[0] <= 2 else 0)
+
+
+cdef int _put_clock(Buffer out, int64_t year, int64_t month, int64_t day, int64_t hour,
+                    int64_t minute, int64_t second) except -1:
+    """``YYYY-MM-DDTHH:MM:SS``, each part zero-padded as Python's ``%02d`` pads it."""
+    out.put_digits(<uint64_t>year, 4)
+    out.put(b"-", 1)
+    out.put_digits(<uint64_t>month, 2)
+    out.put(b"-", 1)
+    out.put_digits(<uint64_t>day, 2)
+    out.put(b"T", 1)
+    out.put_digits(<uint64_t>hour, 2)
+    out.put(b":", 1)
+    out.put_digits(<uint64_t>minute, 2)
+    out.put(b":", 1)
+    out.put_digits(<uint64_t>second, 2)
+    return 0
+
+
+cdef int _put_fraction(Buffer out, uint64_t micro, int fsp) except -1:
+    """``.`` and the first ``fsp`` digits of ``micro`` written with at least six (none
+    for 0 digits)."""
+    cdef Py_ssize_t start
+    if fsp:
+        out.put(b".", 1)
+        start = out.size
+        out.put_digits(micro, 6)
+        out.size = start + fsp
+    return 0
+
+
+cdef Py_ssize_t put_datetime2(Buffer out, const uint8_t* p, Py_ssize_t avail,
+                              int fsp) except -2:
+    """A DATETIME2 as ``"YYYY-MM-DDTHH:MM:SS[.f]"`` (``fsp`` digits), valid or not: the
+    datetime's ISO text and an invalid date's server text are alike."""
+    cdef int nfrac = (fsp + 1) // 2
+    cdef int64_t packed, ymd
+    cdef uint64_t micro
+    if 5 + nfrac > avail:
+        return -1
+    packed = <int64_t>big_endian(p, 5) - 0x8000000000
+    if packed < 0:
+        return -1
+    micro = big_endian(p + 5, nfrac) * MICRO_SCALE[nfrac]
+    ymd = packed >> 17
+    out.put(b'"', 1)
+    _put_clock(out, (ymd >> 5) // 13, (ymd >> 5) % 13, ymd & 31, (packed >> 12) & 31,
+               (packed >> 6) & 63, packed & 63)
+    _put_fraction(out, micro, fsp)
+    out.put(b'"', 1)
+    return 5 + nfrac
+
+
+cdef Py_ssize_t put_timestamp2(Buffer out, const uint8_t* p, Py_ssize_t avail,
+                               int fsp) except -2:
+    """A TIMESTAMP2 as ``"YYYY-MM-DDTHH:MM:SS[.f]+00:00"`` (zero: ``0000-00-00...``)."""
+    cdef int nfrac = (fsp + 1) // 2
+    cdef int64_t seconds, year
+    cdef uint64_t micro
+    cdef int month, day
+    if 4 + nfrac > avail:
+        return -1
+    seconds = <int64_t>big_endian(p, 4)
+    micro = big_endian(p + 4, nfrac) * MICRO_SCALE[nfrac]
+    out.put(b'"', 1)
+    if seconds == 0 and micro == 0:
+        out.put(b"0000-00-00T00:00:00", 19)
+        if fsp:
+            out.put(b".000000", fsp + 1)
+    else:
+        seconds += <int64_t>(micro // 1000000)
+        micro = micro % 1000000
+        _civil(seconds // 86400, &year, &month, &day)
+        seconds = seconds % 86400
+        _put_clock(out, year, month, day, seconds // 3600, seconds // 60 % 60, seconds % 60)
+        _put_fraction(out, micro, fsp)
+    out.put(b'+00:00"', 7)
+    return 4 + nfrac
+
+
+cdef Py_ssize_t put_date(Buffer out, const uint8_t* p, Py_ssize_t avail) except -2:
+    """A DATE as ``"YYYY-MM-DD"``, valid or not."""
+    cdef uint64_t v
+    if 3 > avail:
+        return -1
+    v = p[0] | (<uint64_t>p[1] << 8) | (<uint64_t>p[2] << 16)
+    out.put(b'"', 1)
+    out.put_digits(v >> 9, 4)
+    out.put(b"-", 1)
+    out.put_digits((v >> 5) & 15, 2)
+    out.put(b"-", 1)
+    out.put_digits(v & 31, 2)
+    out.put(b'"', 1)
+    return 3
+
+
+cdef Py_ssize_t put_time2(Buffer out, const uint8_t* p, Py_ssize_t avail, int fsp) except -2:
+    """A TIME2 as ``"[-]HH:MM:SS[.f]"`` (hours past 24 as they are; minus zero unsigned)."""
+    cdef int nfrac = (fsp + 1) // 2
+    cdef int size = 3 + nfrac
+    cdef int64_t packed, whole, micros, seconds
+    cdef bint negative
+    if size > avail:
+        return -1
+    packed = <int64_t>big_endian(p, size) - (<int64_t>1 << (size * 8 - 1))
+    negative = packed < 0
+    if negative:
+        packed = -packed
+    whole = packed >> (8 * nfrac)
+    micros = ((((whole >> 12) & 0x3FF) * 60 + ((whole >> 6) & 63)) * 60 + (whole & 63)) \
+        * 1000000 + (packed & ((<int64_t>1 << (8 * nfrac)) - 1)) * MICRO_SCALE[nfrac]
+    out.put(b'"', 1)
+    if negative and micros:
+        out.put(b"-", 1)
+    seconds = micros // 1000000
+    out.put_digits(<uint64_t>(seconds // 3600), 2)
+    out.put(b":", 1)
+    out.put_digits(<uint64_t>(seconds // 60 % 60), 2)
+    out.put(b":", 1)
+    out.put_digits(<uint64_t>(seconds % 60), 2)
+    _put_fraction(out, <uint64_t>(micros % 1000000), fsp)
+    out.put(b'"', 1)
+    return size

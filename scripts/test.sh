@@ -8,7 +8,7 @@ bash scripts/install.sh --test
 bash scripts/typecheck.sh
 export CHANGESTREAM_REQUIRE_SERVERS=1
 set +e
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q --durations=30 "$@"
 rc=$?
 set -e
 # pytest exits 5 when it collected no tests (e.g. a filter matched nothing): not a failure.

@@ -306,8 +306,13 @@ def _server_tool(server: EmbeddedServer) -> list[str]:
     return ["mariadb-binlog", "-vv"]
 
 
-def measure(shape: Shape, rows: int, work: Path) -> dict[str, Any]:
-    """Every reader on one shape's binlog."""
+READERS = ("changestream_live", "changestream_files", "changestream_pure",
+           "python_mysql_replication", "server_tool", "zongji")
+
+
+def measure(shape: Shape, rows: int, work: Path, readers: tuple[str, ...] = READERS
+            ) -> dict[str, Any]:
+    """The ``readers`` on one shape's binlog."""
     figures: dict[str, Any] = {"title": shape.title}
     with _server(shape) as server:
         server.execute("RESET BINARY LOGS AND GTIDS" if shape.mysql else "RESET MASTER")
@@ -325,31 +330,37 @@ def measure(shape: Shape, rows: int, work: Path) -> dict[str, Any]:
         runs: dict[str, Run] = {}
         outputs = {name: work / f"{shape.name}-{name}.jsonl"
                    for name in ("live", "files", "pure")}
-        runs["changestream_live"] = timed([*cs, "--source", server.url, "--sink",
-                                           f"jsonl:{outputs['live']}"], rows)
-        runs["changestream_files"] = timed([*cs, "--source", f"file://{server.binlog_dir}",
-                                            "--sink", f"jsonl:{outputs['files']}"], rows)
-        runs["changestream_pure"] = timed([*cs, "--source", f"file://{server.binlog_dir}",
-                                           "--sink", f"jsonl:{outputs['pure']}"], rows,
-                                          env={"CHANGESTREAM_PURE_PYTHON": "1"})
+        sources = {"live": server.url, "files": f"file://{server.binlog_dir}",
+                   "pure": f"file://{server.binlog_dir}"}
         for name, path in outputs.items():
+            if f"changestream_{name}" not in readers:
+                continue
+            env = {"CHANGESTREAM_PURE_PYTHON": "1"} if name == "pure" else None
+            runs[f"changestream_{name}"] = timed(
+                [*cs, "--source", sources[name], "--sink", f"jsonl:{path}"], rows, env=env)
             seen = _lines(path)
             if seen != rows:
                 raise SystemExit(f"shape {shape.name}: changestream {name} wrote {seen} "
                                  f"records for {rows} rows")
-        figures["compiled_equals_pure"] = same_records(outputs["files"], outputs["pure"])
-        figures["live_equals_files"] = same_records(outputs["live"], outputs["files"])
-        runs["python_mysql_replication"] = timed(
-            [sys.executable, "-c", PYMYSQLREPLICATION_LOOP, str(server.port), start[0],
-             str(start[1]), str(rows)], rows)
+        if "changestream_pure" in runs and "changestream_files" in runs:
+            figures["compiled_equals_pure"] = same_records(outputs["files"], outputs["pure"])
+        if "changestream_live" in runs and "changestream_files" in runs:
+            figures["live_equals_files"] = same_records(outputs["live"], outputs["files"])
+        if "python_mysql_replication" in readers:
+            runs["python_mysql_replication"] = timed(
+                [sys.executable, "-c", PYMYSQLREPLICATION_LOOP, str(server.port), start[0],
+                 str(start[1]), str(rows)], rows)
         tool = _server_tool(server)
-        tool_out = work / f"{shape.name}-server-tool.txt"
-        runs["server_tool"] = timed(["sh", "-c", 'out="$1"; shift; exec "$@" > "$out"', "sh",
-                                     str(tool_out), *tool, f"--start-position={start[1]}",
-                                     *binlogs], rows)
         figures["server_tool"] = " ".join(tool[-2:])
-        module = zongji_module()
-        if module is None:
+        if "server_tool" in readers:
+            tool_out = work / f"{shape.name}-server-tool.txt"
+            runs["server_tool"] = timed(["sh", "-c", 'out="$1"; shift; exec "$@" > "$out"',
+                                         "sh", str(tool_out), *tool,
+                                         f"--start-position={start[1]}", *binlogs], rows)
+        module = zongji_module() if "zongji" in readers else None
+        if "zongji" not in readers:
+            pass
+        elif module is None:
             figures["zongji"] = "not run: no Node.js/npm"
         elif shape.mysql:
             figures["zongji"] = "not run: it cannot log in to MySQL 9 (no caching_sha2)"
@@ -366,9 +377,10 @@ def measure(shape: Shape, rows: int, work: Path) -> dict[str, Any]:
                          "rows_per_second": round(rows / run.seconds),
                          "rows_per_cpu_second": round(rows / max(run.cpu_seconds, 1e-9)),
                          "peak_rss_mb": round(run.peak_rss_mb, 1)}
-    live = results["changestream_live"]["rows_per_second"]
+    live = results.get("changestream_live", {}).get("rows_per_second")
     figures["ratios"] = {f"live_x_{name}": round(live / r["rows_per_second"], 2)
-                         for name, r in results.items() if name != "changestream_live"}
+                         for name, r in results.items()
+                         if live and name != "changestream_live"}
     figures["results"] = results
     return figures
 
@@ -382,8 +394,8 @@ def report(shape: str, figures: dict[str, Any], rows: int) -> None:
               f"{r['rows_per_cpu_second']:10,} {r['peak_rss_mb']:8.1f}")
     print("changestream live: " + ", ".join(f"{v}x {k.removeprefix('live_x_')}"
                                             for k, v in figures["ratios"].items()))
-    print(f"compiled records = pure Python records: {figures['compiled_equals_pure']}; "
-          f"live = files: {figures['live_equals_files']}")
+    print(f"compiled records = pure Python records: {figures.get('compiled_equals_pure')}; "
+          f"live = files: {figures.get('live_equals_files')}")
     if isinstance(figures.get("zongji"), str):
         print(f"zongji: {figures['zongji']}")
 
@@ -392,8 +404,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--shapes", default="a,b,c,d,e")
+    parser.add_argument("--readers", default=",".join(READERS),
+                        help=f"some of {', '.join(READERS)}")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
+    readers = tuple(r.strip() for r in args.readers.split(",") if r.strip())
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
     unknown = [s for s in shapes if s not in SHAPES]
     if unknown:
@@ -406,7 +421,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="changestream-bench-"))
     try:
         for name in shapes:
-            figures["shapes"][name] = measure(SHAPES[name], args.rows, work)
+            figures["shapes"][name] = measure(SHAPES[name], args.rows, work, readers)
             report(name, figures["shapes"][name], args.rows)
             for leftover in work.iterdir():
                 leftover.unlink()

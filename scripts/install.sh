@@ -30,3 +30,6 @@ ls "$wheels"/snowpark_connect_deps_iceberg-*.whl >/dev/null 2>&1 \
 extras=spark
 $test_deps && extras=test,spark
 .venv/bin/pip install -q --find-links "$wheels" -e ".[$extras]"
+# An editable install writes no bytecode, and where PYTHONDONTWRITEBYTECODE is set nothing
+# ever does: every start (and every decode worker) would compile each module again.
+.venv/bin/python -m compileall -q changestream actors sinks >/dev/null

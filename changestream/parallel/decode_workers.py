@@ -301,8 +301,8 @@ def _main_module_hidden() -> Iterator[None]:
     in this module, does not need: a third of a second and tens of MB each. Without a
     ``__spec__`` and ``__file__`` on it, multiprocessing leaves it out."""
     main = sys.modules.get("__main__")
-    saved = {name: main.__dict__[name] for name in ("__spec__", "__file__")
-             if main is not None and name in main.__dict__}
+    saved: dict[str, Any] = {name: main.__dict__[name] for name in ("__spec__", "__file__")
+                             if main is not None and name in main.__dict__}
     try:
         if main is not None:
             main.__dict__.pop("__file__", None)

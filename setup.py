@@ -23,6 +23,7 @@ else:
     extensions = cythonize(
         [Extension(name, [name.replace(".", "/") + ".pyx"], extra_compile_args=["-O2"])
          for name in ("changestream.native.json_text", "changestream.native.binlog_values",
+                      "changestream.native.framing",
                       "changestream.snapshot._text_rows",
                       "changestream.parallel._segment_rows")],
         language_level=3, quiet=True)

@@ -26,12 +26,14 @@ from changestream.decoding.event_decoder import CHECKSUM_CRC32, CHECKSUM_OFF, Ev
 from changestream.decoding.events import Event
 from changestream.decoding.gtid_tagged import encode_gtid_set
 from changestream.model.errors import ConnectionLostError, PurgedPositionError, SourceError
+from changestream.native import compiled
 from changestream.sources.binlog_head import binlog_head
 from changestream.sources.raw import RawEvent
 
 log = logging.getLogger("changestream")
 _U32 = struct.Struct("<I").unpack_from
 _EOF = object()
+_FRAMING = compiled("changestream.native.framing")
 
 COM_BINLOG_DUMP = 0x12
 COM_BINLOG_DUMP_GTID = 0x1E
@@ -267,9 +269,19 @@ class LiveSource:
                     os.write(self._wake_fds[1], b"w")
         drop_annotations = self._counts_offsets and not self.annotations
         annotate = et.MARIADB_ANNOTATE_ROWS
+        framer = _FRAMING.dump_events if _FRAMING is not None else None
+        dropped = annotate if drop_annotations else -1
         while True:
             start, n = 0, len(buf)
             while n - start >= 4:
+                if framer is not None and not big:
+                    # Many ordinary events at once; the packet it stops at is read below.
+                    events, start, log_pos = framer(buf, start, self.file or "", dropped)
+                    if log_pos:
+                        self.pos = log_pos
+                    yield from events
+                    if n - start < 4:
+                        break
                 length = buf[start] | buf[start + 1] << 8 | buf[start + 2] << 16
                 if n - start - 4 < length:
                     break

@@ -1,0 +1,154 @@
+"""The compiled framers (changestream.native.framing) against the Python readers' own loops:
+every corpus file read whole, from a position inside it, and cut short, gives the same
+events or the same error; a dump stream made of a corpus file's events (with the packets
+the fast loop leaves to Python: ROTATE, end position 0, a 16 MB event in pieces, an error
+packet) gives the same events and positions through the live reader."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import random
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from changestream.decoding import event_types as et
+from changestream.model.errors import ChangestreamError
+from changestream.native import compiled
+from changestream.sources import files, live
+from changestream.sources.files import read_raw_events
+from changestream.sources.raw import RawEvent
+from tests.corpus.reference import CORPUS, corpus_params
+
+
+def _framing() -> Any:
+    module = compiled("changestream.native.framing")
+    if module is None:
+        if os.environ.get("CHANGESTREAM_REQUIRE_SERVERS") == "1" and \
+                os.environ.get("CHANGESTREAM_PURE_PYTHON") != "1":
+            raise AssertionError("the compiled framing is not built "
+                                 "(bash scripts/install.sh builds it with Cython)")
+        pytest.skip("the compiled framing is not built")
+    return module
+
+
+def _read(path: Path, start: int, framing: Any) -> tuple[list[RawEvent], str | None]:
+    saved = files._FRAMING
+    files._FRAMING = framing
+    out: list[RawEvent] = []
+    try:
+        for raw in read_raw_events(path, start):
+            assert raw is not None
+            out.append(raw)
+    except ChangestreamError as exc:
+        return out, str(exc)
+    finally:
+        files._FRAMING = saved
+    return out, None
+
+
+@pytest.mark.parametrize("relative", corpus_params())
+def test_file_framing_equals_the_python_loop(relative: str, tmp_path: Path) -> None:
+    framing = _framing()
+    path = CORPUS / relative
+    whole = _read(path, 4, None)
+    assert _read(path, 4, framing) == whole
+    events = whole[0]
+    if len(events) > 3:  # from an event inside the file: its FDE, then from there
+        middle = events[len(events) // 2].offset
+        assert _read(path, middle, framing) == _read(path, middle, None)
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    rng = random.Random(relative)
+    for cut in {len(data) - 1, rng.randrange(5, len(data)), 4 + 10}:
+        short = tmp_path / f"cut-{cut}"
+        short.write_bytes(data[:cut])
+        assert _read(short, 4, framing) == _read(short, 4, None), cut
+
+
+def _packet(payload: bytes, seq: int) -> bytes:
+    return len(payload).to_bytes(3, "little") + bytes([seq & 0xFF]) + payload
+
+
+def _dump_stream(events: list[RawEvent]) -> bytes:
+    """``events`` as the server sends them, with the packets the fast loop does not take
+    mixed in: a ROTATE first, one event with end position 0, one split at 16 MB."""
+    out = bytearray()
+    seq = 1
+    name = b"stream-bin.000007"
+    rotate = struct.pack("<IBIIIH", 0, et.ROTATE, 1, 19 + 8 + len(name), 0, 0x20) + \
+        struct.pack("<Q", 4) + name
+    out += _packet(b"\x00" + rotate, seq)
+    for n, raw in enumerate(events):
+        seq += 1
+        data = raw.data
+        if n == len(events) // 3:  # written without its end position
+            data = data[:13] + b"\x00\x00\x00\x00" + data[17:]
+        if n == len(events) // 2:  # as a payload over 16 MB: pieces of 0xFFFFFF bytes
+            body = b"\x00" + data[:13] + struct.pack("<I", raw.offset + 0x1000000) + \
+                data[17:] + b"\x00" * 0x1000000
+            while len(body) >= 0xFFFFFF:
+                out += _packet(body[:0xFFFFFF], seq)
+                body = body[0xFFFFFF:]
+                seq += 1
+            out += _packet(body, seq)
+            continue
+        out += _packet(b"\x00" + data, seq)
+    out += _packet(b"\xff" + struct.pack("<H", 1236) + b"#HY000the end of the test", seq + 1)
+    return bytes(out)
+
+
+class _Socket:
+    """What the live reader reads its dump stream from: the stream in random pieces."""
+
+    def __init__(self, data: bytes, rng: random.Random):
+        self.data, self.rng = data, rng
+
+    def setblocking(self, flag: bool) -> None:
+        pass
+
+    def recv(self, n: int) -> bytes:
+        size = min(n, self.rng.choice((1, 7, 500, 4096, 1 << 20)))
+        piece, self.data = self.data[:size], self.data[size:]
+        return piece
+
+
+def _stream(data: bytes, framing: Any, seed: int) -> tuple[list[RawEvent], str]:
+    saved = live._FRAMING
+    live._FRAMING = framing
+    source = live.LiveSource({"host": "127.0.0.1"})
+    source._wait = lambda sock, timeout: True  # type: ignore[method-assign]
+
+    class _Conn:
+        _sock = _Socket(data, random.Random(seed))
+
+    out: list[RawEvent] = []
+    try:
+        for raw in source._read(_Conn(), idle=False):  # type: ignore[arg-type]
+            assert raw is not None
+            out.append(raw)
+    except ChangestreamError as exc:
+        return out, f"{exc} / {source.file}:{source.pos}"
+    finally:
+        live._FRAMING = saved
+    raise AssertionError("the stream ends with an error packet")
+
+
+@pytest.mark.parametrize("relative", ["osheroff/mysql-bin.sakila.gz",
+                                      "osheroff/mysql-bin.checksum-crc32",
+                                      "mariadb-test-data/master-bin-seq_10.3.36.000001"])
+def test_dump_framing_equals_the_python_loop(relative: str) -> None:
+    framing = _framing()
+    events, error = _read(CORPUS / relative, 4, None)
+    assert error is None and len(events) > 10
+    data = _dump_stream(events[1:])
+    for seed in range(3):
+        fast = _stream(data, framing, seed)
+        assert fast == _stream(data, None, seed)
+        assert len(fast[0]) == len(events)  # the ROTATE and every event
+        assert fast[0][1].file == "stream-bin.000007"
+        assert "the end of the test" in fast[1]

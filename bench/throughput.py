@@ -24,12 +24,14 @@ Shapes (``--shapes``, all by default):
   filled first; only the updates are read)
 - ``d`` the mixed shape on a 40-column table
 - ``e`` the mixed shape on MySQL 9.7, every other transaction zstd-compressed
+- ``f`` one transaction of 1,000,000 rows (500-row INSERTs between one BEGIN and COMMIT):
+  the memory of a transaction far bigger than the router buffers (not in the default set)
 
 It prints rows/s, rows per CPU-second (user + system time of the reader and its children)
 and peak memory (RSS of the reader and its children, sampled), and the ratios of
 changestream's live run to each peer; ``--json`` writes the figures::
 
-    .venv/bin/python bench/throughput.py [--rows 200000] [--shapes a,b,c,d,e] [--json out.json]
+    .venv/bin/python bench/throughput.py [--rows 200000] [--shapes a,b,c,d,e,f] [--json out.json]
 """
 
 from __future__ import annotations
@@ -79,6 +81,8 @@ class Shape:
     batched: float  # share of the rows written in 100-row transactions
     updates: bool = False
     mysql: bool = False
+    rows: int | None = None  # a fixed row count instead of --rows
+    one_transaction: bool = False
 
 
 SHAPES = {
@@ -87,6 +91,8 @@ SHAPES = {
     "c": Shape("c", "updates of 1-10 rows, full images", NARROW, 0.0, updates=True),
     "d": Shape("d", "mixed, 40 columns", _wide_columns(), 0.5),
     "e": Shape("e", "mixed on MySQL 9.7, half zstd-compressed", NARROW, 0.5, mysql=True),
+    "f": Shape("f", "one transaction of 1,000,000 inserted rows", NARROW, 1.0,
+               rows=1_000_000, one_transaction=True),
 }
 
 
@@ -151,6 +157,13 @@ def write_workload(server: EmbeddedServer, shape: Shape, rows: int) -> tuple[str
                     _run_all(cur, statements)
                 return start
             start = server.binlog_position()
+            if shape.one_transaction:
+                cur.execute("BEGIN")
+                for first in range(1, rows + 1, 500):
+                    cur.execute("INSERT INTO bench.t VALUES " + ",".join(
+                        _row(kinds, i, rng) for i in range(first, min(first + 500, rows + 1))))
+                cur.execute("COMMIT")
+                return start
             batched = int(rows * shape.batched)
             compress = ["SET SESSION binlog_transaction_compression = ON",
                         "SET SESSION binlog_transaction_compression = OFF"]
@@ -421,8 +434,9 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="changestream-bench-"))
     try:
         for name in shapes:
-            figures["shapes"][name] = measure(SHAPES[name], args.rows, work, readers)
-            report(name, figures["shapes"][name], args.rows)
+            rows = SHAPES[name].rows or args.rows
+            figures["shapes"][name] = measure(SHAPES[name], rows, work, readers)
+            report(name, figures["shapes"][name], rows)
             for leftover in work.iterdir():
                 leftover.unlink()
     finally:

@@ -112,6 +112,7 @@ class TimedSink:
     def __init__(self, adapter: Any):
         self.adapter = adapter
         self.write_seconds = 0.0
+        self.stages: dict[str, float] = {}  # seconds per landing stage, over all batches
         self.batch_changes = getattr(adapter, "batch_changes", None)  # its batch size
 
     def open(self) -> Any:
@@ -121,6 +122,9 @@ class TimedSink:
         began = time.perf_counter()
         self.adapter.write(batch)
         self.write_seconds += time.perf_counter() - began
+        last = getattr(self.adapter, "last", None)
+        for stage, seconds in (getattr(last, "stages", None) or {}).items():
+            self.stages[stage] = self.stages.get(stage, 0.0) + seconds
 
     def close(self) -> None:
         self.adapter.close()
@@ -162,6 +166,7 @@ def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, t
             "router_seconds": seconds, "rows_per_second": rows / seconds,
             "batches": router.stats.batches_delivered,
             "sink_write_seconds": sink.write_seconds,
+            "sink_stage_seconds": {k: round(v, 2) for k, v in sink.stages.items()},
             "router_alone_rows_per_second": alone,
             "router_alone_workers_rows_per_second": alone_workers}
 
@@ -280,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                  "the Spark path does not keep up; the time is in the Spark sink's writes "
                  "(Arrow batches to DataFrames and one Spark job per table per batch), "
                  "which the router waits for."))
+        print(f"{mode}: where the writes' time went: " + ", ".join(
+            f"{k} {v:.1f} s" for k, v in b["sink_stage_seconds"].items()))
     print(f"figures written to {args.json}")
     return 0
 

@@ -3,7 +3,8 @@
 Changes are grouped by table in batch order; when a table's schema changes within the batch
 (DDL between its changes) a new group starts, so every group has one shape: the one its
 changes were logged with. Rows carry the change metadata (:data:`~.types.METADATA`) and the
-row image: the after image of inserts and updates, the before image of deletes. DataFrames
+row image: the after image of inserts and updates, the before image of deletes; a group is
+held as one Arrow table from then on (:class:`TableRun`). DataFrames
 are made from Arrow record batches handed to the JVM in Arrow's stream format (what
 ``createDataFrame`` does for pandas in Spark 3.5), never from Python rows.
 """
@@ -32,21 +33,41 @@ from .types import (
     table_mappings,
 )
 
+#: Where a run's frame keeps the before image of an update (the key columns of a keyed
+#: table, every column of a keyless one): ``__before_<field index>``. The mirror needs it
+#: (an update that changes the key deletes the old key; a keyless row is found by value).
+BEFORE_PREFIX = "__before_"
+
+
+@dataclass(slots=True)
+class Span:
+    """``rows`` consecutive rows of a run from one transaction, which ends at ``position``
+    (``None`` while that transaction is not complete); ``snapshot``: rows a snapshot read."""
+
+    position: Position | None
+    rows: int
+    snapshot: bool = False
+
 
 @dataclass(slots=True)
 class TableRun:
-    """Consecutive changes of one table with one shape, in commit order.
+    """Consecutive changes of one table with one shape, in commit order, as Arrow data.
 
-    ``positions[i]`` is the position after the transaction of ``changes[i]`` (``None`` for
-    changes of a transaction not complete in what was handed over).
+    :attr:`frame` holds one row per change: the change metadata (:data:`~.types.METADATA`),
+    the row image (the after image of inserts and updates, the before image of deletes)
+    and the update's before columns (:data:`BEFORE_PREFIX`); :attr:`spans` say which
+    transaction each row belongs to. Changes are added one at a time (:meth:`add`) and
+    become Arrow data when the frame is first asked for.
     """
 
     database: str
     table: str
     schema: TableSchema
     fields: tuple[FieldMapping, ...]
-    changes: list[Change] = field(default_factory=list)
-    positions: list[Position | None] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
+    _changes: list[Change] = field(default_factory=list)
+    _pieces: list[pa.Table] = field(default_factory=list)
+    _frame: pa.Table | None = None
 
     @property
     def name(self) -> str:
@@ -56,6 +77,61 @@ class TableRun:
     def key_names(self) -> tuple[str, ...]:
         pk = self.schema.primary_key or ()
         return tuple(self.fields[i].name for i in pk)
+
+    @property
+    def before_fields(self) -> tuple[int, ...]:
+        """The fields whose before image an update keeps (by index)."""
+        pk = self.schema.primary_key
+        return tuple(pk) if pk else tuple(range(len(self.fields)))
+
+    @property
+    def rows(self) -> int:
+        return sum(span.rows for span in self.spans)
+
+    def add(self, change: Change, position: Position | None) -> None:
+        """Append one change of a transaction ending at ``position``."""
+        self._changes.append(change)
+        snapshot = change.op == "snapshot"
+        last = self.spans[-1] if self.spans else None
+        if last is not None and last.position is position and last.snapshot == snapshot:
+            last.rows += 1
+        else:
+            self.spans.append(Span(position, 1, snapshot))
+        self._frame = None
+
+    @property
+    def frame(self) -> pa.Table:
+        """Every row of the run (see the class docstring)."""
+        if self._changes:
+            self._pieces.append(_changes_table(self, self._changes))
+            self._changes = []
+        if self._frame is None:
+            schema = frame_schema(self)
+            self._frame = pa.concat_tables(self._pieces) if self._pieces else \
+                schema.empty_table()
+        return self._frame
+
+    def changelog(self, rows: pa.Table | None = None) -> pa.Table:
+        """The changelog columns (metadata, then the row image) of ``rows`` (default: the
+        whole frame)."""
+        table = self.frame if rows is None else rows
+        return table.select([f.name for f in METADATA + self.fields])
+
+
+def frame_schema(run: TableRun) -> pa.Schema:
+    """The Arrow schema of a run's frame."""
+    schema = arrow_schema(METADATA + run.fields)
+    for i in run.before_fields:
+        schema = schema.append(pa.field(f"{BEFORE_PREFIX}{i}", run.fields[i].arrow))
+    return schema
+
+
+def _changes_table(run: TableRun, changes: list[Change]) -> pa.Table:
+    arrays = metadata_arrays(changes)
+    arrays += _columns(run.fields, [_image(c) for c in changes])
+    before = [c.before if c.op == "update" and c.before is not None else {} for c in changes]
+    arrays += _columns(tuple(run.fields[i] for i in run.before_fields), before)
+    return pa.Table.from_arrays(arrays, schema=frame_schema(run))
 
 
 def transaction_positions(parts: Iterable[TransactionPart]) -> list[Position | None]:
@@ -96,7 +172,8 @@ def table_runs(parts: Iterable[TransactionPart]) -> list[TableRun]:
                     mapped = shapes[id(schema)] = (fields, signature(fields))
                 fields, sig = mapped
                 if known is None or known[0] != sig:
-                    clash = set(METADATA_NAMES) & {f.name for f in fields}
+                    clash = {f.name for f in fields if f.name in METADATA_NAMES
+                             or f.name.startswith(BEFORE_PREFIX)}
                     if clash:
                         raise SinkError(f"spark sink: table {key} has columns named like the "
                                         f"change metadata: {', '.join(sorted(clash))}")
@@ -106,9 +183,7 @@ def table_runs(parts: Iterable[TransactionPart]) -> list[TableRun]:
                 else:
                     known = (sig, known[1])
                 current[key] = known
-            run = known[1]
-            run.changes.append(change)
-            run.positions.append(position)
+            known[1].add(change, position)
     return runs
 
 
@@ -148,25 +223,6 @@ def metadata_arrays(changes: list[Change], ops: list[str] | None = None) -> list
     return [pa.array(meta[f.name], type=f.arrow) for f in METADATA]
 
 
-def changelog_table(run: TableRun, changes: list[Change] | None = None) -> pa.Table:
-    """The changelog rows of ``run``: change metadata, then the row image."""
-    changes = run.changes if changes is None else changes
-    arrays = metadata_arrays(changes)
-    arrays += _columns(run.fields, [_image(c) for c in changes])
-    return pa.Table.from_arrays(arrays, schema=arrow_schema(METADATA + run.fields))
-
-
-def rows_table(fields: tuple[FieldMapping, ...], images: list[dict[str, Any]],
-               extra: dict[str, tuple[pa.DataType, list[Any]]] | None = None) -> pa.Table:
-    """Plain rows of ``fields`` (plus ``extra`` columns) as an Arrow table."""
-    arrays = _columns(fields, images)
-    schema = arrow_schema(fields)
-    for name, (dtype, values) in (extra or {}).items():
-        arrays.append(pa.array(values, type=dtype))
-        schema = schema.append(pa.field(name, dtype))
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
 def _record_batches(table: pa.Table, parts: int) -> Iterator[pa.RecordBatch]:
     rows = max(1, -(-table.num_rows // max(1, parts)))
     batches = table.to_batches(max_chunksize=rows)
@@ -197,7 +253,18 @@ def to_dataframe(spark: SparkSession, table: pa.Table, fields: tuple[FieldMappin
     return DataFrame(jdf, spark)
 
 
-def changelog_dataframe(spark: SparkSession, run: TableRun,
-                        changes: list[Change] | None = None) -> DataFrame:
-    """The changelog DataFrame of ``run`` (or of some of its ``changes``)."""
-    return to_dataframe(spark, changelog_table(run, changes), METADATA + run.fields)
+def frame_dataframe(spark: SparkSession, run: TableRun, rows: pa.Table) -> DataFrame:
+    """A DataFrame of ``rows`` of ``run``'s frame (every column of it) and ``_row``, each
+    row's place among them."""
+    from pyspark.sql import types as T
+
+    before = tuple(FieldMapping(f"{BEFORE_PREFIX}{i}", run.fields[i].spark,
+                                run.fields[i].arrow, None) for i in run.before_fields)
+    numbered = rows.append_column("_row", pa.array(range(rows.num_rows), pa.int64()))
+    return to_dataframe(spark, numbered, METADATA + run.fields + before,
+                        (("_row", T.LongType()),))
+
+
+def changelog_dataframe(spark: SparkSession, run: TableRun) -> DataFrame:
+    """The changelog DataFrame of ``run``."""
+    return to_dataframe(spark, run.changelog(), METADATA + run.fields)

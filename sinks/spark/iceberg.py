@@ -22,11 +22,14 @@ import re
 import uuid
 from typing import Any
 
+import pyarrow as pa
+
 from changestream.model.changes import Change, Position
 from changestream.sinks.spark.defaults import added_column_defaults
+from changestream.sinks.spark.stages import StageClock
 
 from . import positions
-from .frames import TableRun, changelog_table, rows_table, to_dataframe
+from .frames import BEFORE_PREFIX, TableRun, frame_dataframe, to_dataframe
 from .iceberg_columns import iceberg_type, retyped, widens_in_place
 from .iceberg_ddl import CHANGELOG_SUFFIX, MirroredDdl
 from .iceberg_ddl import quote as _q
@@ -67,6 +70,8 @@ class IcebergLanding(MirroredDdl):
         # source table -> {added column: Spark SQL literal its existing rows get}, from DDL
         self.defaults: dict[str, dict[str, str | None]] = {}
         self.position: Position | None = None
+        self.clock = StageClock()
+        self._shared: tuple[pa.Table, Any] | None = None  # rows -> their DataFrame
 
     # -- names and state -------------------------------------------------------------
 
@@ -207,14 +212,33 @@ class IcebergLanding(MirroredDdl):
         jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
             props, _Callable(action), jvm.java.lang.Class.forName("java.lang.Exception"))
 
-    def _pending(self, spark: Any, name: str, run: TableRun) -> tuple[list[Change],
-                                                                      Position | None]:
+    def _pending(self, spark: Any, name: str, run: TableRun
+                 ) -> tuple[pa.Table | None, Position | None]:
+        """The rows of ``run`` not yet in table ``name`` (``None``: none), and the position
+        the table has committed once they are."""
         committed = self._committed(spark, name)
-        picked = [(c, p) for c, p in zip(run.changes, run.positions)
-                  if (positions.chunk_is_new(p, committed) if c.op == "snapshot"
-                      else positions.is_after(p, committed))]
-        landed = [p for _, p in picked if p is not None]
-        return [c for c, _ in picked], positions.merged(committed, landed) if landed else None
+        keep = [positions.chunk_is_new(span.position, committed) if span.snapshot
+                else positions.is_after(span.position, committed) for span in run.spans]
+        landed = [span.position for span, new in zip(run.spans, keep)
+                  if new and span.position is not None]
+        last = positions.merged(committed, landed) if landed else None
+        if not any(keep):
+            return None, last
+        if all(keep):
+            return run.frame, last
+        mask: list[bool] = []
+        for span, new in zip(run.spans, keep):
+            mask += [new] * span.rows
+        return run.frame.filter(pa.array(mask, pa.bool_())), last
+
+    def _dataframe(self, spark: Any, run: TableRun, rows: pa.Table) -> Any:
+        """``rows`` of ``run`` as a DataFrame (see :func:`frame_dataframe`), made once for
+        the changelog and the mirror when both take the same rows."""
+        if self._shared is not None and self._shared[0] is rows:
+            return self._shared[1]
+        df = frame_dataframe(spark, run, rows)
+        self._shared = (rows, df)
+        return df
 
     def _aligned(self, spark: Any, name: str, df: Any) -> Any:
         """``df`` with the table's columns, in its order (NULL for kept dropped ones)."""
@@ -227,117 +251,127 @@ class IcebergLanding(MirroredDdl):
 
     def land_changelog(self, spark: Any, run: TableRun) -> int:
         name = self.changelog_name(run)
-        self._evolve(spark, name, run, changelog=True)
-        changes, last = self._pending(spark, name, run)
-        if not changes or last is None:
+        clock = self.clock
+        with clock("evolve"):
+            self._evolve(spark, name, run, changelog=True)
+            rows, last = self._pending(spark, name, run)
+        if rows is None or last is None:
             return 0
-        df = to_dataframe(spark, changelog_table(run, changes), METADATA + run.fields)
-        self._aligned(spark, name, df).writeTo(name) \
-            .option(f"snapshot-property.{PROPERTY}", positions.encode(last)).append()
+        with clock("arrow to spark"):
+            df = self._dataframe(spark, run, rows) \
+                .select([_q(f.name) for f in METADATA + run.fields])
+        with clock("changelog append"):
+            self._aligned(spark, name, df).writeTo(name) \
+                .option(f"snapshot-property.{PROPERTY}", positions.encode(last)).append()
         self.committed[name] = last
-        return len(changes)
+        return rows.num_rows
 
     def land_mirror(self, spark: Any, run: TableRun) -> int:
         name = self.mirror_name(run)
-        self._evolve(spark, name, run, changelog=False)
-        changes, last = self._pending(spark, name, run)
-        if not changes or last is None:
+        clock = self.clock
+        with clock("evolve"):
+            self._evolve(spark, name, run, changelog=False)
+            rows, last = self._pending(spark, name, run)
+        if rows is None or last is None:
             return 0
         keys = run.key_names
-        source = self._keyed_source(run, changes) if keys else \
-            self._row_source(spark, name, run, changes)
-        from pyspark.sql import types as T
-
-        df = to_dataframe(spark, source, run.fields, (("_op", T.StringType()),))
-        view = f"changestream_src_{uuid.uuid4().hex}"
-        df.createOrReplaceTempView(view)
         cols = [f.name for f in run.fields]
-        if keys:
-            on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in keys)
-            sets = ", ".join(f"t.{_q(c)} = s.{_q(c)}" for c in cols)
-            matched = (f"WHEN MATCHED AND s._op = 'delete' THEN DELETE "
-                       f"WHEN MATCHED THEN UPDATE SET {sets} ")
-        else:
-            on = "s._op = 'delete' AND " + " AND ".join(f"t.{_q(c)} <=> s.{_q(c)}"
-                                                        for c in cols)
-            matched = "WHEN MATCHED THEN DELETE "
-        sql = (f"MERGE INTO {name} t USING {view} s ON {on} {matched}"
-               f"WHEN NOT MATCHED AND s._op = 'upsert' THEN INSERT "
-               f"({', '.join(_q(c) for c in cols)}) "
-               f"VALUES ({', '.join('s.' + _q(c) for c in cols)})")
+        view = f"changestream_src_{uuid.uuid4().hex}"
         try:
-            self._with_properties(spark, last, lambda: spark.sql(sql))
+            if keys:
+                with clock("arrow to spark"):
+                    self._dataframe(spark, run, rows).createOrReplaceTempView(view)
+                source = f"({self._keyed_source(run, view)})"
+                on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in keys)
+                sets = ", ".join(f"t.{_q(c)} = s.{_q(c)}" for c in cols)
+                matched = (f"WHEN MATCHED AND s._op = 'delete' THEN DELETE "
+                           f"WHEN MATCHED THEN UPDATE SET {sets} ")
+            else:
+                from pyspark.sql import types as T
+
+                with clock("mirror source"):
+                    table = self._row_source(spark, name, run, rows)
+                    to_dataframe(spark, table, run.fields, (("_op", T.StringType()),)) \
+                        .createOrReplaceTempView(view)
+                source = view
+                on = "s._op = 'delete' AND " + " AND ".join(f"t.{_q(c)} <=> s.{_q(c)}"
+                                                            for c in cols)
+                matched = "WHEN MATCHED THEN DELETE "
+            sql = (f"MERGE INTO {name} t USING {source} s ON {on} {matched}"
+                   f"WHEN NOT MATCHED AND s._op = 'upsert' THEN INSERT "
+                   f"({', '.join(_q(c) for c in cols)}) "
+                   f"VALUES ({', '.join('s.' + _q(c) for c in cols)})")
+            with clock("mirror merge"):
+                self._with_properties(spark, last, lambda: spark.sql(sql))
         finally:
             spark.catalog.dropTempView(view)
         self.committed[name] = last
-        return source.num_rows
+        return rows.num_rows
 
-    def _keyed_source(self, run: TableRun, changes: list[Change]) -> Any:
-        """The last change per primary key: ``upsert`` with the row, or ``delete``. An
-        update that changes the key deletes the old key."""
-        keys = run.key_names
-        last: dict[tuple[Any, ...], tuple[str, dict[str, Any]]] = {}
-        for c in changes:
-            if c.op == "update" and c.before is not None and c.after is not None:
-                old = tuple(_hashable(c.before.get(k)) for k in keys)
-                new = tuple(_hashable(c.after.get(k)) for k in keys)
-                if old != new:
-                    last.pop(old, None)
-                    last[old] = ("delete", c.before)
-                last.pop(new, None)
-                last[new] = ("upsert", c.after)
-            elif c.op == "delete" and c.before is not None:
-                key = tuple(_hashable(c.before.get(k)) for k in keys)
-                last.pop(key, None)
-                last[key] = ("delete", c.before)
-            elif c.after is not None:
-                key = tuple(_hashable(c.after.get(k)) for k in keys)
-                last.pop(key, None)
-                last[key] = ("upsert", c.after)
-        ops = [op for op, _ in last.values()]
-        return rows_table(run.fields, [image for _, image in last.values()],
-                          {"_op": (_string(), ops)})
+    def _keyed_source(self, run: TableRun, view: str) -> str:
+        """SQL for the last change per primary key among the rows in ``view``, in binlog
+        order: ``upsert`` with the row, or ``delete``; an update that changes the key
+        deletes the old key first. Spark picks them (a window over the key), so no row
+        passes through Python."""
+        pk = run.schema.primary_key or ()
+        keys = [_q(run.fields[i].name) for i in pk]
+        befores = {i: _q(f"{BEFORE_PREFIX}{i}") for i in pk}
+        cols = [_q(f.name) for f in run.fields]
+        old_key = [f"{befores[i]} AS {cols[i]}" if i in befores else
+                   f"CAST(NULL AS {f.spark.simpleString()}) AS {cols[i]}"
+                   for i, f in enumerate(run.fields)]
+        moved = " OR ".join(f"NOT ({befores[i]} <=> {cols[i]})" for i in pk)
+        changes = (f"SELECT {', '.join(cols)}, CASE WHEN _op = 'delete' THEN 'delete' "
+                   f"ELSE 'upsert' END AS _op, _row * 2 + 1 AS _order FROM {view} "
+                   f"UNION ALL SELECT {', '.join(old_key)}, 'delete' AS _op, "
+                   f"_row * 2 AS _order FROM {view} WHERE _op = 'update' AND ({moved})")
+        return (f"SELECT {', '.join(cols)}, _op FROM (SELECT *, row_number() OVER "
+                f"(PARTITION BY {', '.join(keys)} ORDER BY _order DESC) AS _last "
+                f"FROM ({changes})) WHERE _last = 1")
 
-    def _row_source(self, spark: Any, name: str, run: TableRun,
-                    changes: list[Change]) -> Any:
+    def _row_source(self, spark: Any, name: str, run: TableRun, rows: pa.Table) -> pa.Table:
         """Tables without a primary key are multisets: each changed row value is deleted
         (every copy) and inserted again as many times as the mirror had it plus the net
         count the changes add, so a DELETE of one of several equal rows removes one, as the
         server did."""
-        names = [f.name for f in run.fields]
-        net: dict[tuple[Any, ...], list[Any]] = {}
-        for c in changes:
+        cols = [f.name for f in run.fields]
+        images = rows.select(cols)
+        befores = rows.select([f"{BEFORE_PREFIX}{i}" for i in run.before_fields]) \
+            .rename_columns(cols)
+        both = pa.concat_tables([images, befores])  # row i's before image is row n + i
+        n = rows.num_rows
+        keyed = list(zip(*(both.column(c).to_pylist() for c in cols)))
+        net: dict[tuple[Any, ...], list[int]] = {}
+        for i, op in enumerate(rows.column("_op").to_pylist()):
             steps = []
-            if c.op in ("update", "delete") and c.before is not None:
-                steps.append((c.before, -1))
-            if c.op in ("update", "insert", "snapshot") and c.after is not None:
-                steps.append((c.after, 1))
-            for image, step in steps:
-                key = tuple(_hashable(image.get(n)) for n in names)
-                entry = net.setdefault(key, [0, image])
+            if op == "update":
+                steps.append((n + i, -1))
+            if op == "delete":
+                steps.append((i, -1))
+            elif op in ("update", "insert", "snapshot"):
+                steps.append((i, 1))
+            for at, step in steps:
+                key = tuple(_hashable(v) for v in keyed[at])
+                entry = net.setdefault(key, [0, at])
                 entry[0] += step
-        changed = [(count, image) for count, image in net.values() if count != 0]
-        copies = self._copies(spark, name, run, [image for _, image in changed])
-        images, ops = [], []
-        for (count, image), have in zip(changed, copies):
-            images.append(image)
+        changed = [(count, at) for count, at in net.values() if count != 0]
+        copies = self._copies(spark, name, run, both.take([at for _, at in changed]))
+        picks, ops = [], []
+        for (count, at), have in zip(changed, copies):
+            picks.append(at)
             ops.append("delete")
             for _ in range(max(have + count, 0)):
-                images.append(image)
+                picks.append(at)
                 ops.append("upsert")
-        return rows_table(run.fields, images, {"_op": (_string(), ops)})
+        return both.take(picks).append_column("_op", pa.array(ops, pa.string()))
 
-    def _copies(self, spark: Any, name: str, run: TableRun,
-                images: list[dict[str, Any]]) -> list[int]:
+    def _copies(self, spark: Any, name: str, run: TableRun, images: pa.Table) -> list[int]:
         """How many rows of mirror ``name`` equal each of ``images``."""
-        if not images:
+        if not images.num_rows:
             return []
-        import pyarrow as pa
-
-        source = rows_table(run.fields, images,
-                            {"_rid": (pa.int64(), list(range(len(images))))})
         from pyspark.sql import types as T
 
+        source = images.append_column("_rid", pa.array(range(images.num_rows), pa.int64()))
         df = to_dataframe(spark, source, run.fields, (("_rid", T.LongType()),))
         view = f"changestream_rows_{uuid.uuid4().hex}"
         df.createOrReplaceTempView(view)
@@ -348,11 +382,17 @@ class IcebergLanding(MirroredDdl):
                 f"(SELECT *, 1 AS _m FROM {name}) t ON {on} GROUP BY s._rid").collect()}
         finally:
             spark.catalog.dropTempView(view)
-        return [int(counts.get(i, 0)) for i in range(len(images))]
+        return [int(counts.get(i, 0)) for i in range(images.num_rows)]
 
     def commit_batch(self, spark: Any, batch_id: int, position: Position) -> None:
+        """Append the batch's row to the control table with ``position``."""
+        with self.clock("batch commit"):
+            self._commit_batch(spark, batch_id, position)
+
+    def _commit_batch(self, spark: Any, batch_id: int, position: Position) -> None:
         from pyspark.sql import types as T
 
+        self._shared = None
         encoded = positions.encode(position)
         df = spark.createDataFrame([(batch_id, encoded)], T.StructType([
             T.StructField("batch", T.LongType()), T.StructField("position", T.StringType())]))
@@ -362,12 +402,6 @@ class IcebergLanding(MirroredDdl):
             .writeTo(self.control) \
             .option(f"snapshot-property.{PROPERTY}", encoded).append()
         self.position = position
-
-
-def _string() -> Any:
-    import pyarrow as pa
-
-    return pa.string()
 
 
 def _hashable(value: Any) -> Any:

@@ -44,6 +44,7 @@ from changestream.model.errors import SinkError
 
 from . import positions
 from .frames import TableRun, changelog_dataframe, metadata_arrays, to_dataframe
+from .stages import StageClock
 from .types import METADATA, arrow_schema
 
 _FILE = re.compile(r"^b(\d{10})-")
@@ -75,6 +76,7 @@ class ParquetLanding:
         self.staging = self.meta / "staging"
         self.last_batch = 0
         self.position: Position | None = None
+        self.clock = StageClock()
 
     def open(self) -> Position | None:
         try:
@@ -217,9 +219,12 @@ class ParquetLanding:
         try:
             marks = self.ddl_marks(parts)  # before this batch's files make folders
             for n, run in enumerate(runs):
-                self._stage(changelog_dataframe(spark, run), stage / str(n), batch, str(n),
-                            {"": self.base / run.database / run.table}, moved)
-                rows[run.name] = rows.get(run.name, 0) + len(run.changes)
+                with self.clock("changelog arrow"):
+                    df = changelog_dataframe(spark, run)
+                with self.clock("changelog write"):
+                    self._stage(df, stage / str(n), batch, str(n),
+                                {"": self.base / run.database / run.table}, moved)
+                rows[run.name] = rows.get(run.name, 0) + run.rows
             entry = {"batch": batch, "position": position.as_dict(),
                      "committed_at": dt.datetime.now(dt.UTC).isoformat(), "rows": rows}
             if marks:
@@ -230,7 +235,7 @@ class ParquetLanding:
                     counted[m.name] = counted.get(m.name, 0) + 1
                 entry["marks"] = counted
             entry["files"] = [str(p.relative_to(self.base)) for p in moved]
-            with open(self.manifest, "ab") as f:
+            with self.clock("batch commit"), open(self.manifest, "ab") as f:
                 f.write(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
                 f.flush()
                 os.fsync(f.fileno())

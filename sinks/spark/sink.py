@@ -52,6 +52,7 @@ class LandedBatch:
     rows: dict[str, int]
     seconds: float
     skipped: bool = False
+    stages: dict[str, float] = field(default_factory=dict)  # seconds per landing stage
 
 
 class SparkSink:
@@ -184,7 +185,9 @@ class SparkSink:
             self._held = []
             self.last = LandedBatch(batch.id, {}, time.perf_counter() - started, True)
             return
+        grouped = time.perf_counter()
         runs = table_runs(parts)
+        grouped = time.perf_counter() - grouped
         try:
             if self.mode == "parquet":
                 rows = self._landing.land(runs, batch.position, self.spark, parts)
@@ -196,9 +199,11 @@ class SparkSink:
             raise SinkError(f"spark sink ({self.mode}): batch {batch.id} at "
                             f"{batch.position}: {_short(exc)}") from exc
         self._held = []
-        self.last = LandedBatch(batch.id, rows, time.perf_counter() - started)
-        logger.debug("spark sink: batch %d landed in %.2fs: %s", batch.id,
-                     self.last.seconds, rows)
+        stages = {"group": grouped, **self._landing.clock.take()}
+        self.last = LandedBatch(batch.id, rows, time.perf_counter() - started, stages=stages)
+        logger.debug("spark sink: batch %d landed in %.2fs: %s (%s)", batch.id,
+                     self.last.seconds, rows,
+                     ", ".join(f"{k} {v:.2f}s" for k, v in stages.items()))
 
     def close(self) -> None:
         self._held = []
@@ -214,7 +219,7 @@ class SparkSink:
         rows: dict[str, int] = {}
         for run in runs:
             frames.setdefault(run.name, []).append(changelog_dataframe(self.spark, run))
-            rows[run.name] = rows.get(run.name, 0) + len(run.changes)
+            rows[run.name] = rows.get(run.name, 0) + run.rows
         ddl = [c.sql for c in batch.iter_changes() if c.op == "ddl" and c.sql]
         info = BatchInfo(batch.id, batch.position, sum(1 for p in batch.parts if p.complete),
                          batch.changes, rows, ddl)

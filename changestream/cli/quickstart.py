@@ -144,11 +144,9 @@ def run_quickstart(folder: Path, *, rows: int = 200) -> bool:
         say(f"2. shop loaded: shop.customers, shop.orders ({rows} orders), shop.order_notes "
             "(no primary key); then RESET MASTER: no binlog holds these rows")
         began = time.monotonic()
-        conf = {**iceberg_conf("changestream", warehouse),
-                "spark.ui.showConsoleProgress": "false"}
-        spark = start_session(conf=conf,
-                              jars=iceberg_jars(None), app_name="changestream-quickstart")
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = start_session(conf=iceberg_conf("changestream", warehouse),
+                              jars=iceberg_jars(None), app_name="changestream-quickstart",
+                              quiet=True)
         say(f"3. local Spark {spark.version} started ({time.monotonic() - began:.1f}s)")
         sink = SparkSink("iceberg", warehouse=warehouse, spark=spark)
         router = Router(RouterSettings(source=server.url,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,49 @@ def iceberg_conf(catalog: str, warehouse: str | os.PathLike[str]) -> dict[str, s
             f"{prefix}.warehouse": str(Path(warehouse).expanduser().absolute())}
 
 
+QUIET_LOG4J2 = """\
+# Written by changestream: Spark's own log lines below ERROR stay out of the router's
+# stderr (run with -v to see them).
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = stderr
+appender.console.type = Console
+appender.console.name = stderr
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+"""
+
+
+def quiet_log4j2() -> Path:
+    """A log4j2 configuration that lets only Spark's errors through (written once)."""
+    path = Path(tempfile.gettempdir()) / f"changestream-log4j2-quiet-{os.getuid()}.properties"
+    if not path.exists() or path.read_text() != QUIET_LOG4J2:
+        staged = path.with_name(f"{path.name}.{os.getpid()}")
+        staged.write_text(QUIET_LOG4J2)
+        staged.replace(path)
+    return path
+
+
+def quiet_conf(conf: Mapping[str, Any]) -> dict[str, str]:
+    """Settings that keep Spark's progress bars and INFO/WARN lines off the console;
+    what ``conf`` sets itself wins (its driver Java options are kept, ours appended)."""
+    options = str(conf.get("spark.driver.extraJavaOptions", ""))
+    if "log4j2.configurationFile" not in options and "log4j.configuration" not in options:
+        options = f"{options} -Dlog4j2.configurationFile=file:{quiet_log4j2()}".strip()
+    return {"spark.ui.showConsoleProgress": str(conf.get("spark.ui.showConsoleProgress",
+                                                         "false")),
+            "spark.driver.extraJavaOptions": options}
+
+
 def start_session(master: str | None = None, conf: Mapping[str, Any] | None = None,
-                  jars: list[Path] | None = None, app_name: str = "changestream") -> Any:
+                  jars: list[Path] | None = None, app_name: str = "changestream",
+                  quiet: bool | None = None) -> Any:
     """A new Spark session: ``master`` (default ``local[N]``, N = CPUs), ``conf`` passed
-    through, ``jars`` on its class path (and Iceberg's SQL extensions when given)."""
+    through, ``jars`` on its class path (and Iceberg's SQL extensions when given).
+    ``quiet`` (default: unless this module's logger shows INFO, as ``-v`` makes it)
+    keeps Spark's progress bars and its INFO/WARN lines out of stderr."""
+    if quiet is None:
+        quiet = not logger.isEnabledFor(logging.INFO)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
@@ -41,9 +81,14 @@ def start_session(master: str | None = None, conf: Mapping[str, Any] | None = No
     if jars:
         builder = builder.config("spark.jars", ",".join(str(j) for j in jars)) \
             .config("spark.sql.extensions", ICEBERG_EXTENSIONS)
-    for key, value in (conf or {}).items():
+    settings = dict(conf or {})
+    if quiet:
+        settings.update(quiet_conf(settings))
+    for key, value in settings.items():
         builder = builder.config(key, str(value))
     session = builder.getOrCreate()
+    if quiet:
+        session.sparkContext.setLogLevel("ERROR")
     logger.info("spark sink: started Spark %s on %s", session.version,
                 session.sparkContext.master)
     return session

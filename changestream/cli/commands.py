@@ -193,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("file", nargs="?", help="TOML configuration file (default: none)")
     c.set_defaults(func=cmd_config_check)
     add_schema_parser(sub)
+    from changestream.cli.maintain import add_parser as add_maintain_parser
+
+    add_maintain_parser(sub)
     from changestream.snapshot.request import add_parser as add_snapshot_parser
 
     add_snapshot_parser(sub)

@@ -1,0 +1,171 @@
+"""Upkeep of the Iceberg tables a long-running router lands into: a week of 1-second
+batches leaves thousands of small files and snapshots, which slow every read and MERGE.
+
+For each table changestream owns in a catalog (its snapshots carry the position property,
+or it is in the ``_changestream`` namespace) this compacts the data files, rewrites the
+manifests, expires old snapshots and removes orphan files. The expiry never removes the
+newest snapshot that carries a position, because a restart walks back to it from the
+current snapshot (compaction's own commits carry none).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .positions import PROPERTY
+
+CONTROL_NAMESPACE = "_changestream"
+MIN_ORPHAN_AGE = 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceSettings:
+    """What ``maintain_catalog`` does (ages in seconds)."""
+
+    compact: bool = True
+    expire_after: float = 24 * 3600.0
+    keep_snapshots: int = 10
+    orphans_after: float = 3 * 24 * 3600.0  # older than any write still in flight
+    remove_orphans: bool = True
+
+    def __post_init__(self) -> None:
+        # Iceberg's procedure refuses less: a younger file may belong to a write in flight.
+        if self.remove_orphans and self.orphans_after < MIN_ORPHAN_AGE:
+            raise ValueError(f"orphans_after {self.orphans_after:g} s: orphan files must be "
+                             "at least 24 hours old to be removed safely (a younger file may "
+                             "belong to a write still in flight)")
+
+
+@dataclass(slots=True)
+class TableUpkeep:
+    """What maintenance did to one table."""
+
+    table: str
+    files_before: int
+    files_after: int
+    snapshots_before: int
+    snapshots_after: int
+    rewritten_files: int = 0
+    orphans_removed: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(text: str, what: str) -> float:
+    """``90``, ``30m``, ``12h``, ``7d`` or ``2w`` as seconds; ``what`` names the option in
+    the error."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f"{what}: {text!r} is not an age (e.g. 90s, 30m, 12h, 7d, 2w)")
+    return float(match.group(1)) * _UNIT[match.group(2)]
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def owned_tables(spark: Any, catalog: str) -> list[str]:
+    """``namespace.table`` of every table in ``catalog`` that changestream lands or keeps."""
+    found: list[str] = []
+    for row in spark.sql(f"SHOW NAMESPACES IN {_q(catalog)}").collect():
+        namespace = row[0]
+        for t in spark.sql(f"SHOW TABLES IN {_q(catalog)}.{_q(namespace)}").collect():
+            name = f"{_q(namespace)}.{_q(t['tableName'])}"
+            if namespace == CONTROL_NAMESPACE or _carries_positions(spark, catalog, name):
+                found.append(name)
+    return found
+
+
+def _carries_positions(spark: Any, catalog: str, name: str) -> bool:
+    return bool(spark.sql(
+        f"SELECT 1 FROM {_q(catalog)}.{name}.snapshots "
+        f"WHERE summary['{PROPERTY}'] IS NOT NULL LIMIT 1").collect())
+
+
+def newest_position_millis(spark: Any, full_name: str) -> int | None:
+    """Commit time (ms) of the newest snapshot on the main branch that carries a position,
+    walked back from the current one along its parents."""
+    current = spark.sql(f"SELECT snapshot_id FROM {full_name}.refs WHERE name = 'main'") \
+        .collect()
+    if not current:
+        return None
+    snapshots = {r["snapshot_id"]: (r["parent_id"], r["p"], r["at"]) for r in spark.sql(
+        f"SELECT snapshot_id, parent_id, summary['{PROPERTY}'] AS p, "
+        f"unix_millis(committed_at) AS at FROM {full_name}.snapshots").collect()}
+    at = current[0]["snapshot_id"]
+    while at in snapshots:
+        parent, stored, millis = snapshots[at]
+        if stored is not None:
+            return int(millis)
+        at = parent
+    return None
+
+
+def _count(spark: Any, sql: str) -> int:
+    return int(spark.sql(sql).collect()[0][0])
+
+
+def _timestamp(millis: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(millis / 1000)) + \
+        f".{int(millis) % 1000:03d}"
+
+
+def maintain_table(spark: Any, catalog: str, name: str,
+                   settings: MaintenanceSettings) -> TableUpkeep:
+    """Compact, rewrite manifests, expire and remove orphans of table ``name``
+    (``namespace.table``, quoted) in ``catalog``."""
+    began = time.monotonic()
+    full = f"{_q(catalog)}.{name}"
+    system = f"{_q(catalog)}.system"
+    literal = name.replace("'", "''")
+    upkeep = TableUpkeep(
+        name.replace("`", ""),
+        files_before=_count(spark, f"SELECT count(*) FROM {full}.files"),
+        files_after=0,
+        snapshots_before=_count(spark, f"SELECT count(*) FROM {full}.snapshots"),
+        snapshots_after=0)
+    if settings.compact:
+        rewritten = spark.sql(f"CALL {system}.rewrite_data_files(table => '{literal}')") \
+            .collect()
+        upkeep.rewritten_files = int(rewritten[0][0]) if rewritten else 0
+        spark.sql(f"CALL {system}.rewrite_manifests(table => '{literal}')").collect()
+    now_ms = time.time() * 1000
+    older_than = now_ms - settings.expire_after * 1000
+    kept = newest_position_millis(spark, full)
+    if kept is not None:
+        older_than = min(older_than, kept)  # expiry removes only snapshots older than this
+    spark.sql(f"CALL {system}.expire_snapshots(table => '{literal}', "
+              f"older_than => TIMESTAMP '{_timestamp(older_than)}', "
+              f"retain_last => {max(1, settings.keep_snapshots)})").collect()
+    if settings.remove_orphans:
+        orphans = spark.sql(
+            f"CALL {system}.remove_orphan_files(table => '{literal}', older_than => "
+            f"TIMESTAMP '{_timestamp(now_ms - settings.orphans_after * 1000)}')").collect()
+        upkeep.orphans_removed = len(orphans)
+    upkeep.files_after = _count(spark, f"SELECT count(*) FROM {full}.files")
+    upkeep.snapshots_after = _count(spark, f"SELECT count(*) FROM {full}.snapshots")
+    upkeep.seconds = round(time.monotonic() - began, 2)
+    return upkeep
+
+
+def maintain_catalog(spark: Any, catalog: str, settings: MaintenanceSettings,
+                     report: Callable[[TableUpkeep], None] | None = None
+                     ) -> list[TableUpkeep]:
+    """Maintain every table changestream owns in ``catalog``; ``report`` hears of each."""
+    done = []
+    for name in owned_tables(spark, catalog):
+        upkeep = maintain_table(spark, catalog, name, settings)
+        if report is not None:
+            report(upkeep)
+        done.append(upkeep)
+    return done

@@ -1,0 +1,99 @@
+"""Iceberg upkeep (sinks/spark/maintenance.py): many small batches compacted, snapshots
+expired without losing the position a restart needs, orphan files removed, and the sink
+landing on exactly once afterwards; the ``changestream maintain`` command's errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from changestream.sinks.spark import SparkSink
+from changestream.sinks.spark.maintenance import (
+    MaintenanceSettings,
+    maintain_catalog,
+    owned_tables,
+    parse_age,
+)
+
+from .conftest import Binlog, batch, simple_schema
+
+pytestmark = pytest.mark.spark
+
+
+def _land(sink: SparkSink, log: Binlog, first_batch: int, batches: int) -> None:
+    schema = simple_schema("items")
+    for n in range(first_batch, first_batch + batches):
+        part = log.transaction([
+            ("insert", schema, None, {"id": n, "name": f"n{n}", "qty": n}),
+            ("update", schema, {"id": n // 2, "name": "?", "qty": 0},
+             {"id": n // 2, "name": f"u{n}", "qty": n}),
+        ])
+        sink.write(batch(n, [part]))
+
+
+def _files(spark: Any, table: str) -> int:
+    return int(spark.sql(f"SELECT count(*) FROM {table}.files").collect()[0][0])
+
+
+def test_maintenance_compacts_expires_and_keeps_the_position(
+        spark: Any, tmp_path: Path) -> None:
+    catalog = "maint"
+    log = Binlog()
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    sink.open()
+    _land(sink, log, 1, 30)
+    position = sink.open()
+    mirror = f"{catalog}.shop.items"
+    before = sorted(tuple(r) for r in spark.table(mirror).collect())
+    files_before = _files(spark, mirror)
+    # A file no snapshot references (as a killed write leaves), old enough to go.
+    data = tmp_path / "shop" / "items" / "data"
+    orphan = data / "00000-orphan-left-by-a-killed-write.parquet"
+    orphan.write_bytes(b"PAR1 not really")
+    os.utime(orphan, (time.time() - 2 * 86400, time.time() - 2 * 86400))
+
+    names = owned_tables(spark, catalog)
+    assert "`shop`.`items`" in names and "`shop`.`items__changelog`" in names
+    assert any(n.startswith("`_changestream`.") for n in names)
+    done = maintain_catalog(spark, catalog, MaintenanceSettings(
+        expire_after=0, keep_snapshots=1, orphans_after=86400))
+    items = next(u for u in done if u.table == "shop.items")
+    assert items.files_before == files_before and items.files_after < files_before
+    assert items.snapshots_after < items.snapshots_before
+    assert items.orphans_removed >= 1 and not orphan.exists()
+    assert sorted(tuple(r) for r in spark.table(mirror).collect()) == before
+
+    # A restart still finds the position (the newest snapshot carrying it was kept) ...
+    sink.close()
+    again = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    assert again.open() == position
+    # ... so a replayed batch lands nothing twice, and new batches land.
+    _land(again, Binlog(), 1, 30)
+    _land(again, log, 31, 5)
+    changelog = spark.table(f"{catalog}.shop.items__changelog")
+    assert changelog.count() == 35 * 2
+    assert changelog.select("_transaction_id", "_seq").distinct().count() == 35 * 2
+    ids = [r["id"] for r in spark.sql(f"SELECT id FROM {mirror} ORDER BY id").collect()]
+    assert ids == list(range(0, 36))
+    again.close()
+
+
+def test_ages_and_the_command_refuse_bad_input_clearly() -> None:
+    assert parse_age("90", "x") == 90 and parse_age("12h", "x") == 43200
+    assert parse_age("2w", "x") == 14 * 86400
+    with pytest.raises(ValueError, match="--expire-after: '3x' is not an age"):
+        parse_age("3x", "--expire-after")
+    with pytest.raises(ValueError, match="at least 24 hours old"):
+        MaintenanceSettings(orphans_after=3600)
+    assert MaintenanceSettings(orphans_after=3600, remove_orphans=False).orphans_after == 3600
+    done = subprocess.run([sys.executable, "-m", "changestream.cli", "maintain", "--sink",
+                           "jsonl:/tmp/x.jsonl"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "maintain looks after the tables of a spark:iceberg sink" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -248,8 +248,8 @@ class FileSource:
         whenever the reader has caught up with the writer for now)."""
         files = binlog_files(self.paths)
         if self.start_file is not None:
-            names = [f.name for f in files]
-            wanted = Path(self.start_file).name
+            names = [f.name.removesuffix(".gz") for f in files]
+            wanted = Path(self.start_file).name.removesuffix(".gz")
             if wanted not in names:
                 raise SourceError(f"start file {self.start_file} is not among the binlog files")
             files = files[names.index(wanted):]

@@ -99,6 +99,7 @@ class TransactionAssembler(XaGroups):
         self._payload_end = 0  # end of the TRANSACTION_PAYLOAD whose inner events are fed
         self._group: Group | None = None
         self._held_xa: dict[str, tuple[Group, str]] = {}
+        self.unmatched_xa: list[tuple[str, str, str, int]] = []
         self._finished: deque[Finished] = deque()
         self._shapes = ShapeCache(self.filter)
         # Tables whose rows in transactions that begin before a binlog position are left
@@ -130,10 +131,10 @@ class TransactionAssembler(XaGroups):
         handler = self._handlers.get(type(event))
         file = event.header.file
         if file and file is not self._file_path:
-            # Positions and records name binlog files as the server does (no folder), so
-            # a live source and a file source give the same ones.
+            # Positions and records name binlog files as the server does (no folder, no
+            # .gz of an archived copy), so a live source and a file source give the same.
             self._file_path = file
-            self.file = file.rsplit("/", 1)[-1]
+            self.file = file.rsplit("/", 1)[-1].removesuffix(".gz")
         if handler is not None:
             handler(event)
 

@@ -33,6 +33,8 @@ class XaGroups:
     resume: ResumePoint
     _group: Group | None
     _held_xa: dict[str, tuple[Group, str]]
+    # XA COMMIT/ROLLBACKs of transactions not seen prepared: (xid, verb, file, offset).
+    unmatched_xa: list[tuple[str, str, str, int]]
     _finished: deque[Finished]
 
     if TYPE_CHECKING:
@@ -97,6 +99,8 @@ class XaGroups:
         held = self._held_xa.pop(xid, None)
         gtid = group.gtid if group is not None else None
         if held is None:
+            self.unmatched_xa.append((xid, verb, event.header.file or self.file,
+                                     event.header.offset))
             log.warning("XA %s of %s, which was not prepared after the start position (%s at "
                         "offset %d): nothing to deliver", verb, xid, event.header.file,
                         event.header.offset)

@@ -261,10 +261,14 @@ class IcebergLanding(MirroredDdl):
             df = self._dataframe(spark, run, rows) \
                 .select([_q(f.name) for f in METADATA + run.fields])
         with clock("changelog append"):
-            self._aligned(spark, name, df).writeTo(name) \
-                .option(f"snapshot-property.{PROPERTY}", positions.encode(last)).append()
-        self.committed[name] = last
+            self._append(spark, name, df, last)
         return rows.num_rows
+
+    def _append(self, spark: Any, name: str, df: Any, last: Position) -> None:
+        """Append ``df`` to changelog ``name``, committed with position ``last``."""
+        self._aligned(spark, name, df).writeTo(name) \
+            .option(f"snapshot-property.{PROPERTY}", positions.encode(last)).append()
+        self.committed[name] = last
 
     def land_mirror(self, spark: Any, run: TableRun) -> int:
         name = self.mirror_name(run)
@@ -275,17 +279,13 @@ class IcebergLanding(MirroredDdl):
         if rows is None or last is None:
             return 0
         keys = run.key_names
-        cols = [f.name for f in run.fields]
         view = f"changestream_src_{uuid.uuid4().hex}"
         try:
             if keys:
                 with clock("arrow to spark"):
                     self._dataframe(spark, run, rows).createOrReplaceTempView(view)
                 source = f"({self._keyed_source(run, view)})"
-                on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in keys)
-                sets = ", ".join(f"t.{_q(c)} = s.{_q(c)}" for c in cols)
-                matched = (f"WHEN MATCHED AND s._op = 'delete' THEN DELETE "
-                           f"WHEN MATCHED THEN UPDATE SET {sets} ")
+                on, matched = self._merge_keys(run)
             else:
                 from pyspark.sql import types as T
 
@@ -294,19 +294,40 @@ class IcebergLanding(MirroredDdl):
                     to_dataframe(spark, table, run.fields, (("_op", T.StringType()),)) \
                         .createOrReplaceTempView(view)
                 source = view
-                on = "s._op = 'delete' AND " + " AND ".join(f"t.{_q(c)} <=> s.{_q(c)}"
-                                                            for c in cols)
-                matched = "WHEN MATCHED THEN DELETE "
-            sql = (f"MERGE INTO {name} t USING {source} s ON {on} {matched}"
-                   f"WHEN NOT MATCHED AND s._op = 'upsert' THEN INSERT "
-                   f"({', '.join(_q(c) for c in cols)}) "
-                   f"VALUES ({', '.join('s.' + _q(c) for c in cols)})")
+                on, matched = self._merge_values(run)
             with clock("mirror merge"):
-                self._with_properties(spark, last, lambda: spark.sql(sql))
+                self._merge(spark, name, run, source, on, matched, last)
         finally:
             spark.catalog.dropTempView(view)
-        self.committed[name] = last
         return rows.num_rows
+
+    def _merge(self, spark: Any, name: str, run: TableRun, source: str, on: str,
+               matched: str, last: Position) -> None:
+        """MERGE ``source`` (rows with ``_op`` ``upsert`` or ``delete``) into mirror
+        ``name``, committed with position ``last``."""
+        cols = [f.name for f in run.fields]
+        sql = (f"MERGE INTO {name} t USING {source} s ON {on} {matched}"
+               f"WHEN NOT MATCHED AND s._op = 'upsert' THEN INSERT "
+               f"({', '.join(_q(c) for c in cols)}) "
+               f"VALUES ({', '.join('s.' + _q(c) for c in cols)})")
+        self._with_properties(spark, last, lambda: spark.sql(sql))
+        self.committed[name] = last
+
+    @staticmethod
+    def _merge_keys(run: TableRun) -> tuple[str, str]:
+        """The MERGE's ``ON`` and ``WHEN MATCHED`` clauses for keyed ``run``."""
+        on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in run.key_names)
+        sets = ", ".join(f"t.{_q(f.name)} = s.{_q(f.name)}" for f in run.fields)
+        return on, (f"WHEN MATCHED AND s._op = 'delete' THEN DELETE "
+                    f"WHEN MATCHED THEN UPDATE SET {sets} ")
+
+    @staticmethod
+    def _merge_values(run: TableRun) -> tuple[str, str]:
+        """The MERGE's ``ON`` and ``WHEN MATCHED`` clauses for keyless ``run`` (rows are
+        found by value)."""
+        on = "s._op = 'delete' AND " + " AND ".join(f"t.{_q(f.name)} <=> s.{_q(f.name)}"
+                                                    for f in run.fields)
+        return on, "WHEN MATCHED THEN DELETE "
 
     def _keyed_source(self, run: TableRun, view: str) -> str:
         """SQL for the last change per primary key among the rows in ``view``, in binlog

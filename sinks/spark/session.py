@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -67,6 +68,10 @@ def start_session(master: str | None = None, conf: Mapping[str, Any] | None = No
     if quiet is None:
         quiet = not logger.isEnabledFor(logging.INFO)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python tasks (a backfill's decoding) need changestream and its dependencies: by
+    # default the executors run this Python (right on one machine; on a cluster set
+    # PYSPARK_PYTHON or spark.pyspark.python to the executors' own).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     if SparkSession.getActiveSession() is not None:

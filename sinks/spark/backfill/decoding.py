@@ -1,0 +1,229 @@
+"""What a Spark task of a backfill does: decode one unit of binlog into Arrow and stage it.
+
+The unit's committed transactions are cut into table runs (one table, one shape, binlog
+order: :func:`~changestream.sinks.spark.frames.table_runs`) of up to ``chunk_changes``
+changes, and each run's Arrow frame is written as one Parquet file into the unit's staging
+folder, numbered in binlog order (``_row``: the unit's index in the high bits). DDL is kept
+in order between them. The unit's manifest, written last and renamed into place, lists
+them; a unit whose manifest exists is not decoded again.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from changestream.decoding.event_decoder import EventDecoder
+from changestream.model.changes import Change, Position, TransactionPart
+from changestream.model.errors import BinlogError, ChangestreamError
+from changestream.model.gtid import parse_gtid_progress
+from changestream.sources.files import read_raw_events
+from changestream.transactions.assembler import TransactionAssembler
+from changestream.transactions.filters import ChangeFilter
+
+from ..frames import TableRun, table_runs, transaction_positions
+from ..types import signature
+from .planning import BackfillUnit
+
+#: Rows of one unit are numbered ``unit index << ROW_BITS | row``: binlog order across units.
+ROW_BITS = 40
+MANIFEST = "manifest.pkl"
+ERROR = "error.txt"
+
+
+@dataclass(slots=True)
+class StagedPiece:
+    """Rows of one table and shape, staged as a Parquet file; ``first``/``last``: the
+    positions after the first and last transaction they hold."""
+
+    database: str
+    table: str
+    schema: object  # the TableSchema the rows were logged with
+    signature: tuple[object, ...]
+    path: str
+    rows: int
+    first: Position
+    last: Position
+
+
+@dataclass(slots=True)
+class DdlItem:
+    """A DDL statement of the unit, at the position after it."""
+
+    change: Change
+    position: Position
+
+
+@dataclass(slots=True)
+class UnitManifest:
+    """What a unit's task staged, and where the unit ends."""
+
+    index: int
+    items: list[StagedPiece | DdlItem] = field(default_factory=list)
+    end: Position | None = None
+    rows: int = 0
+    transactions: int = 0
+    seconds: float = 0.0
+    # XA transactions prepared in this unit and not resolved in it; resolutions in it of
+    # XA transactions it did not see prepared (xid, verb, file, offset).
+    pending_xa: dict[str, str] = field(default_factory=dict)
+    unmatched_xa: list[tuple[str, str, str, int]] = field(default_factory=list)
+    error: str | None = None
+
+
+def unit_folder(staging: str, index: int) -> Path:
+    return Path(staging) / f"unit-{index:05d}"
+
+
+def read_manifest(staging: str, index: int) -> UnitManifest | None:
+    """The unit's manifest if its task finished."""
+    path = unit_folder(staging, index) / MANIFEST
+    if not path.exists():
+        return None
+    with path.open("rb") as f:
+        manifest: UnitManifest = pickle.load(f)
+    return manifest
+
+
+def decode_unit(unit: BackfillUnit, staging: str, chunk_changes: int = 50_000,
+                change_filter: ChangeFilter | None = None) -> UnitManifest:
+    """Decode and stage ``unit`` (see the module docstring), keeping the tables and columns
+    ``change_filter`` lets through; errors come back in the manifest's ``error`` rather than
+    as a Spark task failure's Java trace."""
+    done = read_manifest(staging, unit.index)
+    if done is not None:
+        return done
+    folder = unit_folder(staging, unit.index)
+    shutil.rmtree(folder, ignore_errors=True)  # what a killed attempt left
+    folder.mkdir(parents=True)
+    try:
+        manifest = _Stager(unit, folder, chunk_changes, change_filter).run()
+    except ChangestreamError as exc:
+        return _failed(unit, folder, f"{unit.describe()}: {exc}")
+    except Exception as exc:  # a bug: the trace is what a report needs
+        return _failed(unit, folder, f"{unit.describe()}: {type(exc).__name__}: {exc}\n"
+                       f"{traceback.format_exc()}")
+    fd, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+        pickle.dump(manifest, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, folder / MANIFEST)
+    return manifest
+
+
+def read_error(staging: str, index: int) -> str | None:
+    """Why the unit's task failed, if it did."""
+    path = unit_folder(staging, index) / ERROR
+    return path.read_text() if path.exists() else None
+
+
+def _failed(unit: BackfillUnit, folder: Path, error: str) -> UnitManifest:
+    (folder / ERROR).write_text(error)
+    return UnitManifest(unit.index, error=error)
+
+
+class _Stager:
+    def __init__(self, unit: BackfillUnit, folder: Path, chunk_changes: int,
+                 change_filter: ChangeFilter | None):
+        self.unit = unit
+        self.change_filter = change_filter
+        self.folder = folder
+        self.chunk_changes = chunk_changes
+        self.manifest = UnitManifest(unit.index)
+        self.next_row = unit.index << ROW_BITS
+        self.pieces = 0
+        self.parts: list[TransactionPart] = []
+        self.changes = 0
+
+    def run(self) -> UnitManifest:
+        started = time.perf_counter()
+        unit = self.unit
+        gtid_set = parse_gtid_progress(unit.gtid_set) if unit.gtid_set else None
+        assembler = TransactionAssembler(gtid_set=gtid_set, spill_dir=str(self.folder),
+                                         change_filter=self.change_filter)
+        decode = EventDecoder().decode
+        feed = assembler.feed
+        end = unit.end
+        for count, raw in enumerate(read_raw_events(Path(unit.path), unit.start), 1):
+            if raw is None:
+                continue
+            if end is not None and raw.offset >= end:
+                break
+            feed(decode(raw.data, raw.file, raw.offset))
+            if count % 2000 == 0:
+                self._take(assembler)
+        if assembler.inside_transaction:
+            raise BinlogError("the unit ends inside a transaction (the file is cut short or "
+                              "the range does not end at a transaction boundary)",
+                              unit.path, end or 0)
+        self._take(assembler)
+        self._flush()
+        resume = assembler.resume
+        if resume.delivered is None:
+            resume.start = (unit.name, unit.start)
+        self.manifest.end = assembler.position()
+        self.manifest.pending_xa = dict(resume.pending_xa)
+        self.manifest.unmatched_xa = list(assembler.unmatched_xa)
+        self.manifest.seconds = time.perf_counter() - started
+        return self.manifest
+
+    def _take(self, assembler: TransactionAssembler) -> None:
+        for parts, _position in assembler.drain(self.chunk_changes):
+            for part in parts:
+                if part.complete:
+                    self.manifest.transactions += 1
+                ddl = [c for c in part.changes if c.op == "ddl"]
+                if ddl:
+                    self._flush()
+                    end = Position(part.info.file, part.info.end)
+                    self.manifest.items.extend(DdlItem(c, end) for c in ddl)
+                    continue
+                self.parts.append(part)
+                self.changes += len(part.changes)
+                if self.changes >= self.chunk_changes and part.complete:
+                    self._flush()
+
+    def _flush(self) -> None:
+        if not self.parts:
+            return
+        parts, self.parts, self.changes = self.parts, [], 0
+        ends = transaction_positions(parts)
+        for run in table_runs(parts):
+            self._stage(run, ends)
+
+    def _stage(self, run: TableRun, ends: list[Position | None]) -> None:
+        schema = run.schema
+        if not schema.names_logged and schema.source == "table_map":
+            raise BinlogError(f"table {run.name}: the files do not log column names "
+                              "(binlog_row_metadata=MINIMAL); backfill needs files written "
+                              "with binlog_row_metadata=FULL (or use changestream run "
+                              "--source file://, which keeps a schema history)",
+                              self.unit.path, self.unit.start)
+        spans = [s for s in run.spans if s.position is not None]
+        if not spans:
+            raise BinlogError(f"table {run.name}: rows without a transaction end",
+                              self.unit.path, self.unit.start)
+        frame = run.frame
+        rows = frame.num_rows
+        numbered = frame.append_column("_row", pa.array(
+            range(self.next_row, self.next_row + rows), pa.int64()))
+        self.next_row += rows
+        path = self.folder / f"piece-{self.pieces:05d}.parquet"
+        self.pieces += 1
+        pq.write_table(numbered, path, compression="zstd")
+        first, last = spans[0].position, spans[-1].position
+        assert first is not None and last is not None
+        self.manifest.items.append(StagedPiece(
+            run.database, run.table, schema, signature(run.fields), str(path), rows,
+            first, last))
+        self.manifest.rows += rows

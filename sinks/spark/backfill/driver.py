@@ -1,0 +1,293 @@
+"""``run_backfill``: archived binlog files into an Iceberg warehouse's changelog and mirror
+tables, decoded in parallel on Spark's executors.
+
+1. The files are cut into units (:mod:`.planning`).
+2. One Spark job decodes every unit on the executors, each into Arrow frames staged as
+   Parquet in the staging folder (:mod:`.decoding`); units staged by an earlier, killed run
+   are not decoded again.
+3. Meanwhile the driver lands the units in binlog order as their manifests appear: each
+   unit's rows are appended to the changelogs (a commit per table and shape, carrying the
+   position after its last transaction); the mirrors gather a table's rows across units
+   and take them in one MERGE (:mod:`.landing`), cut only where a DDL the mirrors follow
+   (TRUNCATE, RENAME, DROP) is applied between or where the table's shape changed.
+4. The position after the last transaction is committed as the warehouse's position, so
+   ``changestream run`` on the same warehouse goes on from the next transaction.
+
+A killed backfill run again with the same files lands the same tables: every table skips
+the rows its own commits hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from changestream.model.changes import Position
+from changestream.model.errors import SinkError, SourceError
+from changestream.transactions.filters import ChangeFilter
+
+from .. import positions
+from ..iceberg_ddl import mirrored_ddl
+from ..session import proleptic_parquet
+from ..types import table_mappings
+from .decoding import (
+    ERROR,
+    DdlItem,
+    StagedPiece,
+    UnitManifest,
+    decode_unit,
+    read_error,
+    read_manifest,
+    unit_folder,
+)
+from .landing import BackfillLanding, StagedRun
+from .planning import BackfillUnit, plan_digest, plan_units
+
+logger = logging.getLogger("changestream.backfill")
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillSettings:
+    """How a backfill cuts and stages its work."""
+
+    split_bytes: int = 256 << 20  # MySQL files bigger than this are cut into ranges
+    chunk_changes: int = 50_000  # changes per staged piece (bounds a task's memory)
+    staging: str | None = None  # default: <warehouse>/_changestream_backfill/<plan digest>
+    keep_staging: bool = False
+    change_filter: ChangeFilter | None = None  # the tables and columns landed
+
+
+@dataclass(slots=True)
+class BackfillReport:
+    """What a backfill did."""
+
+    files: int = 0
+    units: int = 0
+    units_decoded: int = 0  # by this run (the rest were staged by an earlier one)
+    transactions: int = 0
+    rows: int = 0
+    tables: dict[str, int] = field(default_factory=dict)  # rows landed per source table
+    position: Position | None = None
+    decode_seconds: float = 0.0  # summed over the tasks
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"files": self.files, "units": self.units, "units_decoded": self.units_decoded,
+                "transactions": self.transactions, "rows": self.rows, "tables": self.tables,
+                "position": self.position.as_dict() if self.position else None,
+                "decode_seconds": round(self.decode_seconds, 2),
+                "seconds": round(self.seconds, 2)}
+
+
+Progress = Callable[[UnitManifest, BackfillUnit], None]
+
+
+def run_backfill(spark: Any, catalog: str, warehouse: str, paths: list[str],
+                 settings: BackfillSettings = BackfillSettings(),
+                 progress: Progress | None = None) -> BackfillReport:
+    """Backfill ``paths`` into Iceberg catalog ``catalog`` (warehouse folder
+    ``warehouse``); see the module docstring."""
+    started = time.perf_counter()
+    units = plan_units(paths, settings.split_bytes)
+    only = settings.change_filter
+    scope = repr((only.include, only.exclude, only.exclude_columns)) if only else ""
+    staging = settings.staging or str(Path(warehouse) / "_changestream_backfill" /
+                                      plan_digest(units, scope))
+    Path(staging).mkdir(parents=True, exist_ok=True)
+    proleptic_parquet(spark)
+    landing = BackfillLanding(catalog)
+    try:
+        stored = landing.open(spark)
+    except Exception as exc:
+        raise SinkError(f"backfill: cannot open warehouse {warehouse}: {exc}") from exc
+    report = BackfillReport(files=len({u.path for u in units}), units=len(units))
+    job = _DecodeJob(spark, [u for u in units if read_manifest(staging, u.index) is None],
+                     staging, settings.chunk_changes, settings.change_filter)
+    report.units_decoded = len(job.units)
+    job.start()
+    walk = _Walk(spark, landing)
+    pending_xa: dict[str, str] = {}
+    last: UnitManifest | None = None
+    try:
+        for unit in units:
+            manifest = job.wait_for(unit)
+            _follow_xa(pending_xa, manifest, unit)
+            walk.unit(manifest)
+            report.transactions += manifest.transactions
+            report.rows += manifest.rows
+            report.decode_seconds += manifest.seconds
+            if progress is not None:
+                progress(manifest, unit)
+            last = manifest
+        walk.finish()
+    finally:
+        job.stop()
+    assert last is not None and last.end is not None
+    end = replace(last.end, pending_xa=pending_xa)
+    if positions.is_after(end, stored):
+        landing.commit_batch(spark, 0, end)
+    report.position = end if positions.is_after(end, stored) else stored
+    report.tables = walk.rows
+    if not settings.keep_staging:
+        shutil.rmtree(staging, ignore_errors=True)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _follow_xa(pending: dict[str, str], manifest: UnitManifest, unit: BackfillUnit) -> None:
+    """XA transactions prepared in one unit and resolved in a later one: a rollback is
+    fine (nothing was delivered), a commit is refused (its rows are in the other unit)."""
+    for xid, verb, file, offset in manifest.unmatched_xa:
+        where = pending.pop(xid, None)
+        if where is not None and verb.upper() == "COMMIT":
+            raise SinkError(f"backfill: XA transaction {xid} was prepared at {where} and "
+                            f"committed at {file}:{offset}, in another unit ({unit.describe()});"
+                            " a backfill decodes units apart and cannot join them: land these "
+                            "files with changestream run --source file:// instead")
+    pending.update(manifest.pending_xa)
+
+
+class _DecodeJob:
+    """The Spark job that decodes ``units``, run from a thread so the driver lands units
+    while later ones are decoded."""
+
+    def __init__(self, spark: Any, units: list[BackfillUnit], staging: str,
+                 chunk_changes: int, change_filter: ChangeFilter | None):
+        self.spark = spark
+        self.change_filter = change_filter
+        self.units = units
+        self.staging = staging
+        self.chunk_changes = chunk_changes
+        self.failure: BaseException | None = None
+        self.group = f"changestream-backfill-{id(self)}"
+        self._thread = threading.Thread(target=self._run, name="backfill-decode",
+                                        daemon=True)
+        for unit in units:  # what a failed attempt said is not this attempt's answer
+            (unit_folder(staging, unit.index) / ERROR).unlink(missing_ok=True)
+
+    def start(self) -> None:
+        if self.units:
+            self._thread.start()
+
+    def _run(self) -> None:
+        staging, chunk, only = self.staging, self.chunk_changes, self.change_filter
+        sc = self.spark.sparkContext
+        try:
+            sc.setJobGroup(self.group, "changestream backfill: decode binlog units", True)
+            sc.parallelize(self.units, len(self.units)) \
+                .map(lambda unit: decode_unit(unit, staging, chunk, only).index).collect()
+        except BaseException as exc:  # handed to the waiting driver
+            self.failure = exc
+
+    def wait_for(self, unit: BackfillUnit) -> UnitManifest:
+        """The unit's manifest once its task has written it."""
+        while True:
+            manifest = read_manifest(self.staging, unit.index)
+            if manifest is not None:
+                return manifest
+            error = read_error(self.staging, unit.index)
+            if error is not None:  # the binlog's fault, as the task found it
+                raise SourceError(f"backfill: {error}")
+            if not self._thread.is_alive():
+                if self.failure is not None:
+                    raise SinkError(f"backfill: decoding failed on Spark: "
+                                    f"{_first_line(self.failure)}") from self.failure
+                manifest = read_manifest(self.staging, unit.index)
+                if manifest is None:
+                    raise SinkError(f"backfill: {unit.describe()} was not decoded")
+                continue
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self.spark.sparkContext.cancelJobGroup(self.group)
+            self._thread.join(timeout=30)
+
+
+def _first_line(exc: BaseException) -> str:
+    """What went wrong on Spark, in a line (the Python error of a task, if it was one)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines()]
+    missing = [line for line in lines if line.startswith("ModuleNotFoundError")]
+    if missing:
+        return (f"{missing[0]}: the executors' Python lacks changestream or its "
+                "dependencies (set PYSPARK_PYTHON or spark.pyspark.python to a Python that "
+                "has them)")
+    errors = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception): ", line)]
+    text = errors[-1] if errors else (lines[0] if lines else type(exc).__name__)
+    return text[:500]
+
+
+class _Walk:
+    """Lands the staged items of each unit in binlog order (see the module docstring)."""
+
+    def __init__(self, spark: Any, landing: BackfillLanding):
+        self.spark = spark
+        self.landing = landing
+        self.changelog: dict[tuple[str, str], StagedRun] = {}  # this unit's, per table
+        self.mirror: dict[tuple[str, str], StagedRun] = {}  # across units, per table
+        self.signatures: dict[tuple[str, str], tuple[object, ...]] = {}
+        self.rows: dict[str, int] = {}
+
+    def unit(self, manifest: UnitManifest) -> None:
+        for item in manifest.items:
+            if isinstance(item, DdlItem):
+                self._ddl(item)
+            else:
+                self._piece(item)
+        self._flush_changelogs()
+
+    def finish(self) -> None:
+        self._flush_changelogs()
+        for key in list(self.mirror):
+            self._flush_mirror(key)
+
+    def _piece(self, piece: StagedPiece) -> None:
+        key = (piece.database, piece.table)
+        if self.signatures.get(key) != piece.signature:
+            self._flush_changelog(key)
+            self._flush_mirror(key)
+            self.signatures[key] = piece.signature
+        for runs in (self.changelog, self.mirror):
+            run = runs.get(key)
+            if run is None:
+                schema: Any = piece.schema
+                run = runs[key] = StagedRun(piece.database, piece.table, schema,
+                                            table_mappings(schema))
+            run.pieces.append(piece)
+
+    def _ddl(self, item: DdlItem) -> None:
+        landing, change = self.landing, item.change
+        landing.note_ddl(change)
+        if not mirrored_ddl(change):
+            return
+        self._flush_changelogs()
+        for key in list(self.mirror):
+            self._flush_mirror(key)
+        self.signatures.clear()  # a table renamed or dropped starts its runs again
+        if landing.ddl_done is not None and not positions.is_after(item.position,
+                                                                   landing.ddl_done):
+            return
+        landing.apply_ddl(self.spark, change, item.position)
+        landing.record_ddl(self.spark, change, item.position)
+
+    def _flush_changelogs(self) -> None:
+        for key in list(self.changelog):
+            self._flush_changelog(key)
+
+    def _flush_changelog(self, key: tuple[str, str]) -> None:
+        run = self.changelog.pop(key, None)
+        if run is not None:
+            landed = self.landing.land_changelog(self.spark, run)
+            self.rows[run.name] = self.rows.get(run.name, 0) + landed
+
+    def _flush_mirror(self, key: tuple[str, str]) -> None:
+        run = self.mirror.pop(key, None)
+        if run is not None:
+            self.landing.land_mirror(self.spark, run)

@@ -1,0 +1,119 @@
+"""Landing staged backfill rows: the Iceberg landing, fed from Parquet files in staging.
+
+A :class:`StagedRun` is a table's consecutive staged pieces of one shape. Its changelog
+rows are appended in one commit, its mirror takes them in one ``MERGE`` (the last change
+per key in binlog order, as the live landing picks it, or, without a key, the net count
+of each row value); each commit carries the position after the run's last transaction, so
+a restarted backfill skips what a table has (see :meth:`BackfillLanding.new_pieces`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from changestream.model.changes import Position
+from changestream.model.errors import SinkError
+
+from .. import positions
+from ..frames import BEFORE_PREFIX, TableRun
+from ..iceberg import IcebergLanding
+from ..iceberg_ddl import quote as _q
+from ..types import METADATA, FieldMapping, spark_schema
+from .decoding import StagedPiece
+
+
+@dataclass(slots=True)
+class StagedRun(TableRun):
+    """Staged pieces of one table and shape, in binlog order."""
+
+    pieces: list[StagedPiece] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return sum(p.rows for p in self.pieces)
+
+
+class BackfillLanding(IcebergLanding):
+    """The Iceberg landing of staged runs (see the module docstring)."""
+
+    def new_pieces(self, spark: Any, name: str, run: StagedRun
+                   ) -> tuple[list[StagedPiece], Position | None]:
+        """The pieces of ``run`` table ``name`` does not hold yet, and the position it holds
+        once they are in."""
+        committed = self._committed(spark, name)
+        new = [p for p in run.pieces if positions.is_after(p.last, committed)]
+        if new and committed is not None and not positions.is_after(new[0].first, committed):
+            raise SinkError(f"backfill: table {name} was committed up to {committed}, in the "
+                            f"middle of staged rows ({new[0].first} to {new[0].last}); "
+                            "remove the staging folder and run the backfill again")
+        return new, positions.merged(committed, [new[-1].last]) if new else None
+
+    def _staged_frame(self, spark: Any, run: StagedRun, pieces: list[StagedPiece]) -> Any:
+        from pyspark.sql import types as T
+
+        before = tuple(FieldMapping(f"{BEFORE_PREFIX}{i}", run.fields[i].spark,
+                                    run.fields[i].arrow, None) for i in run.before_fields)
+        schema = spark_schema(METADATA + run.fields + before) \
+            .add(T.StructField("_row", T.LongType(), True))
+        return spark.read.schema(schema).parquet(*(p.path for p in pieces))
+
+    def land_changelog(self, spark: Any, run: TableRun) -> int:
+        assert isinstance(run, StagedRun)
+        name = self.changelog_name(run)
+        pieces, last = self.new_pieces(spark, name, run)
+        if not pieces or last is None:
+            return 0  # landed before: the table may have a later shape already
+        with self.clock("evolve"):
+            self._evolve(spark, name, run, changelog=True)
+        df = self._staged_frame(spark, run, pieces) \
+            .select([_q(f.name) for f in METADATA + run.fields])
+        with self.clock("changelog append"):
+            self._append(spark, name, df, last)
+        return sum(p.rows for p in pieces)
+
+    def land_mirror(self, spark: Any, run: TableRun) -> int:
+        assert isinstance(run, StagedRun)
+        name = self.mirror_name(run)
+        pieces, last = self.new_pieces(spark, name, run)
+        if not pieces or last is None:
+            return 0
+        with self.clock("evolve"):
+            self._evolve(spark, name, run, changelog=False)
+        view = f"changestream_staged_{uuid.uuid4().hex}"
+        self._staged_frame(spark, run, pieces).createOrReplaceTempView(view)
+        try:
+            if run.key_names:
+                source = f"({self._keyed_source(run, view)})"
+                on, matched = self._merge_keys(run)
+            else:
+                source = f"({self._multiset_source(run, view, name)})"
+                on, matched = self._merge_values(run)
+            with self.clock("mirror merge"):
+                self._merge(spark, name, run, source, on, matched, last)
+        finally:
+            spark.catalog.dropTempView(view)
+        return sum(p.rows for p in pieces)
+
+    def _multiset_source(self, run: TableRun, view: str, mirror: str) -> str:
+        """SQL for a keyless table's changes as MERGE rows: every changed row value is
+        deleted (all its copies) and inserted again as many times as the mirror had it plus
+        the net count the changes add (a multiset, as the server keeps it)."""
+        cols = [_q(f.name) for f in run.fields]
+        befores = [f"{_q(BEFORE_PREFIX + str(i))} AS {cols[i]}" for i in run.before_fields]
+        listed = ", ".join(cols)
+        changes = (f"SELECT {listed}, 1 AS _d FROM {view} WHERE _op <> 'delete' "
+                   f"UNION ALL SELECT {', '.join(befores)}, -1 AS _d FROM {view} "
+                   f"WHERE _op = 'update' "
+                   f"UNION ALL SELECT {listed}, -1 AS _d FROM {view} WHERE _op = 'delete'")
+        net = (f"SELECT {listed}, sum(_d) AS _n FROM ({changes}) GROUP BY {listed} "
+               "HAVING sum(_d) <> 0")
+        on = " AND ".join(f"n.{c} <=> t.{c}" for c in cols)
+        counted = (f"SELECT {', '.join('n.' + c for c in cols)}, n._n, count(t._m) AS _h "
+                   f"FROM ({net}) n LEFT JOIN (SELECT *, 1 AS _m FROM {mirror}) t ON {on} "
+                   f"GROUP BY {', '.join('n.' + c for c in cols)}, n._n")
+        return (f"SELECT {listed}, 'delete' AS _op FROM ({counted}) "
+                f"UNION ALL SELECT {listed}, 'upsert' AS _op FROM ({counted}) "
+                "LATERAL VIEW explode(sequence(1, greatest(_h + _n, 1))) copies AS _k "
+                "WHERE _h + _n > 0")

@@ -6,8 +6,8 @@ tables, decoded in parallel on Spark's executors.
    Parquet in the staging folder (:mod:`.decoding`); units staged by an earlier, killed run
    are not decoded again.
 3. Meanwhile the driver lands the units in binlog order as their manifests appear: each
-   unit's rows are appended to the changelogs (a commit per table and shape, carrying the
-   position after its last transaction); the mirrors gather a table's rows across units
+   table's rows are appended to its changelog about every million rows (a commit carrying
+   the position after its last transaction); the mirrors gather a table's rows across units
    and take them in one MERGE (:mod:`.landing`), cut only where a DDL the mirrors follow
    (TRUNCATE, RENAME, DROP) is applied between or where the table's shape changed.
 4. The position after the last transaction is committed as the warehouse's position, so
@@ -51,6 +51,10 @@ from .landing import BackfillLanding, StagedRun
 from .planning import BackfillUnit, plan_digest, plan_units
 
 logger = logging.getLogger("changestream.backfill")
+
+#: A table's changelog rows are appended once this many have gathered (and before a DDL,
+#: a change of shape, and at the end): each append is a Spark job and an Iceberg commit.
+CHANGELOG_COMMIT_ROWS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +245,6 @@ class _Walk:
                 self._ddl(item)
             else:
                 self._piece(item)
-        self._flush_changelogs()
 
     def finish(self) -> None:
         self._flush_changelogs()
@@ -261,6 +264,8 @@ class _Walk:
                 run = runs[key] = StagedRun(piece.database, piece.table, schema,
                                             table_mappings(schema))
             run.pieces.append(piece)
+        if self.changelog[key].rows >= CHANGELOG_COMMIT_ROWS:
+            self._flush_changelog(key)
 
     def _ddl(self, item: DdlItem) -> None:
         landing, change = self.landing, item.change

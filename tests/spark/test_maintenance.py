@@ -26,6 +26,9 @@ from .conftest import Binlog, batch, simple_schema
 pytestmark = pytest.mark.spark
 
 
+BATCHES = 12  # one small data file and snapshot each
+
+
 def _land(sink: SparkSink, log: Binlog, first_batch: int, batches: int) -> None:
     schema = simple_schema("items")
     for n in range(first_batch, first_batch + batches):
@@ -47,7 +50,7 @@ def test_maintenance_compacts_expires_and_keeps_the_position(
     log = Binlog()
     sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
     sink.open()
-    _land(sink, log, 1, 30)
+    _land(sink, log, 1, BATCHES)
     position = sink.open()
     mirror = f"{catalog}.shop.items"
     before = sorted(tuple(r) for r in spark.table(mirror).collect())
@@ -74,13 +77,13 @@ def test_maintenance_compacts_expires_and_keeps_the_position(
     again = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
     assert again.open() == position
     # ... so a replayed batch lands nothing twice, and new batches land.
-    _land(again, Binlog(), 1, 30)
-    _land(again, log, 31, 5)
+    _land(again, Binlog(), 1, BATCHES)
+    _land(again, log, BATCHES + 1, 5)
     changelog = spark.table(f"{catalog}.shop.items__changelog")
-    assert changelog.count() == 35 * 2
-    assert changelog.select("_transaction_id", "_seq").distinct().count() == 35 * 2
+    assert changelog.count() == (BATCHES + 5) * 2
+    assert changelog.select("_transaction_id", "_seq").distinct().count() == (BATCHES + 5) * 2
     ids = [r["id"] for r in spark.sql(f"SELECT id FROM {mirror} ORDER BY id").collect()]
-    assert ids == list(range(0, 36))
+    assert ids == list(range(0, BATCHES + 6))
     again.close()
 
 

@@ -38,6 +38,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--staging", metavar="FOLDER",
                    help="where decoded rows wait to be landed (default: in the warehouse); "
                    "the driver and every executor must reach it")
+    p.add_argument("--commit-rows", type=int, default=1_000_000, metavar="N",
+                   help="append a table's changelog in commits of about N rows (default "
+                   "1,000,000; each commit is a Spark job)")
     p.add_argument("--keep-staging", action="store_true",
                    help="leave the staged files when done")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -67,7 +70,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     try:
         split = parse_size(args.split_size)
         config = config_from_args(argparse.Namespace(
-            **{k: v for k, v in vars(args).items() if k not in ("format", "paths")}))
+            **{k: v for k, v in vars(args).items()
+               if k not in ("format", "paths", "commit_rows")}))
         configure_logging(config.log.level, json_lines=config.log.json)
         if config.sink.spec != "spark:iceberg":
             raise ConfigError(f"sink {config.sink.spec!r}: backfill lands into a spark:iceberg "
@@ -75,7 +79,10 @@ def cmd_backfill(args: argparse.Namespace) -> int:
                               "warehouse=...)")
         only = ChangeFilter(config.filter.include, config.filter.exclude,
                             config.filter.exclude_columns)
+        if args.commit_rows < 1:
+            raise ConfigError(f"--commit-rows: {args.commit_rows} is not a positive number")
         settings = BackfillSettings(split_bytes=split, staging=args.staging,
+                                    commit_rows=args.commit_rows,
                                     keep_staging=args.keep_staging,
                                     change_filter=None if only.everything else only)
         sink = make_sink(config.sink.spec, **sink_options(config))

@@ -103,6 +103,9 @@ def _chunks(workload: SchemaWorkload) -> list[Callable[[], None]]:
     return [runner(c) for c in chunks if c]
 
 
+# MariaDB 10.11's MINIMAL metadata is held by the kill-again test below and the Spark DDL
+# test (tests/spark_e2e/test_schema_ddl.py); the suite's time is bounded.
+@pytest.mark.parametrize("server", ["mariadb11", "mysql"], indirect=True)
 def test_minimal_metadata_gives_the_records_full_metadata_gives_across_restarts(
         server: Any, metadata: Callable[[str], None], tmp_path: Path) -> None:
     minimal, full = _workload(server, "m_"), _workload(server, "f_")

@@ -7,9 +7,13 @@ on the same warehouse goes on from the next transaction, no gap and no overlap."
 from __future__ import annotations
 
 import gzip
+import os
+import random
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,9 +24,12 @@ from changestream.delivery.plugins import make_sink
 from changestream.model.errors import SinkError
 from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.spark.backfill import BackfillSettings, plan_units, run_backfill
+from changestream.sinks.spark.session import iceberg_conf
 from changestream.transactions.filters import ChangeFilter
 
 from .compare import assert_mirror_equals_source
+from .test_crash_recovery import _committed
+from .test_crash_recovery import _workload as _crash_workload
 from .test_end_to_end import check_changelog, committed_counts, reference
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -147,6 +154,83 @@ def test_backfill_lands_archived_files_then_run_goes_on_live(
     _check_tables(server, spark, db, catalog, start, tmp_path)
     changelog = spark.table(f"{catalog}.{db}.items__changelog")
     assert changelog.where("id = 5000").count() == 1
+
+
+def _backfill_process(folder: Path, warehouse: Path, db: str, catalog: str,
+                      log: Path) -> subprocess.Popen[bytes]:
+    """The backfill CLI, in a process group of its own (Spark's JVM with it)."""
+    with log.open("ab") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "changestream.cli", "backfill", "--sink", "spark:iceberg",
+             "--sink-option", f"warehouse={warehouse}", "--sink-option", f"catalog={catalog}",
+             "--sink-option", "master=local[2]",
+             "--sink-option", "conf.spark.sql.shuffle.partitions=2",
+             "--include", db, "--commit-rows", "300", str(folder)],
+            stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def _commits(warehouse: Path, db: str) -> int:
+    """Commits to the keyed table's changelog (each writes a metadata file)."""
+    folder = warehouse / db / "t__changelog" / "metadata"
+    return sum(1 for _ in folder.glob("*.metadata.json")) if folder.exists() else 0
+
+
+@pytest.mark.faults
+def test_a_backfill_killed_again_and_again_lands_every_change_once(
+        mariadb: Any, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    rng = random.Random(20261125)
+    db, catalog = "e2e_backfill_kill", "backfill_kill"
+    mariadb.execute([f"DROP DATABASE IF EXISTS `{db}`", f"CREATE DATABASE `{db}`",
+                     "FLUSH BINARY LOGS"])
+    start = mariadb.binlog_position()
+    _crash_workload(mariadb, db, rng)  # 300 transactions, ADD COLUMN halfway
+    mariadb.execute(["FLUSH BINARY LOGS", f"UPDATE `{db}`.t SET v = 'later' WHERE id % 4 = 0",
+                     f"DELETE FROM `{db}`.k WHERE n = 5", "FLUSH BINARY LOGS",
+                     f"INSERT INTO `{db}`.k VALUES (999, 1, 'last')"])
+    folder = tmp_path / "archive"
+    _archive(mariadb, start[0], folder)
+    warehouse, log = tmp_path / "warehouse", tmp_path / "backfill.log"
+
+    kills, moments = 0, []
+    for _attempt in range(8):
+        began = time.monotonic()
+        process = _backfill_process(folder, warehouse, db, catalog, log)
+        if kills < 2:
+            # Once this run has committed one or two more changelog commits, a random
+            # moment later: kill it and its JVM at once.
+            wanted = _commits(warehouse, db) + rng.randint(1, 2)
+            deadline = time.monotonic() + 180
+            while process.poll() is None and time.monotonic() < deadline and \
+                    _commits(warehouse, db) < wanted:
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0.0, 1.5))
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                kills += 1
+                moments.append((round(time.monotonic() - began, 1), _commits(warehouse, db)))
+                continue
+        assert process.wait(600) == 0, log.read_text()[-3000:]
+        break
+    else:
+        pytest.fail("the backfill did not finish")
+    assert kills == 2, f"the backfill finished before it was killed twice: {moments}"
+    assert "Traceback" not in log.read_text()
+    print(f"killed at (seconds into the run, changelog commits so far): {moments}")
+
+    spark = request.getfixturevalue("spark")
+    for key, value in iceberg_conf(catalog, warehouse).items():
+        spark.conf.set(key, value)
+    assert_mirror_equals_source(mariadb, spark, db, "t", f"{catalog}.{db}.t", "id")
+    assert_mirror_equals_source(mariadb, spark, db, "k", f"{catalog}.{db}.k", None)
+    expected = _committed(mariadb, db, start)
+    for table in ("t", "k"):
+        rows = spark.sql(f"SELECT _transaction_id AS id, _seq AS seq FROM "
+                         f"{catalog}.{db}.{table}__changelog").collect()
+        assert len({(r["id"], r["seq"]) for r in rows}) == len(rows), f"{table}: doubled"
+        assert Counter(r["id"] for r in rows) == Counter(
+            {tid: c[table] for tid, c in expected.items() if c[table]}), table
 
 
 def test_backfill_refuses_bad_input_clearly(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from changestream.model.changes import Position
-from changestream.model.errors import SinkError, SourceError
+from changestream.model.errors import ChangestreamError, SinkError, SourceError
 from changestream.transactions.filters import ChangeFilter
 
 from .. import positions
@@ -66,6 +66,7 @@ class BackfillSettings:
     staging: str | None = None  # default: <warehouse>/_changestream_backfill/<plan digest>
     keep_staging: bool = False
     change_filter: ChangeFilter | None = None  # the tables and columns landed
+    commit_rows: int = CHANGELOG_COMMIT_ROWS  # a table's changelog rows per commit
 
 
 @dataclass(slots=True)
@@ -116,21 +117,32 @@ def run_backfill(spark: Any, catalog: str, warehouse: str, paths: list[str],
                      staging, settings.chunk_changes, settings.change_filter)
     report.units_decoded = len(job.units)
     job.start()
-    walk = _Walk(spark, landing)
+    walk = _Walk(spark, landing, settings.commit_rows)
     pending_xa: dict[str, str] = {}
     last: UnitManifest | None = None
     try:
         for unit in units:
             manifest = job.wait_for(unit)
             _follow_xa(pending_xa, manifest, unit)
-            walk.unit(manifest)
+            try:
+                walk.unit(manifest)
+            except (ChangestreamError, KeyboardInterrupt):
+                raise
+            except Exception as exc:  # Spark's, through Py4J: a line, not a Java trace
+                raise SinkError(f"backfill: landing {unit.describe()}: "
+                                f"{_first_line(exc)}") from exc
             report.transactions += manifest.transactions
             report.rows += manifest.rows
             report.decode_seconds += manifest.seconds
             if progress is not None:
                 progress(manifest, unit)
             last = manifest
-        walk.finish()
+        try:
+            walk.finish()
+        except ChangestreamError:
+            raise
+        except Exception as exc:
+            raise SinkError(f"backfill: landing the mirrors: {_first_line(exc)}") from exc
     finally:
         job.stop()
     assert last is not None and last.end is not None
@@ -231,8 +243,9 @@ def _first_line(exc: BaseException) -> str:
 class _Walk:
     """Lands the staged items of each unit in binlog order (see the module docstring)."""
 
-    def __init__(self, spark: Any, landing: BackfillLanding):
+    def __init__(self, spark: Any, landing: BackfillLanding, commit_rows: int):
         self.spark = spark
+        self.commit_rows = commit_rows
         self.landing = landing
         self.changelog: dict[tuple[str, str], StagedRun] = {}  # this unit's, per table
         self.mirror: dict[tuple[str, str], StagedRun] = {}  # across units, per table
@@ -264,7 +277,7 @@ class _Walk:
                 run = runs[key] = StagedRun(piece.database, piece.table, schema,
                                             table_mappings(schema))
             run.pieces.append(piece)
-        if self.changelog[key].rows >= CHANGELOG_COMMIT_ROWS:
+        if self.changelog[key].rows >= self.commit_rows:
             self._flush_changelog(key)
 
     def _ddl(self, item: DdlItem) -> None:

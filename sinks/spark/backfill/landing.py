@@ -57,7 +57,9 @@ class BackfillLanding(IcebergLanding):
                                     run.fields[i].arrow, None) for i in run.before_fields)
         schema = spark_schema(METADATA + run.fields + before) \
             .add(T.StructField("_row", T.LongType(), True))
-        return spark.read.schema(schema).parquet(*(p.path for p in pieces))
+        # Dates and times were written as they are (proleptic Gregorian, as MySQL's).
+        return spark.read.schema(schema).option("datetimeRebaseMode", "CORRECTED") \
+            .option("int96RebaseMode", "CORRECTED").parquet(*(p.path for p in pieces))
 
     def land_changelog(self, spark: Any, run: TableRun) -> int:
         assert isinstance(run, StagedRun)

@@ -29,7 +29,7 @@ from .compare import assert_mirror_equals_source
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.faults]
 
 CATALOG = "crash"
-KILLS = 3
+KILLS = 2
 
 
 def _workload(server: Any, db: str, rng: random.Random) -> None:

@@ -7,6 +7,7 @@ import datetime as dt
 import time
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from changestream.decoding.events import Event, RowsEvent, TransactionPayloadEvent
@@ -64,6 +65,11 @@ def inserted_ids(events: list[Event], db: str) -> list[int]:
             if isinstance(e, RowsEvent) and e.kind == "insert" and e.schema.database == db:
                 ids.extend(row[0] for row in e.rows)
     return ids
+
+
+def complete_lines(path: Path) -> int:
+    """Whole lines in a file a router may still be writing (its last line may be half out)."""
+    return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 30.0) -> None:

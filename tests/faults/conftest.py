@@ -103,10 +103,6 @@ def router(url: str, out: Path, position: Path, *args: str,
         env={**os.environ, **(env or {})})
 
 
-def lines(path: Path) -> int:
-    return path.read_bytes().count(b"\n") if path.exists() else 0
-
-
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():

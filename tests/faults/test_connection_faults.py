@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.faults.conftest import Writer, lines, router, stop, wait_for
+from tests.faults.conftest import Writer, router, stop, wait_for
 from tests.faults.ledger import committed, count
 from tests.faults.proxy import FaultyProxy
+from tests.workloads import complete_lines as lines
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 

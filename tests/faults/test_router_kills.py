@@ -13,8 +13,9 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.faults.conftest import lines, router
+from tests.faults.conftest import router
 from tests.faults.ledger import committed, count
+from tests.workloads import complete_lines as lines
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.faults.conftest import Writer, lines, router, stop, wait_for
+from tests.faults.conftest import Writer, router, stop, wait_for
 from tests.faults.ledger import committed, count
+from tests.workloads import complete_lines as lines
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 

@@ -18,7 +18,7 @@ from changestream.model.errors import PurgedPositionError
 from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.transactions.filters import ChangeFilter
-from tests.workloads import wait_for
+from tests.workloads import complete_lines, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -46,13 +46,13 @@ def test_reconnects_after_the_server_drops_the_connection(
     router.start()
     try:
         server.execute([f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(1, 51)])
-        wait_for(lambda: len(_records(out)) >= 51)
+        wait_for(lambda: complete_lines(out) >= 51)
         dumps = [row[0] for row in server.execute("SHOW PROCESSLIST")
                  if row[4] and "Binlog Dump" in str(row[4])]
         assert dumps, "no binlog dump thread to kill"
         server.execute([f"KILL CONNECTION {thread}" for thread in dumps])
         server.execute([f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(51, 101)])
-        wait_for(lambda: len(_records(out)) >= 101)
+        wait_for(lambda: complete_lines(out) >= 101)
         time.sleep(0.3)  # anything delivered twice would show up by now
     finally:
         router.stop()
@@ -137,7 +137,7 @@ def test_sigterm_delivers_what_is_read_saves_the_position_and_exits_0(
                                stderr=subprocess.PIPE)
     try:
         server.execute([f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(1, 21)])
-        wait_for(lambda: len(_records(out)) >= 21)
+        wait_for(lambda: complete_lines(out) >= 21)
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=30)
     finally:

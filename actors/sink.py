@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from types import TracebackType
@@ -54,8 +56,26 @@ class BatchSettings:
 DEFAULT_BATCH_CHANGES = 10_000
 
 
+@dataclass(slots=True)
+class _Written:
+    """The writer thread has finished a batch (``error``: what stopped it)."""
+
+    error: BaseException | None = None
+
+
 class SinkActor(pykka.ThreadingActor):
-    """Collects :class:`Parts` into batches and writes them through ``adapter``."""
+    """Collects :class:`Parts` into batches and writes them through ``adapter``.
+
+    Batches are written by a thread of its own, one at a time and in order, while the next
+    batch fills: reading and decoding go on while a sink lands (a Spark job, an fsync). A
+    batch is handed to the writer when it is free and the batch is full (``max_changes`` or
+    ``max_bytes``), old enough (``max_seconds`` since its first part), the reader has caught
+    up with its source (nothing to wait for: a change at a low rate goes at once) or the
+    stream ends; so a batch that fills while the writer is busy grows until the writer is
+    free or it is full, and batches are as big as the sink's pace asks. A full batch
+    waiting for the writer takes no more messages: they wait unacknowledged, which holds
+    the reader back (:class:`PartsTaken`).
+    """
 
     def __init__(self, adapter: SinkAdapter, store: PositionStore | None,
                  settings: BatchSettings, stats: RouterStats,
@@ -69,32 +89,61 @@ class SinkActor(pykka.ThreadingActor):
         self.stats = stats
         self.on_error = on_error
         self.finished = finished
-        self.batch_id = first_batch_id
+        self.batch_id = first_batch_id  # the writer thread's
         self._parts: list[TransactionPart | EncodedRun] = []
         self._changes = 0
         self._bytes = 0
         self._since = 0.0
         self._position: Position | None = None
+        self._held: deque[Parts] = deque()  # came while the batch was full and waiting
+        self._writing = False
+        self._ending = False
+        self._batches: queue.SimpleQueue[tuple[list[Any], Position | None] | None] = \
+            queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
         state = getattr(adapter, "durable_state", None)
         self._durable_state: Callable[[], dict[str, Any] | None] | None = \
             state if callable(state) else None
 
+    def on_start(self) -> None:
+        ref = self.actor_ref
+        self._writer = threading.Thread(target=self._write_batches, args=(ref,), daemon=True,
+                                        name="changestream-sink-writer")
+        self._writer.start()
+
+    def on_stop(self) -> None:
+        self._batches.put(None)
+        if self._writer is not None and self._writer is not threading.current_thread():
+            self._writer.join()  # a batch being written is finished, not cut
+
     def on_failure(self, exception_type: type[BaseException] | None,
                    exception_value: BaseException | None,
                    traceback: TracebackType | None) -> None:
+        self._batches.put(None)
         if exception_value is not None:  # reported to the router, which stops everything
             self.on_error(exception_value)
 
     def on_receive(self, message: Any) -> None:
         if isinstance(message, Parts):
+            if self._held or (self._writing and self._full):
+                self._held.append(message)
+                return
             self._add(message)
-        elif isinstance(message, Tick):
-            if (self._parts or self._position) and \
-                    time.monotonic() - self._since >= self.settings.max_seconds:
-                self._flush()
+        elif isinstance(message, _Written):
+            self._writing = False
+            if message.error is not None:
+                raise message.error
         elif isinstance(message, EndOfStream):
-            self._flush()
-            self.finished.set()
+            self._ending = True
+        elif not isinstance(message, Tick):
+            return
+        self._hand_over()
+
+    @property
+    def _full(self) -> bool:
+        s = self.settings
+        assert s.max_changes is not None
+        return self._changes >= s.max_changes or self._bytes >= s.max_bytes
 
     def _add(self, message: Parts) -> None:
         try:
@@ -110,16 +159,41 @@ class SinkActor(pykka.ThreadingActor):
             if message.reply_to is not None:
                 with contextlib.suppress(pykka.ActorDeadError):  # it failed: we stop too
                     message.reply_to.tell(PartsTaken())
-        s = self.settings
-        assert s.max_changes is not None
-        if self._changes >= s.max_changes or self._bytes >= s.max_bytes:
-            self._flush()
 
-    def _flush(self) -> None:
-        parts, position = self._parts, self._position
-        if not parts and position is None:
-            return
-        self._parts, self._changes, self._bytes, self._position = [], 0, 0, None
+    def _hand_over(self) -> None:
+        """Give the writer the batch if it is free and the batch is due; then take the
+        messages that waited for room; at the end of the stream, say when all is written."""
+        while not self._writing:
+            pending = bool(self._parts) or self._position is not None
+            due = self._ending or self._full or self.stats.caught_up or \
+                time.monotonic() - self._since >= self.settings.max_seconds
+            if not pending or not due:
+                if self._ending and not pending and not self._held:
+                    self.finished.set()
+                return
+            self._batches.put((self._parts, self._position))
+            self._writing = True
+            self._parts, self._changes, self._bytes, self._position = [], 0, 0, None
+            while self._held and not self._full:
+                self._add(self._held.popleft())
+
+    # -- the writer thread ----------------------------------------------------------------
+
+    def _write_batches(self, ref: pykka.ActorRef[Any]) -> None:
+        while (item := self._batches.get()) is not None:
+            error: BaseException | None = None
+            try:
+                self._deliver(*item)
+            except BaseException as exc:  # the actor raises it: the router stops
+                error = exc
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(_Written(error))
+            if error is not None:
+                return
+
+    def _deliver(self, parts: list[TransactionPart | EncodedRun],
+                 position: Position | None) -> None:
+        """Write one batch through the adapter, then save its position."""
         if parts:
             if position is not None and self.history is not None:
                 position = self.history.stamp(position)

@@ -85,3 +85,4 @@ def test_a_failing_sink_stops_the_router_with_its_error(tmp_path: Path) -> None:
     with pytest.raises(SinkError, match=r"failed 2 times.*disk gone"):
         router.run()
     assert time.monotonic() - began < 30
+

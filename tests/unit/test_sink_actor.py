@@ -1,0 +1,122 @@
+"""The Sink actor writes batches on a thread of its own: the next batch fills while one is
+written, batches and positions stay in order, and a failed write stops it with its error."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pykka
+import pytest
+
+from changestream.actors.messages import EndOfStream, Parts, PartsTaken, Tick
+from changestream.actors.sink import BatchSettings, SinkActor
+from changestream.model.changes import Batch, Change, Position, TransactionInfo, TransactionPart
+from changestream.model.errors import SinkError
+from changestream.runtime.stats import RouterStats
+
+
+def _part(n: int, changes: int = 10) -> TransactionPart:
+    info = TransactionInfo(f"t{n}", None, n, None, 0, 1, "bin.000001", n * 100, n * 100 + 99)
+    rows = [Change("insert", "db", "t", None, {"id": n * 1000 + i}, None, None,
+                   "bin.000001", n * 100, i, seq=i, last=i == changes - 1, transaction=info)
+            for i in range(changes)]
+    return TransactionPart(info, rows)
+
+
+class _Acks(pykka.ThreadingActor):
+    """Counts the Sink actor's acknowledgements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, PartsTaken):
+            self.count += 1
+        return self.count
+
+
+class _HeldSink:
+    """Holds its first write until released; records every batch."""
+
+    def __init__(self, fail_on: int | None = None) -> None:
+        self.release = threading.Event()
+        self.batches: list[tuple[int, int, Position | None]] = []
+        self.fail_on = fail_on
+
+    def open(self) -> None:
+        return None
+
+    def write(self, batch: Batch) -> None:
+        if batch.id == 1:
+            self.release.wait(10)
+        if batch.id == self.fail_on:
+            raise OSError("disk gone")
+        self.batches.append((batch.id, batch.changes, batch.position))
+
+    def close(self) -> None:
+        pass
+
+
+def _start(sink: _HeldSink, errors: list[BaseException], finished: threading.Event,
+           max_changes: int = 100) -> pykka.ActorRef[Any]:
+    settings = BatchSettings(max_changes=max_changes, max_seconds=60, retries=0)
+    return SinkActor.start(sink, None, settings, RouterStats(), errors.append, finished)
+
+
+def _wait(condition: Any, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_the_next_batch_fills_while_one_is_written() -> None:
+    sink, errors, finished = _HeldSink(), [], threading.Event()
+    actor, acks = _start(sink, errors, finished), _Acks.start()
+    try:
+        n = 0
+
+        def send(count: int) -> None:
+            nonlocal n
+            for _ in range(count):
+                n += 1
+                actor.tell(Parts([_part(n)], Position("bin.000001", n * 100 + 99), acks))
+
+        send(10)  # 100 changes: the first batch, whose write is held
+        _wait(lambda: acks.ask(None) == 10)
+        send(15)  # the next batch fills to 100 changes, then messages wait
+        _wait(lambda: acks.ask(None) == 20)
+        time.sleep(0.2)
+        assert acks.ask(None) == 20, "messages were taken beyond a full batch"
+        assert sink.batches == []
+        sink.release.set()
+        _wait(lambda: acks.ask(None) == 25)
+        actor.tell(Tick())
+        actor.tell(EndOfStream())
+        assert finished.wait(10)
+        assert [(b[0], b[1]) for b in sink.batches] == [(1, 100), (2, 100), (3, 50)]
+        assert [b[2] for b in sink.batches] == [Position("bin.000001", k * 100 + 99)
+                                                for k in (10, 20, 25)]
+        assert errors == []
+    finally:
+        actor.stop()
+        acks.stop()
+
+
+def test_a_failed_write_stops_the_actor_with_its_error() -> None:
+    sink, errors, finished = _HeldSink(fail_on=2), [], threading.Event()
+    sink.release.set()
+    actor = _start(sink, errors, finished, max_changes=10)
+    for n in range(1, 4):
+        actor.tell(Parts([_part(n)], Position("bin.000001", n * 100 + 99)))
+    _wait(lambda: bool(errors))
+    assert isinstance(errors[0], SinkError) and "batch 2" in str(errors[0]) \
+        and "disk gone" in str(errors[0])
+    assert [b[0] for b in sink.batches] == [1]
+    assert not finished.is_set()
+    with pytest.raises(pykka.ActorDeadError):
+        _wait(lambda: not actor.is_alive(), 5)
+        actor.tell(Tick())

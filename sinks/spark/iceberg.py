@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -72,6 +74,8 @@ class IcebergLanding(MirroredDdl):
         self.position: Position | None = None
         self.clock = StageClock()
         self._shared: tuple[pa.Table, Any] | None = None  # rows -> their DataFrame
+        self._shared_lock = threading.Lock()
+        self._changelogs: ThreadPoolExecutor | None = None  # appends beside the MERGEs
 
     # -- names and state -------------------------------------------------------------
 
@@ -234,11 +238,12 @@ class IcebergLanding(MirroredDdl):
     def _dataframe(self, spark: Any, run: TableRun, rows: pa.Table) -> Any:
         """``rows`` of ``run`` as a DataFrame (see :func:`frame_dataframe`), made once for
         the changelog and the mirror when both take the same rows."""
-        if self._shared is not None and self._shared[0] is rows:
-            return self._shared[1]
-        df = frame_dataframe(spark, run, rows)
-        self._shared = (rows, df)
-        return df
+        with self._shared_lock:
+            if self._shared is not None and self._shared[0] is rows:
+                return self._shared[1]
+            df = frame_dataframe(spark, run, rows)
+            self._shared = (rows, df)
+            return df
 
     def _aligned(self, spark: Any, name: str, df: Any) -> Any:
         """``df`` with the table's columns, in its order (NULL for kept dropped ones)."""
@@ -248,6 +253,22 @@ class IcebergLanding(MirroredDdl):
         present = set(df.columns)
         return df.select([F.col(c) if c in present else F.lit(None).cast(t).alias(c)
                           for c, t in have.items()])
+
+    def land_table(self, spark: Any, run: TableRun) -> int:
+        """Land ``run`` into its changelog and its mirror; returns the changelog's new rows.
+
+        The changelog's append runs on a thread of its own while the mirror's MERGE runs on
+        this one: two Spark jobs and two Iceberg commits at once keep both CPUs busy (each
+        commit carries its own position, so either may land first). The MERGE stays on the
+        calling thread: its position travels in a JVM thread-local."""
+        if self._changelogs is None:
+            self._changelogs = ThreadPoolExecutor(1, thread_name_prefix="changestream-changelog")
+        appended = self._changelogs.submit(self.land_changelog, spark, run)
+        try:
+            self.land_mirror(spark, run)
+        finally:
+            landed = appended.result()  # its error, if any, is raised here
+        return landed
 
     def land_changelog(self, spark: Any, run: TableRun) -> int:
         name = self.changelog_name(run)

@@ -7,14 +7,24 @@ Layout under the base path::
     _changestream/manifest.jsonl                                       one line per batch
     _changestream/staging/                                             files being written
 
+The files are written by the driver with Arrow's Parquet writer, not by a Spark job: the
+batch is already an Arrow table there, and a Spark write of it costs about half a second
+per table and batch (a job, a conversion of Arrow to rows and back), a direct write a few
+milliseconds. They are what Spark's own writer makes: the Spark schema in the footer
+(``org.apache.spark.sql.parquet.row.metadata``), snappy compression, Hive-style
+``_commit_date`` folders (the UTC day of ``_commit_ts``), dates and times proleptic
+Gregorian as MySQL has them, marked with the Spark version so that readers do not ask for
+a rebase mode. Spark, or any Parquet reader, reads them.
+
 A batch is written to the staging folder first, its files are then moved into the table
 folders under names that start with the batch number, and the batch counts as committed
-once its manifest line (batch number, position, files, rows, marks) is written and fsynced. On
+once its files are fsynced and its manifest line (batch number, position, files, rows,
+marks) is written and fsynced. On
 open, files of a batch the manifest does not list (a crash in between) are deleted, and the
 position of the last listed batch is returned: the router resumes there, so no batch is
 written twice or lost. A transaction already in the manifest's position is skipped when it
 comes again. The base path must be a file system the driver sees as local (local disk,
-NFS); the executors must see it at the same path.
+NFS); readers on other hosts must see it too.
 
 DDL that changes which tables exist or what they hold leaves a mark in the changelogs of
 the tables the landing has (:meth:`ParquetLanding.ddl_marks`): a row with ``_op``
@@ -22,8 +32,8 @@ the tables the landing has (:meth:`ParquetLanding.ddl_marks`): a row with ``_op`
 under the database) or ``rename`` (RENAME TABLE, ALTER TABLE ... RENAME, in the old name's
 folder; the changelog goes on under the new name, whose rows carry it). A mark holds the
 change metadata of the DDL (its coordinates order it among the rows) and no data columns;
-the marks of a batch are written in one Spark job, into files named and listed like the
-batch's row files, so they are committed, or removed on open, with them.
+the marks of a batch are written into files named and listed like the batch's row files,
+so they are committed, or removed on open, with them.
 """
 
 from __future__ import annotations
@@ -38,16 +48,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
 from changestream.decoding.ddl import TableName, parse_ddl, strip_comments
 from changestream.model.changes import Change, Position, TransactionPart, ddl_database
 from changestream.model.errors import SinkError
 
 from . import positions
-from .frames import TableRun, changelog_dataframe, metadata_arrays, to_dataframe
+from .frames import TableRun, metadata_arrays
 from .stages import StageClock
-from .types import METADATA, arrow_schema
+from .types import METADATA, FieldMapping, arrow_schema, spark_schema
 
 _FILE = re.compile(r"^b(\d{10})-")
+#: Where Spark's Parquet writer keeps the Spark schema of a file, and reads it back from.
+SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
+#: The Spark version a file was written for: Spark 3+ reads the dates and times of a file
+#: that names 3.0 or later as proleptic Gregorian (what Arrow writes), with no
+#: ``datetimeRebaseMode`` setting needed by the reader.
+SPARK_VERSION_KEY = b"org.apache.spark.version"
+#: Hive's folder for rows whose partition value is NULL (what Spark writes them to).
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 # A temporary table's DROP (MariaDB logs it, often as ``DROP /*!40005 TEMPORARY */ TABLE``)
 # leaves a permanent table of the same name alone.
 _TEMPORARY = re.compile(r"^\s*DROP\s+TEMPORARY\b", re.IGNORECASE)
@@ -171,46 +193,42 @@ class ParquetLanding:
                         seen.add(_key(new, default))
         return marks
 
-    def _stage(self, df: Any, out: Path, batch: int, tag: str, folders: dict[str, Path],
-               moved: list[Path]) -> None:
-        """Write ``df`` under ``out`` partitioned by ``_commit_date``, and move its files into
-        the table folder ``folders[""]``; or, for marks, first by ``_k`` (the number of
-        their table), each ``_k=N`` folder's files into ``folders["_k=N"]``."""
-        from pyspark.sql import functions as F
+    def _write_days(self, table: pa.Table, fields: tuple[FieldMapping, ...], stage: Path,
+                    target: Path, name: str, moved: list[Path]) -> None:
+        """Write ``table`` (columns ``fields``) as one Parquet file per UTC day of
+        ``_commit_ts`` into ``stage``, fsync each, then move it to
+        ``target/_commit_date=DAY/name``."""
+        from pyspark import __version__ as spark_version
 
-        partitions = ["_commit_date"] if "" in folders else ["_k", "_commit_date"]
-        df.withColumn("_commit_date", F.to_date("_commit_ts")) \
-            .write.mode("overwrite").partitionBy(*partitions).parquet(str(out))
-        for file in sorted(out.rglob("*.parquet")):
-            relative = file.parent.relative_to(out)
-            if "" in folders:
-                target = folders[""]
-            else:
-                target = folders[relative.parts[0]]
-                relative = relative.relative_to(relative.parts[0])
-            dest = target / relative / f"b{batch:010d}-{tag}-{file.name}"
+        metadata = {SPARK_SCHEMA_KEY: spark_schema(fields).json().encode(),
+                    SPARK_VERSION_KEY: spark_version.encode()}
+        table = table.select([f.name for f in fields]).cast(arrow_schema(fields)) \
+            .replace_schema_metadata(metadata)
+        days = pc.cast(table.column("_commit_ts"), pa.date32())
+        for day in pc.unique(days).to_pylist():
+            rows = table.filter(pc.is_null(days) if day is None else pc.equal(days, day))
+            folder = f"_commit_date={NULL_PARTITION if day is None else day.isoformat()}"
+            staged = stage / folder / name
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            with open(staged, "wb") as f:
+                pq.write_table(rows, f, compression="snappy")
+                f.flush()
+                os.fsync(f.fileno())
+            dest = target / folder / name
             dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(file, dest)
+            os.replace(staged, dest)
             moved.append(dest)
 
-    def _marks_dataframe(self, spark: Any, marks: list[Mark]) -> tuple[Any, dict[str, Path]]:
-        """The mark rows (change metadata only) with ``_k``, the number of their table."""
-        import pyarrow as pa
-        from pyspark.sql import types as T
-
-        tables = list(dict.fromkeys((m.database, m.table) for m in marks))
-        number = {table: k for k, table in enumerate(tables)}
+    def _marks_table(self, marks: list[Mark]) -> pa.Table:
+        """The mark rows: change metadata only."""
         arrays = metadata_arrays([m.change for m in marks], [m.op for m in marks])
-        arrays.append(pa.array([number[(m.database, m.table)] for m in marks], pa.int32()))
-        schema = arrow_schema(METADATA).append(pa.field("_k", pa.int32()))
-        df = to_dataframe(spark, pa.Table.from_arrays(arrays, schema=schema), METADATA,
-                          (("_k", T.IntegerType()),)).coalesce(1)  # a file per table and day
-        return df, {f"_k={k}": self.base / d / t for (d, t), k in number.items()}
+        return pa.Table.from_arrays(arrays, schema=arrow_schema(METADATA))
 
-    def land(self, runs: list[TableRun], position: Position, spark: Any,
+    def land(self, runs: list[TableRun], position: Position, spark: Any = None,
              parts: Iterable[TransactionPart] = ()) -> dict[str, int]:
         """Write ``runs`` (and the marks the DDL in ``parts`` leaves) as batch
-        ``last_batch + 1`` and commit it with ``position``."""
+        ``last_batch + 1`` and commit it with ``position`` (``spark`` is not needed: the
+        files are written with Arrow)."""
         batch = self.last_batch + 1
         stage = self.staging / f"b{batch:010d}"
         shutil.rmtree(stage, ignore_errors=True)
@@ -220,16 +238,22 @@ class ParquetLanding:
             marks = self.ddl_marks(parts)  # before this batch's files make folders
             for n, run in enumerate(runs):
                 with self.clock("changelog arrow"):
-                    df = changelog_dataframe(spark, run)
+                    table = run.changelog()
                 with self.clock("changelog write"):
-                    self._stage(df, stage / str(n), batch, str(n),
-                                {"": self.base / run.database / run.table}, moved)
+                    self._write_days(table, METADATA + run.fields, stage / str(n),
+                                     self.base / run.database / run.table,
+                                     f"b{batch:010d}-{n}-part-00000.snappy.parquet", moved)
                 rows[run.name] = rows.get(run.name, 0) + run.rows
             entry = {"batch": batch, "position": position.as_dict(),
                      "committed_at": dt.datetime.now(dt.UTC).isoformat(), "rows": rows}
             if marks:
-                df, folders = self._marks_dataframe(spark, marks)
-                self._stage(df, stage / "marks", batch, "marks", folders, moved)
+                by_table: dict[tuple[str, str], list[Mark]] = {}
+                for m in marks:
+                    by_table.setdefault((m.database, m.table), []).append(m)
+                for k, ((database, table_name), group) in enumerate(by_table.items()):
+                    self._write_days(self._marks_table(group), METADATA, stage / f"marks{k}",
+                                     self.base / database / table_name,
+                                     f"b{batch:010d}-marks-{k}.snappy.parquet", moved)
                 counted: dict[str, int] = {}
                 for m in marks:
                     counted[m.name] = counted.get(m.name, 0) + 1

@@ -239,8 +239,7 @@ class SparkSink:
 
         def land(stretch: list[TableRun]) -> None:
             for run in stretch:
-                landed = landing.land_changelog(self.spark, run)
-                landing.land_mirror(self.spark, run)
+                landed = landing.land_table(self.spark, run)
                 rows[run.name] = rows.get(run.name, 0) + landed
 
         cuts = [(i, c) for i, part in enumerate(parts) for c in part.changes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ class StageClock:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self._lock = threading.Lock()  # stages may run on two threads at once
 
     @contextmanager
     def __call__(self, stage: str) -> Iterator[None]:
@@ -19,9 +21,12 @@ class StageClock:
         try:
             yield
         finally:
-            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - began
+            took = time.perf_counter() - began
+            with self._lock:
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + took
 
     def take(self) -> dict[str, float]:
         """The seconds so far, and a fresh start."""
-        seconds, self.seconds = self.seconds, {}
+        with self._lock:
+            seconds, self.seconds = self.seconds, {}
         return seconds

@@ -33,7 +33,7 @@ from changestream.sinks.spark.stages import StageClock
 from . import positions
 from .frames import BEFORE_PREFIX, TableRun, frame_dataframe, to_dataframe
 from .iceberg_columns import iceberg_type, retyped, widens_in_place
-from .iceberg_ddl import CHANGELOG_SUFFIX, MirroredDdl
+from .iceberg_ddl import CHANGELOG_SUFFIX, TABLE_PROPERTIES, MirroredDdl
 from .iceberg_ddl import quote as _q
 from .positions import PROPERTY
 from .types import METADATA, METADATA_NAMES, FieldMapping
@@ -153,9 +153,8 @@ class IcebergLanding(MirroredDdl):
                 changelog: bool) -> None:
         cols = ", ".join(f"{_q(f.name)} {f.spark.simpleString()}" for f in fields)
         partition = " PARTITIONED BY (days(_commit_ts))" if changelog else ""
-        spark.sql(f"CREATE TABLE {name} ({cols}) USING iceberg{partition} TBLPROPERTIES ("
-                  "'format-version'='2', 'write.delete.mode'='merge-on-read', "
-                  "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read')")
+        spark.sql(f"CREATE TABLE {name} ({cols}) USING iceberg{partition} "
+                  f"TBLPROPERTIES ({TABLE_PROPERTIES})")
         self.schemas.pop(name, None)
 
     def _evolve(self, spark: Any, name: str, run: TableRun, changelog: bool) -> None:
@@ -305,7 +304,7 @@ class IcebergLanding(MirroredDdl):
             if keys:
                 with clock("arrow to spark"):
                     self._dataframe(spark, run, rows).createOrReplaceTempView(view)
-                source = f"({self._keyed_source(run, view)})"
+                source = f"({self._keyed_source(run, view, rows)})"
                 on, matched = self._merge_keys(run)
             else:
                 from pyspark.sql import types as T
@@ -350,21 +349,24 @@ class IcebergLanding(MirroredDdl):
                                                     for f in run.fields)
         return on, "WHEN MATCHED THEN DELETE "
 
-    def _keyed_source(self, run: TableRun, view: str) -> str:
+    def _keyed_source(self, run: TableRun, view: str, rows: pa.Table | None = None) -> str:
         """SQL for the last change per primary key among the rows in ``view``, in binlog
         order: ``upsert`` with the row, or ``delete``; an update that changes the key
         deletes the old key first. Spark picks them (a window over the key), so no row
-        passes through Python."""
+        passes through Python. When ``rows`` (the view's rows) show every key once and no
+        key changed, each row is its key's last change: no window (a shuffle) is needed."""
+        cols = [_q(f.name) for f in run.fields]
+        op = "CASE WHEN _op = 'delete' THEN 'delete' ELSE 'upsert' END AS _op"
+        if rows is not None and one_change_per_key(run, rows):
+            return f"SELECT {', '.join(cols)}, {op} FROM {view}"
         pk = run.schema.primary_key or ()
         keys = [_q(run.fields[i].name) for i in pk]
         befores = {i: _q(f"{BEFORE_PREFIX}{i}") for i in pk}
-        cols = [_q(f.name) for f in run.fields]
         old_key = [f"{befores[i]} AS {cols[i]}" if i in befores else
                    f"CAST(NULL AS {f.spark.simpleString()}) AS {cols[i]}"
                    for i, f in enumerate(run.fields)]
         moved = " OR ".join(f"NOT ({befores[i]} <=> {cols[i]})" for i in pk)
-        changes = (f"SELECT {', '.join(cols)}, CASE WHEN _op = 'delete' THEN 'delete' "
-                   f"ELSE 'upsert' END AS _op, _row * 2 + 1 AS _order FROM {view} "
+        changes = (f"SELECT {', '.join(cols)}, {op}, _row * 2 + 1 AS _order FROM {view} "
                    f"UNION ALL SELECT {', '.join(old_key)}, 'delete' AS _op, "
                    f"_row * 2 AS _order FROM {view} WHERE _op = 'update' AND ({moved})")
         return (f"SELECT {', '.join(cols)}, _op FROM (SELECT *, row_number() OVER "
@@ -444,6 +446,29 @@ class IcebergLanding(MirroredDdl):
             .writeTo(self.control) \
             .option(f"snapshot-property.{PROPERTY}", encoded).append()
         self.position = position
+
+
+def one_change_per_key(run: TableRun, rows: pa.Table) -> bool:
+    """Whether each primary key value of keyed ``run`` occurs once among ``rows`` (its
+    frame's rows) and no update among them changes a key."""
+    import pyarrow.compute as pc
+
+    pk = run.schema.primary_key or ()
+    names = [run.fields[i].name for i in pk]
+    if not names:
+        return False
+    if len(names) == 1:
+        distinct = pc.count_distinct(rows.column(names[0]), mode="all").as_py()
+    else:
+        distinct = rows.select(names).group_by(names).aggregate([]).num_rows
+    if distinct != rows.num_rows:
+        return False
+    updates = pc.equal(rows.column("_op"), "update")
+    for i, name in zip(pk, names):
+        same = pc.equal(rows.column(f"{BEFORE_PREFIX}{i}"), rows.column(name))
+        if pc.any(pc.and_(updates, pc.invert(pc.fill_null(same, False)))).as_py():
+            return False
+    return True
 
 
 def _hashable(value: Any) -> Any:

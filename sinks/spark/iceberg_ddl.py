@@ -35,6 +35,17 @@ def mirrored_ddl(change: Change) -> bool:
 
 
 CHANGELOG_SUFFIX = "__changelog"
+#: The properties of every mirror and changelog table: format 2, row-level changes as
+#: delete files (merge-on-read), and no shuffle before a write (distribution mode ``none``;
+#: ``fanout`` lets a task write several day partitions unsorted). A batch is small and
+#: mostly one day: a shuffle made each append and MERGE take about twice as long, and the
+#: more files it saves are what ``changestream maintain`` compacts.
+TABLE_PROPERTIES = (
+    "'format-version'='2', 'write.delete.mode'='merge-on-read', "
+    "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read', "
+    "'write.distribution-mode'='none', 'write.merge.distribution-mode'='none', "
+    "'write.update.distribution-mode'='none', 'write.delete.distribution-mode'='none', "
+    "'write.spark.fanout.enabled'='true'")
 
 
 def quote(name: str) -> str:
@@ -198,9 +209,7 @@ class MirroredDdl:
                     spark.sql(f"DROP TABLE {target} PURGE")
                 spark.sql(f"CREATE NAMESPACE IF NOT EXISTS "
                           f"{_q(self.catalog)}.{_q(new[0])}")
-                props = ("TBLPROPERTIES ('format-version'='2', 'write.delete.mode'="
-                         "'merge-on-read', 'write.update.mode'='merge-on-read', "
-                         "'write.merge.mode'='merge-on-read')")
+                props = f"TBLPROPERTIES ({TABLE_PROPERTIES})"
                 partition = " PARTITIONED BY (days(_commit_ts))" \
                     if source.endswith(_q(old[1] + CHANGELOG_SUFFIX)) else ""
                 sql = (f"CREATE TABLE {target} USING iceberg{partition} {props} "

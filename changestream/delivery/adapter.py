@@ -39,7 +39,8 @@ class SinkAdapter(Protocol):
 
 # An adapter may also have an ``encoded_format`` attribute ("changestream" or "original"):
 # it then also receives changestream.model.changes.EncodedRun parts, records already encoded in
-# that format by decode workers, and writes their bytes as they are.
+# that format by decode workers, and writes their bytes as they are. The Spark sink's is
+# "arrow": its EncodedRuns hold the Arrow frames of changestream.sinks.spark.frames.encode_runs.
 #
 # An adapter may also have a ``batch_changes`` attribute (a positive int): the micro-batch
 # size it gets unless the router's batch settings give one (see BatchSettings.for_sink).

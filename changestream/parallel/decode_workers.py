@@ -2,7 +2,8 @@
 
 One Python process spends most of its time turning row images into values and values into
 records, and the router's threads share one interpreter lock. When the sink takes encoded
-records (it declares an ``encoded_format``, as the JSON-lines sinks do), the listener cuts
+records (it declares an ``encoded_format``, as the JSON-lines sinks do, or ``arrow``, as
+the Spark sink does: then a run's records are its Arrow frames), the listener cuts
 the stream into *segments* of whole transactions that need nothing but their own events
 (see :mod:`changestream.parallel.segments`) and hands each segment to a worker process, round robin.
 A worker writes a segment's records on its fast path (:mod:`changestream.parallel.segment_encoder`)
@@ -33,7 +34,7 @@ from typing import Any
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.delivery.records import record_lines
-from changestream.model.changes import Change
+from changestream.model.changes import Change, TransactionPart
 from changestream.model.errors import ChangestreamError, SourceError
 from changestream.parallel.segment_encoder import EncodedTransaction, segment_encoder
 from changestream.transactions.assembler import TransactionAssembler
@@ -232,11 +233,18 @@ class _Worker:
                                        lines)
             self.fast_segments += done is not None
             tables = self.encoder.table_counts
+        whole: list[list[TransactionPart]] | None = \
+            [] if self.settings.record_format == "arrow" else None
         if done is None:
             lines.clear()
             tables = {}
-            done = self._assemble_generally(segment, stamp, lines, tables)
-        runs = self._runs(done, lines, segment.file.rsplit("/", 1)[-1])
+            done = self._assemble_generally(segment, stamp, lines, tables, whole)
+        name = segment.file.rsplit("/", 1)[-1]
+        if whole is not None:
+            runs = self._runs(done, name, _arrow_payload(whole))
+        else:
+            runs = self._runs(done, name, lambda _first, _last, begin, end:
+                              b"".join(lines[begin:end]))
         for run in reversed(runs):
             if run.changes:
                 run.tables = tables
@@ -244,9 +252,12 @@ class _Worker:
         return runs
 
     def _assemble_generally(self, segment: Segment, stamp: str, lines: list[bytes],
-                            tables: dict[tuple[str, str, str], int]) -> list[EncodedTransaction]:
+                            tables: dict[tuple[str, str, str], int],
+                            whole: list[list[TransactionPart]] | None = None,
+                            ) -> list[EncodedTransaction]:
         """The segment through the router's own decoder, assembler and record encoder
-        (``tables``: its changes counted by database, table and op)."""
+        (``tables``: its changes counted by database, table and op); with ``whole``, each
+        transaction's parts are put there instead of records in ``lines``."""
         decode = self.decoder.decode
         feed = self.assembler.feed
         file, data, at = segment.file, segment.data, 0
@@ -265,17 +276,22 @@ class _Worker:
                 count += len(part.changes)
             done.append(EncodedTransaction(count, gtid, parts[-1].info.commit_ts
                                            if parts else None, end))
-        lines.extend(record_lines(changes, self.settings.record_format, stamp))
+            if whole is not None:
+                whole.append(parts)
+        if whole is None:
+            lines.extend(record_lines(changes, self.settings.record_format, stamp))
         for change in changes:
             key = (change.database or "", change.table or "", change.op)
             tables[key] = tables.get(key, 0) + 1
         return done
 
-    def _runs(self, done: list[EncodedTransaction], lines: list[bytes],
-              file: str) -> SegmentResult:
-        """The transactions' records in runs of about ``run_changes`` changes."""
+    def _runs(self, done: list[EncodedTransaction], file: str,
+              payload: Callable[[int, int, int, int], bytes]) -> SegmentResult:
+        """The transactions in runs of about ``run_changes`` changes; a run's records are
+        ``payload(first transaction, after its last, first change, after its last)``."""
         runs: SegmentResult = []
-        first = used = 0  # lines: the current run's first, and those taken so far
+        first = used = 0  # changes: the current run's first, and those taken so far
+        began = 0  # the current run's first transaction
         gtids: list[str] = []
         count = 0
         commit_ts = None
@@ -288,10 +304,21 @@ class _Worker:
                 used += transaction.changes
                 commit_ts = transaction.commit_ts or commit_ts
             if used - first >= self.run_changes or i == last:
-                runs.append(WorkerRun(b"".join(lines[first:used]), used - first, count,
+                runs.append(WorkerRun(payload(began, i + 1, first, used), used - first, count,
                                       commit_ts, gtids, file, transaction.end))
-                first, gtids, count, commit_ts = used, [], 0, None
+                first, began, gtids, count, commit_ts = used, i + 1, [], 0, None
         return runs
+
+
+def _arrow_payload(whole: list[list[TransactionPart]]) -> Callable[[int, int, int, int], bytes]:
+    """A run's records for a sink that takes Arrow frames: the transactions' changes as the
+    Spark sink's table runs (:func:`changestream.sinks.spark.frames.encode_runs`)."""
+    from changestream.sinks.spark.frames import encode_runs, table_runs
+
+    def payload(first: int, end: int, _begin: int, _end: int) -> bytes:
+        return encode_runs(table_runs([p for parts in whole[first:end] for p in parts]))
+
+    return payload
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ are made from Arrow record batches handed to the JVM in Arrow's stream format (w
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.serializers import ArrowStreamSerializer
 
 from changestream.decoding.table_schema import TableSchema
-from changestream.model.changes import Change, Position, TransactionPart
+from changestream.model.changes import Change, EncodedRun, Position, TransactionPart
 from changestream.model.errors import SinkError
 
 from .types import (
@@ -99,6 +100,16 @@ class TableRun:
             self.spans.append(Span(position, 1, snapshot))
         self._frame = None
 
+    def add_frame(self, frame: pa.Table, spans: list[Span]) -> None:
+        """Append rows a decode worker already made into this run's frame (``spans``:
+        which transactions they belong to)."""
+        if self._changes:  # the rows before them, first
+            self._pieces.append(_changes_table(self, self._changes))
+            self._changes = []
+        self._pieces.append(frame)
+        self.spans.extend(spans)
+        self._frame = None
+
     @property
     def frame(self) -> pa.Table:
         """Every row of the run (see the class docstring)."""
@@ -134,8 +145,14 @@ def _changes_table(run: TableRun, changes: list[Change]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=frame_schema(run))
 
 
-def transaction_positions(parts: Iterable[TransactionPart]) -> list[Position | None]:
-    """For each part, the position after its transaction (from its complete part).
+Part = TransactionPart | EncodedRun
+"""What a Spark sink's batch holds: transactions as changes, or whole transactions a decode
+worker made into Arrow frames (:func:`encode_runs`)."""
+
+
+def transaction_positions(parts: Iterable[Part]) -> list[Position | None]:
+    """For each part, the position after its transaction (from its complete part); for a
+    decode worker's run, after its last transaction.
 
     A complete part that carries no position (the router's assembler hands the position
     with each message, not on the parts) ends at its transaction's end offset in its file:
@@ -146,45 +163,77 @@ def transaction_positions(parts: Iterable[TransactionPart]) -> list[Position | N
     end: dict[str, Position | None] = {}
     for i in range(len(parts) - 1, -1, -1):
         part = parts[i]
+        if isinstance(part, EncodedRun):
+            out[i] = part.position
+            continue
         if part.complete:
             end[part.info.id] = part.position or Position(part.info.file, part.info.end)
         out[i] = end.get(part.info.id)
     return out
 
 
-def table_runs(parts: Iterable[TransactionPart]) -> list[TableRun]:
-    """The row changes of ``parts`` grouped by table, split where a table's shape changes."""
+def table_runs(parts: Iterable[Part]) -> list[TableRun]:
+    """The row changes of ``parts`` grouped by table, split where a table's shape changes
+    (a decode worker's frames join the runs of their tables in their place)."""
     parts = list(parts)
     runs: list[TableRun] = []
     current: dict[str, tuple[tuple[Any, ...], TableRun]] = {}
     shapes: dict[int, tuple[tuple[FieldMapping, ...], tuple[Any, ...]]] = {}
+
+    def run_for(schema: TableSchema) -> TableRun:
+        key = schema.qualified_name
+        known = current.get(key)
+        if known is None or known[1].schema is not schema:
+            mapped = shapes.get(id(schema))
+            if mapped is None:
+                fields = table_mappings(schema)
+                mapped = shapes[id(schema)] = (fields, signature(fields))
+            fields, sig = mapped
+            if known is None or known[0] != sig:
+                clash = {f.name for f in fields if f.name in METADATA_NAMES
+                         or f.name.startswith(BEFORE_PREFIX)}
+                if clash:
+                    raise SinkError(f"spark sink: table {key} has columns named like the "
+                                    f"change metadata: {', '.join(sorted(clash))}")
+                run = TableRun(schema.database, schema.table, schema, fields)
+                runs.append(run)
+                known = (sig, run)
+            else:
+                known = (sig, known[1])
+            current[key] = known
+        return known[1]
+
     for part, position in zip(parts, transaction_positions(parts)):
+        if isinstance(part, EncodedRun):
+            for schema, spans, frame in decode_runs(part.records):
+                run_for(schema).add_frame(frame, spans)
+            continue
         for change in part.changes:
             if change.op == "ddl" or change.schema is None:
                 continue
-            schema = change.schema
-            key = schema.qualified_name
-            known = current.get(key)
-            if known is None or known[1].schema is not schema:
-                mapped = shapes.get(id(schema))
-                if mapped is None:
-                    fields = table_mappings(schema)
-                    mapped = shapes[id(schema)] = (fields, signature(fields))
-                fields, sig = mapped
-                if known is None or known[0] != sig:
-                    clash = {f.name for f in fields if f.name in METADATA_NAMES
-                             or f.name.startswith(BEFORE_PREFIX)}
-                    if clash:
-                        raise SinkError(f"spark sink: table {key} has columns named like the "
-                                        f"change metadata: {', '.join(sorted(clash))}")
-                    run = TableRun(schema.database, schema.table, schema, fields)
-                    runs.append(run)
-                    known = (sig, run)
-                else:
-                    known = (sig, known[1])
-                current[key] = known
-            known[1].add(change, position)
+            run_for(change.schema).add(change, position)
     return runs
+
+
+def encode_runs(runs: list[TableRun]) -> bytes:
+    """``runs`` as one bytes object for another process (:func:`decode_runs`): each run's
+    schema and spans, and its frame in Arrow's stream format."""
+    out = []
+    for run in runs:
+        sink = pa.BufferOutputStream()
+        frame = run.frame
+        with pa.ipc.new_stream(sink, frame.schema) as writer:
+            writer.write_table(frame)
+        out.append((run.schema, [(s.position, s.rows, s.snapshot) for s in run.spans],
+                    sink.getvalue().to_pybytes()))
+    return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_runs(data: bytes) -> list[tuple[TableSchema, list[Span], pa.Table]]:
+    """What :func:`encode_runs` made: per run its schema, spans and frame."""
+    return [(schema, [Span(position, rows, snapshot) for position, rows, snapshot in spans],
+             pa.ipc.open_stream(pa.py_buffer(frame)).read_all())
+            for schema, spans, frame in pickle.loads(data)]
 
 
 def _image(change: Change) -> dict[str, Any]:

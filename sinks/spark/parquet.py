@@ -53,7 +53,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from changestream.decoding.ddl import TableName, parse_ddl, strip_comments
-from changestream.model.changes import Change, Position, TransactionPart, ddl_database
+from changestream.model.changes import (
+    Change,
+    EncodedRun,
+    Position,
+    TransactionPart,
+    ddl_database,
+)
 from changestream.model.errors import SinkError
 
 from . import positions
@@ -152,7 +158,7 @@ class ParquetLanding:
             return []
         return sorted(p.name for p in folder.iterdir() if p.is_dir())
 
-    def ddl_marks(self, parts: Iterable[TransactionPart]) -> list[Mark]:
+    def ddl_marks(self, parts: Iterable[TransactionPart | EncodedRun]) -> list[Mark]:
         """The marks the DDL in ``parts`` leaves, in binlog order: TRUNCATE TABLE gives
         ``truncate``; DROP TABLE ``drop`` for each table it names, DROP DATABASE for every
         table the landing has in it; RENAME TABLE and ALTER TABLE ... RENAME ``rename`` on
@@ -165,6 +171,9 @@ class ParquetLanding:
             return table in seen or (self.base / table[0] / table[1]).is_dir()
 
         for part in parts:
+            if isinstance(part, EncodedRun):  # a decode worker's rows: tables it has
+                seen.update((database, table) for database, table, _ in part.tables or ())
+                continue
             for change in part.changes:
                 if change.op != "ddl":
                     if change.schema is not None:
@@ -225,7 +234,7 @@ class ParquetLanding:
         return pa.Table.from_arrays(arrays, schema=arrow_schema(METADATA))
 
     def land(self, runs: list[TableRun], position: Position, spark: Any = None,
-             parts: Iterable[TransactionPart] = ()) -> dict[str, int]:
+             parts: Iterable[TransactionPart | EncodedRun] = ()) -> dict[str, int]:
         """Write ``runs`` (and the marks the DDL in ``parts`` leaves) as batch
         ``last_batch + 1`` and commit it with ``position`` (``spark`` is not needed: the
         files are written with Arrow)."""

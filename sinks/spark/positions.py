@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import TypeVar
 
-from changestream.model.changes import Position, TransactionPart
+from changestream.model.changes import Position
+
+P = TypeVar("P")
 
 #: The snapshot-summary (and write) property each commit carries its position in.
 PROPERTY = "changestream.position"
@@ -39,8 +42,8 @@ def decode(text: str | None) -> Position | None:
     return Position.from_dict(json.loads(text)) if text else None
 
 
-def new_parts(parts: list[TransactionPart], committed: Position | None,
-              ends: list[Position | None]) -> list[TransactionPart]:
+def new_parts(parts: list[P], committed: Position | None,
+              ends: list[Position | None]) -> list[P]:
     """The parts of transactions that end after ``committed``."""
     return [p for p, end in zip(parts, ends) if is_after(end, committed)]
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from changestream.model.changes import Batch, Position, TransactionPart, transaction_parts
+from changestream.model.changes import Batch, Position, TransactionPart
 from changestream.model.errors import SinkError
 
 from . import positions
-from .frames import TableRun, changelog_dataframe, table_runs, transaction_positions
+from .frames import Part, TableRun, changelog_dataframe, table_runs, transaction_positions
 from .iceberg_ddl import mirrored_ddl
 
 logger = logging.getLogger("changestream.sinks.spark")
@@ -100,7 +100,10 @@ class SparkSink:
         self.spark = spark
         self._owns_session = spark is None
         self._landing: Any = None
-        self._held: list[TransactionPart] = []
+        self._held: list[Part] = []
+        # Plain transactions come decoded by the router's decode workers, as Arrow frames
+        # (changestream.sinks.spark.frames.encode_runs), when it has them.
+        self.encoded_format = "arrow"
         self.last: LandedBatch | None = None
 
     # -- SinkAdapter ---------------------------------------------------------------------
@@ -174,7 +177,7 @@ class SparkSink:
             rows = self._call(batch)
             self.last = LandedBatch(batch.id, rows, time.perf_counter() - started)
             return
-        parts = self._held + transaction_parts(batch.parts)
+        parts = self._held + list(batch.parts)
         if batch.position is None:
             self._held = parts  # the router has no resume point yet: nothing to commit
             self.last = LandedBatch(batch.id, {}, time.perf_counter() - started, True)
@@ -214,20 +217,20 @@ class SparkSink:
     # -- modes ---------------------------------------------------------------------------
 
     def _call(self, batch: Batch) -> dict[str, int]:
-        runs = table_runs(transaction_parts(batch.parts))
+        runs = table_runs(batch.parts)
         frames: dict[str, list[Any]] = {}
         rows: dict[str, int] = {}
         for run in runs:
             frames.setdefault(run.name, []).append(changelog_dataframe(self.spark, run))
             rows[run.name] = rows.get(run.name, 0) + run.rows
         ddl = [c.sql for c in batch.iter_changes() if c.op == "ddl" and c.sql]
-        info = BatchInfo(batch.id, batch.position, sum(1 for p in batch.parts if p.complete),
+        info = BatchInfo(batch.id, batch.position, sum(p.transactions for p in batch.parts),
                          batch.changes, rows, ddl)
         assert self.function is not None
         self.function(batch.id, frames, info)
         return rows
 
-    def _land_iceberg(self, parts: list[TransactionPart], runs: list[TableRun],
+    def _land_iceberg(self, parts: list[Part], runs: list[TableRun],
                       batch: Batch) -> dict[str, int]:
         """Land the batch's rows table by table, in stretches cut at each DDL the mirrors
         follow (TRUNCATE, RENAME, DROP), which is applied between them."""
@@ -242,10 +245,10 @@ class SparkSink:
                 landed = landing.land_table(self.spark, run)
                 rows[run.name] = rows.get(run.name, 0) + landed
 
-        cuts = [(i, c) for i, part in enumerate(parts) for c in part.changes
+        cuts = [(i, c) for i, part in enumerate(parts) for c in _changes(part)
                 if c.op == "ddl" and mirrored_ddl(c)]
         for part in parts:
-            for change in part.changes:
+            for change in _changes(part):
                 if change.op == "ddl":
                     landing.note_ddl(change)
         if not cuts:
@@ -262,6 +265,11 @@ class SparkSink:
             land(table_runs(parts[done:]))
         landing.commit_batch(self.spark, batch.id, batch.position)
         return rows
+
+
+def _changes(part: Part) -> list[Any]:
+    """A part's change objects (a decode worker's run of plain DML has none: no DDL)."""
+    return part.changes if isinstance(part, TransactionPart) else []
 
 
 def _short(exc: BaseException) -> str:

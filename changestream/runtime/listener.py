@@ -225,6 +225,12 @@ class Listener:
         snapshot = self.snapshot
         try:
             for event in events:
+                if self._paused and not inside:
+                    # Paused: nothing read after this boundary goes on until resumed.
+                    if batch:
+                        self._send(batch, h)
+                        batch, at_boundary, batch_bytes = [], 0, 0
+                    self._wait_if_paused()
                 if not stats.connected:
                     stats.connected = self._ever_connected = True
                 if isinstance(event, SegmentTicket):

@@ -280,7 +280,7 @@ class Router:
                                    self._history)
         # Messages no bigger than a batch, so batches are cut close to their size limit.
         message_changes = max(1, min(s.message_changes, batch.max_changes))
-        self._workers = decode_workers_for(self.settings, self.sink)
+        self._workers = decode_workers_for(self.settings, self.sink, message_changes)
         transaction_ref = TransactionActor.start(assembler, sink_ref, credits_in, credits_out,
                                                  self._fail, message_changes, self._workers,
                                                  snapshot)

@@ -95,9 +95,11 @@ def sink_options(config: Config) -> dict[str, Any]:
     return options
 
 
-def decode_workers_for(settings: RouterSettings, sink: Any) -> DecodeWorkers | None:
+def decode_workers_for(settings: RouterSettings, sink: Any,
+                       run_changes: int = 5_000) -> DecodeWorkers | None:
     """Worker processes for plain DML transactions, when the sink takes encoded records
-    (``decode_workers``: how many; -1: one per CPU, none on a single CPU)."""
+    (``decode_workers``: how many; -1: one per CPU, none on a single CPU); they answer in
+    runs of about ``run_changes`` changes (no bigger than a batch)."""
     record_format = getattr(sink, "encoded_format", None)
     cpus = os.cpu_count() or 1
     count = settings.decode_workers if settings.decode_workers >= 0 else (
@@ -108,4 +110,4 @@ def decode_workers_for(settings: RouterSettings, sink: Any) -> DecodeWorkers | N
     return DecodeWorkers(count, WorkerSettings(
         None if settings.filter.everything else settings.filter, settings.include_sql,
         record_format, settings.verify_checksums, settings.max_buffered_changes,
-        settings.spill_dir))
+        settings.spill_dir), run_changes)

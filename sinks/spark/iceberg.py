@@ -21,7 +21,6 @@ import logging
 import re
 import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -75,7 +74,6 @@ class IcebergLanding(MirroredDdl):
         self.clock = StageClock()
         self._shared: tuple[pa.Table, Any] | None = None  # rows -> their DataFrame
         self._shared_lock = threading.Lock()
-        self._changelogs: ThreadPoolExecutor | None = None  # appends beside the MERGEs
 
     # -- names and state -------------------------------------------------------------
 
@@ -254,19 +252,11 @@ class IcebergLanding(MirroredDdl):
                           for c, t in have.items()])
 
     def land_table(self, spark: Any, run: TableRun) -> int:
-        """Land ``run`` into its changelog and its mirror; returns the changelog's new rows.
-
-        The changelog's append runs on a thread of its own while the mirror's MERGE runs on
-        this one: two Spark jobs and two Iceberg commits at once keep both CPUs busy (each
-        commit carries its own position, so either may land first). The MERGE stays on the
-        calling thread: its position travels in a JVM thread-local."""
-        if self._changelogs is None:
-            self._changelogs = ThreadPoolExecutor(1, thread_name_prefix="changestream-changelog")
-        appended = self._changelogs.submit(self.land_changelog, spark, run)
-        try:
-            self.land_mirror(spark, run)
-        finally:
-            landed = appended.result()  # its error, if any, is raised here
+        """Land ``run`` into its changelog, then its mirror; returns the changelog's new
+        rows. (Side by side on two threads they were no faster on two CPUs: both jobs are
+        CPU-bound.)"""
+        landed = self.land_changelog(spark, run)
+        self.land_mirror(spark, run)
         return landed
 
     def land_changelog(self, spark: Any, run: TableRun) -> int:

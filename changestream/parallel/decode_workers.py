@@ -316,7 +316,8 @@ def _arrow_payload(whole: list[list[TransactionPart]]) -> Callable[[int, int, in
     from changestream.sinks.spark.frames import encode_runs, table_runs
 
     def payload(first: int, end: int, _begin: int, _end: int) -> bytes:
-        return encode_runs(table_runs([p for parts in whole[first:end] for p in parts]))
+        return encode_runs(table_runs([p for parts in whole[first:end] for p in parts],
+                                      all_before=True))
 
     return payload
 

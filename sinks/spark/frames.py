@@ -66,6 +66,9 @@ class TableRun:
     schema: TableSchema
     fields: tuple[FieldMapping, ...]
     spans: list[Span] = field(default_factory=list)
+    # Keep every column's before image, not only the key's (a decode worker's frames: the
+    # run they join may take a table as keyless that the worker's schema gave a key).
+    all_before: bool = False
     _changes: list[Change] = field(default_factory=list)
     _pieces: list[pa.Table] = field(default_factory=list)
     _frame: pa.Table | None = None
@@ -83,7 +86,7 @@ class TableRun:
     def before_fields(self) -> tuple[int, ...]:
         """The fields whose before image an update keeps (by index)."""
         pk = self.schema.primary_key
-        return tuple(pk) if pk else tuple(range(len(self.fields)))
+        return tuple(pk) if pk and not self.all_before else tuple(range(len(self.fields)))
 
     @property
     def rows(self) -> int:
@@ -106,7 +109,8 @@ class TableRun:
         if self._changes:  # the rows before them, first
             self._pieces.append(_changes_table(self, self._changes))
             self._changes = []
-        self._pieces.append(frame)
+        # The frame holds every before image; the run takes the ones its schema keeps.
+        self._pieces.append(frame.select(frame_schema(self).names))
         self.spans.extend(spans)
         self._frame = None
 
@@ -172,9 +176,10 @@ def transaction_positions(parts: Iterable[Part]) -> list[Position | None]:
     return out
 
 
-def table_runs(parts: Iterable[Part]) -> list[TableRun]:
+def table_runs(parts: Iterable[Part], all_before: bool = False) -> list[TableRun]:
     """The row changes of ``parts`` grouped by table, split where a table's shape changes
-    (a decode worker's frames join the runs of their tables in their place)."""
+    (a decode worker's frames join the runs of their tables in their place);
+    ``all_before``: the runs keep every column's before image (see :class:`TableRun`)."""
     parts = list(parts)
     runs: list[TableRun] = []
     current: dict[str, tuple[tuple[Any, ...], TableRun]] = {}
@@ -195,7 +200,8 @@ def table_runs(parts: Iterable[Part]) -> list[TableRun]:
                 if clash:
                     raise SinkError(f"spark sink: table {key} has columns named like the "
                                     f"change metadata: {', '.join(sorted(clash))}")
-                run = TableRun(schema.database, schema.table, schema, fields)
+                run = TableRun(schema.database, schema.table, schema, fields,
+                               all_before=all_before)
                 runs.append(run)
                 known = (sig, run)
             else:
@@ -217,7 +223,8 @@ def table_runs(parts: Iterable[Part]) -> list[TableRun]:
 
 def encode_runs(runs: list[TableRun]) -> bytes:
     """``runs`` as one bytes object for another process (:func:`decode_runs`): each run's
-    schema and spans, and its frame in Arrow's stream format."""
+    schema and spans, and its frame in Arrow's stream format. Make the runs with
+    ``table_runs(parts, all_before=True)``: the frames then fit any run they join."""
     out = []
     for run in runs:
         sink = pa.BufferOutputStream()

@@ -149,6 +149,8 @@ def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, t
     server.execute(TABLE.format(db=db))
     write_seconds = write_workload(server, db, rows, tx_rows)
     sink = TimedSink(target.sink(spark))
+    # The router starts decode workers only for a sink that takes their output.
+    decode_workers = decode_workers if getattr(sink.adapter, "encoded_format", None) else 0
     router = Router(_settings(server, db, start, batch_seconds, "caught-up", decode_workers,
                               batch_changes=batch_changes), sink)
     began = time.perf_counter()

@@ -183,7 +183,9 @@ def table_runs(parts: Iterable[Part], all_before: bool = False) -> list[TableRun
     parts = list(parts)
     runs: list[TableRun] = []
     current: dict[str, tuple[tuple[Any, ...], TableRun]] = {}
-    shapes: dict[int, tuple[tuple[FieldMapping, ...], tuple[Any, ...]]] = {}
+    # By the schema object's id, holding the object: an id is only unique while its object
+    # lives, and a worker frame's schema is dropped once its rows have joined a run.
+    shapes: dict[int, tuple[tuple[FieldMapping, ...], tuple[Any, ...], TableSchema]] = {}
 
     def run_for(schema: TableSchema) -> TableRun:
         key = schema.qualified_name
@@ -192,8 +194,8 @@ def table_runs(parts: Iterable[Part], all_before: bool = False) -> list[TableRun
             mapped = shapes.get(id(schema))
             if mapped is None:
                 fields = table_mappings(schema)
-                mapped = shapes[id(schema)] = (fields, signature(fields))
-            fields, sig = mapped
+                mapped = shapes[id(schema)] = (fields, signature(fields), schema)
+            fields, sig, _ = mapped
             if known is None or known[0] != sig:
                 clash = {f.name for f in fields if f.name in METADATA_NAMES
                          or f.name.startswith(BEFORE_PREFIX)}

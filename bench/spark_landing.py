@@ -68,14 +68,16 @@ def write_workload(server: EmbeddedMariaDB, db: str, rows: int, tx_rows: int) ->
 class Target:
     """Where a mode lands, and how to ask Spark whether rows are there."""
 
-    def __init__(self, mode: str, base: Path, db: str):
+    def __init__(self, mode: str, base: Path, db: str, arrow_workers: bool = False):
         self.mode, self.db = mode, db
+        self.arrow_workers = arrow_workers
         self.where = base / mode
         self.catalog = f"bench_{mode}"
 
     def sink(self, spark: Any) -> Any:
         option = {"warehouse": self.where} if self.mode == "iceberg" else {"path": self.where}
-        return make_sink(f"spark:{self.mode}", spark=spark, catalog=self.catalog, **option)
+        return make_sink(f"spark:{self.mode}", spark=spark, catalog=self.catalog,
+                         arrow_workers=self.arrow_workers, **option)
 
     def frame(self, spark: Any) -> Any:
         if self.mode == "iceberg":
@@ -228,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-changes", type=int, default=None,
                         help="the router's micro-batch size limit (default: the sink's)")
     parser.add_argument("--master", default=None, help="Spark master (default local[CPUs])")
+    parser.add_argument("--arrow-workers", action="store_true",
+                        help="the sink takes the decode workers' Arrow frames (its "
+                             "arrow_workers option)")
     parser.add_argument("--decode-workers", type=int, default=-1,
                         help="the router's decode workers in the Spark run (default -1: one "
                              "per CPU, as changestream run has it; 0: none)")
@@ -255,10 +260,11 @@ def main(argv: list[str] | None = None) -> int:
             for mode in args.modes.split(","):
                 # A session's first landings load and compile the JVM's writers: done
                 # once on a small table, reported apart, not in the figures.
-                warm = throughput(server, spark, Target(mode, Path(tmp), f"warm_{mode}"),
+                warm = throughput(server, spark, Target(mode, Path(tmp), f"warm_{mode}",
+                                                        args.arrow_workers),
                                   2_000, args.tx_rows, args.batch_seconds, args.batch_changes,
                                   compare=False)
-                target = Target(mode, Path(tmp), f"bench_{mode}")
+                target = Target(mode, Path(tmp), f"bench_{mode}", args.arrow_workers)
                 print(f"{mode}: warmed up in {warm['router_seconds']:.1f} s; landing "
                       f"{args.rows:,} rows ...", file=sys.stderr)
                 bulk = throughput(server, spark, target, args.rows, args.tx_rows,

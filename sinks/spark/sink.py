@@ -104,8 +104,8 @@ class SparkSink:
         self._held: list[Part] = []
         if str(arrow_workers).lower() in ("true", "1", "yes", "on"):
             # Plain transactions come decoded by the router's decode workers, as Arrow
-            # frames (changestream.sinks.spark.frames.encode_runs). Opt-in for now: a
-            # snapshot's batch that mixes them with the router's own rows failed to land.
+            # frames (changestream.sinks.spark.frames.encode_runs). Opt-in until the whole
+            # suite has run with it as the default.
             self.encoded_format = "arrow"
         self.last: LandedBatch | None = None
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import uuid
 from typing import Any
 
@@ -73,7 +72,6 @@ class IcebergLanding(MirroredDdl):
         self.position: Position | None = None
         self.clock = StageClock()
         self._shared: tuple[pa.Table, Any] | None = None  # rows -> their DataFrame
-        self._shared_lock = threading.Lock()
 
     # -- names and state -------------------------------------------------------------
 
@@ -235,12 +233,11 @@ class IcebergLanding(MirroredDdl):
     def _dataframe(self, spark: Any, run: TableRun, rows: pa.Table) -> Any:
         """``rows`` of ``run`` as a DataFrame (see :func:`frame_dataframe`), made once for
         the changelog and the mirror when both take the same rows."""
-        with self._shared_lock:
-            if self._shared is not None and self._shared[0] is rows:
-                return self._shared[1]
-            df = frame_dataframe(spark, run, rows)
-            self._shared = (rows, df)
-            return df
+        if self._shared is not None and self._shared[0] is rows:
+            return self._shared[1]
+        df = frame_dataframe(spark, run, rows)
+        self._shared = (rows, df)
+        return df
 
     def _aligned(self, spark: Any, name: str, df: Any) -> Any:
         """``df`` with the table's columns, in its order (NULL for kept dropped ones)."""
@@ -253,8 +250,7 @@ class IcebergLanding(MirroredDdl):
 
     def land_table(self, spark: Any, run: TableRun) -> int:
         """Land ``run`` into its changelog, then its mirror; returns the changelog's new
-        rows. (Side by side on two threads they were no faster on two CPUs: both jobs are
-        CPU-bound.)"""
+        rows."""
         landed = self.land_changelog(spark, run)
         self.land_mirror(spark, run)
         return landed

@@ -38,8 +38,8 @@ CHANGELOG_SUFFIX = "__changelog"
 #: The properties of every mirror and changelog table: format 2, row-level changes as
 #: delete files (merge-on-read), and no shuffle before a write (distribution mode ``none``;
 #: ``fanout`` lets a task write several day partitions unsorted). A batch is small and
-#: mostly one day: a shuffle made each append and MERGE take about twice as long, and the
-#: more files it saves are what ``changestream maintain`` compacts.
+#: mostly one day, so a shuffle buys little; the more files it would save are what
+#: ``changestream maintain`` compacts.
 TABLE_PROPERTIES = (
     "'format-version'='2', 'write.delete.mode'='merge-on-read', "
     "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read', "

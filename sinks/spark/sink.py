@@ -140,9 +140,7 @@ class SparkSink:
         self._held = []
         if self.mode == "parquet":
             from .parquet import ParquetLanding
-            from .session import proleptic_parquet
 
-            proleptic_parquet(self.spark)
             self._landing = ParquetLanding(self.path)  # type: ignore[arg-type]
             return self._landing.open()
         if self.mode == "iceberg":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +12,6 @@ class StageClock:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
-        self._lock = threading.Lock()  # stages may run on two threads at once
 
     @contextmanager
     def __call__(self, stage: str) -> Iterator[None]:
@@ -21,12 +19,9 @@ class StageClock:
         try:
             yield
         finally:
-            took = time.perf_counter() - began
-            with self._lock:
-                self.seconds[stage] = self.seconds.get(stage, 0.0) + took
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - began
 
     def take(self) -> dict[str, float]:
         """The seconds so far, and a fresh start."""
-        with self._lock:
-            seconds, self.seconds = self.seconds, {}
+        seconds, self.seconds = self.seconds, {}
         return seconds

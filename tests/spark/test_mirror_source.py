@@ -1,5 +1,6 @@
 """The mirror's MERGE source skips its window (a shuffle) only when every key changes once in
-the batch and no update moves a key; otherwise the last change per key is picked in Spark."""
+the batch and no update moves a key; otherwise the last change per key is picked in Spark.
+Keys a batch INSERTs first are appended with their last image, the rest merged."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import pytest
 
 from changestream.sinks.spark.frames import table_runs
-from changestream.sinks.spark.iceberg import IcebergLanding, one_change_per_key
+from changestream.sinks.spark.iceberg import IcebergLanding, one_change_per_key, split_new_keys
 from tests.spark.conftest import Binlog, simple_schema
 
 T = simple_schema("orders")
@@ -47,3 +48,39 @@ def test_a_composite_key_counts_whole_keys() -> None:
                                           ("update", schema, rows[0],
                                            {**rows[0], "name": "c"})])])
     assert not one_change_per_key(run, run.frame)
+
+
+def _split(changes: list[tuple[str, Any, Any]]) -> tuple[Any, Any] | None:
+    log = Binlog()
+    (run,) = table_runs([log.transaction([(op, T, before, after)])
+                         for op, before, after in changes])
+    split = split_new_keys(run, run.frame)
+    if split is None:
+        return None
+    appended, merged = split
+    return (None if appended is None else appended.select(["_op", "id", "qty"]).to_pylist(),
+            None if merged is None else merged.select(["_op", "id", "qty"]).to_pylist())
+
+
+def test_inserted_keys_are_appended_with_their_last_image() -> None:
+    appended, merged = _split([
+        ("insert", None, _row(1)), ("update", _row(1), _row(1, 5)),  # new, then changed
+        ("insert", None, _row(2)), ("delete", _row(2), None),  # new and gone: nothing
+        ("insert", None, _row(3)),
+        ("update", _row(4), _row(4, 7)),  # an old key: merged, every change of it
+        ("delete", _row(4), None), ("insert", None, _row(4, 8)),
+    ])
+    assert appended == [{"_op": "update", "id": 1, "qty": 5},
+                        {"_op": "insert", "id": 3, "qty": 1}]
+    assert merged == [{"_op": "update", "id": 4, "qty": 7}, {"_op": "delete", "id": 4, "qty": 1},
+                      {"_op": "insert", "id": 4, "qty": 8}]
+
+
+def test_a_batch_of_inserts_is_all_appended_and_a_moved_key_all_merged() -> None:
+    log = Binlog()
+    (run,) = table_runs([log.transaction([("insert", T, None, _row(i)) for i in range(3)])])
+    assert split_new_keys(run, run.frame) == (run.frame, None)  # the same table
+    assert _split([("delete", _row(1), None), ("update", _row(2), _row(2, 3))]) == \
+        (None, [{"_op": "delete", "id": 1, "qty": 1}, {"_op": "update", "id": 2, "qty": 3}])
+    assert _split([("insert", None, _row(1)), ("update", _row(1), _row(2))]) is None
+    assert _split([("insert", None, _row(1)), ("delete", _row(1), None)]) == (None, None)

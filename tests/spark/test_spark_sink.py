@@ -221,8 +221,21 @@ def mirror(spark: Any, catalog: str, table: str, order: str = "id") -> list[dict
                                          f"ORDER BY {order}").collect()]
 
 
+WRITERS = {"arrow": {}, "spark": {"arrow_appends": "false", "append_new_keys": "false"}}
+
+
+def writers(spark: Any, catalog: str, table: str) -> set[str]:
+    """Who wrote the Parquet data files of Iceberg table ``table`` (its live ones)."""
+    import pyarrow.parquet as pq
+
+    files = spark.sql(f"SELECT file_path FROM {catalog}.shop.{table}.files").collect()
+    return {pq.ParquetFile(r["file_path"].removeprefix("file:")).metadata.created_by
+            .split(" ")[0] for r in files}
+
+
+@pytest.mark.parametrize("writer", WRITERS)
 def test_iceberg_keeps_a_mirror_and_a_changelog_with_the_position(
-        spark: Any, tmp_path: Any, catalog: str) -> None:
+        spark: Any, tmp_path: Any, catalog: str, writer: str) -> None:
     log = Binlog()
     schema = all_types_schema()
     rows = [all_types_row(i) for i in range(4)]
@@ -235,9 +248,13 @@ def test_iceberg_keeps_a_mirror_and_a_changelog_with_the_position(
                                     ("insert", schema, None, rows[2]),   # 2 comes back
                                     ("update", schema, rows[2], {**rows[2], "y": 1901})])])
     sink = make_sink("spark:iceberg", warehouse=str(tmp_path), spark=spark,
-                     catalog=catalog)
+                     catalog=catalog, **WRITERS[writer])
     assert sink.open() is None
     sink.write(b1)
+    # pyarrow's files ("parquet-cpp-arrow") or Spark's ("parquet-mr")
+    want = "parquet-cpp-arrow" if writer == "arrow" else "parquet-mr"
+    assert writers(spark, catalog, "items") == {want}
+    assert writers(spark, catalog, "items__changelog") == {want}
     sink.write(b2)
 
     got = mirror(spark, catalog, "items")
@@ -305,14 +322,53 @@ def test_iceberg_resumes_a_batch_cut_short_without_doubling_rows(
     assert spark.table(f"{catalog}.shop.b__changelog").count() == 1
 
 
+def test_iceberg_a_batch_cut_between_its_merge_and_its_append_lands_once(
+        spark: Any, tmp_path: Any, catalog: str, monkeypatch: Any) -> None:
+    """A batch with old keys (merged) and new ones (appended) commits the mirror twice;
+    only the second commit carries the position: killed between them, the batch lands
+    again whole and the mirror still holds each key once."""
+    log = Binlog()
+    t = simple_schema("orders")
+    b1 = batch(1, [log.transaction([("insert", t, None, {"id": 1, "name": "a", "qty": 1})])])
+    b2 = batch(2, [log.transaction([
+        ("update", t, {"id": 1, "name": "a", "qty": 1}, {"id": 1, "name": "a", "qty": 2}),
+        ("insert", t, None, {"id": 2, "name": "b", "qty": 1})])])
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    sink.open()
+    sink.write(b1)
+    from changestream.sinks.spark import iceberg_files
+
+    real = iceberg_files.ArrowAppender.append
+
+    def killed(self: Any, name: str, rows: Any, properties: Any) -> bool:
+        if "changelog" not in name:
+            raise RuntimeError("killed")
+        return real(self, name, rows, properties)
+
+    monkeypatch.setattr(iceberg_files.ArrowAppender, "append", killed)
+    with pytest.raises(Exception, match="killed"):
+        sink.write(b2)
+    monkeypatch.undo()
+    assert mirror(spark, catalog, "orders") == [{"id": 1, "name": "a", "qty": 2}]  # merged
+
+    restarted = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    assert restarted.open() == b1.position
+    restarted.write(b2)
+    assert mirror(spark, catalog, "orders") == [{"id": 1, "name": "a", "qty": 2},
+                                                {"id": 2, "name": "b", "qty": 1}]
+    assert spark.table(f"{catalog}.shop.orders__changelog").count() == 3
+
+
+@pytest.mark.parametrize("writer", WRITERS)
 def test_iceberg_evolves_tables_on_add_drop_and_rename_column(
-        spark: Any, tmp_path: Any, catalog: str) -> None:
+        spark: Any, tmp_path: Any, catalog: str, writer: str) -> None:
     log = Binlog()
     v1 = simple_schema("orders", ("id", "name", "qty"))
     v2 = simple_schema("orders", ("id", "name", "qty", "amount"))
     v3 = simple_schema("orders", ("id", "title", "qty", "amount"))
     v4 = simple_schema("orders", ("id", "title", "amount"))
-    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog,
+                     **WRITERS[writer])
     sink.open()
     sink.write(batch(1, [log.transaction([("insert", v1, None,
                                            {"id": 1, "name": "a", "qty": 5})])]))

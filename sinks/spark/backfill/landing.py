@@ -72,7 +72,7 @@ class BackfillLanding(IcebergLanding):
         df = self._staged_frame(spark, run, pieces) \
             .select([_q(f.name) for f in METADATA + run.fields])
         with self.clock("changelog append"):
-            self._append(spark, name, df, last)
+            self._spark_append(spark, name, df, last)
         return sum(p.rows for p in pieces)
 
     def land_mirror(self, spark: Any, run: TableRun) -> int:

@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -167,6 +168,8 @@ def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, t
     alone = router_alone(server, db, start, out, 0)
     alone_workers = router_alone(server, db, start, out, -1)
     return {"rows": rows, "transactions": -(-rows // tx_rows), "write_seconds": write_seconds,
+            "start": f"{start[0]}:{start[1]}",
+            "end": "{}:{}".format(*server.binlog_position()),
             "router_seconds": seconds, "rows_per_second": rows / seconds,
             "batches": router.stats.batches_delivered,
             "sink_write_seconds": sink.write_seconds,
@@ -177,6 +180,30 @@ def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, t
             # The router alone as the Spark run was set up: with or without decode workers.
             "router_alone_same_rows_per_second": alone if decode_workers == 0
             else alone_workers}
+
+
+def cold_cli(server: EmbeddedMariaDB, target: Target, base: Path, start: str, end: str,
+             rows: int) -> dict[str, Any]:
+    """``changestream run ... --until caught-up`` as a new process on a new warehouse, twice:
+    from ``end`` (nothing to land: Python's and Spark's start, the sink's open and close)
+    and from ``start`` (the workload's ``rows`` too). Rows/s = rows / the difference."""
+    def run(begin: str, folder: Path) -> float:
+        option = "warehouse" if target.mode == "iceberg" else "path"
+        command = [sys.executable, "-c", "import sys; from changestream.cli import main; "
+                   "sys.exit(main())", "run", "--source", server.url,
+                   "--start", begin, "--until", "caught-up", "--include", target.db,
+                   "--sink", f"spark:{target.mode}", "--sink-option", f"{option}={folder}",
+                   "--position-file", str(folder) + ".position"]
+        began = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+        if done.returncode != 0:
+            raise SystemExit(f"{target.mode}: the cold CLI run failed: {done.stderr[-2000:]}")
+        return time.perf_counter() - began
+
+    fixed = run(end, base / f"cold_empty_{target.mode}")
+    whole = run(start, base / f"cold_{target.mode}")
+    return {"fixed_seconds": fixed, "whole_seconds": whole,
+            "rows_per_second": rows / max(whole - fixed, 1e-9)}
 
 
 def delay(server: EmbeddedMariaDB, spark: Any, target: Target, first_id: int, probes: int,
@@ -236,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode-workers", type=int, default=-1,
                         help="the router's decode workers in the Spark run (default -1: one "
                              "per CPU, as changestream run has it; 0: none)")
+    parser.add_argument("--cold-cli", action="store_true",
+                        help="also land the rows with a new `changestream run` process")
     parser.add_argument("--json", default="spark_landing.json", help="where the figures go")
     args = parser.parse_args(argv)
     os.environ.setdefault("TZ", "UTC")
@@ -276,6 +305,11 @@ def main(argv: list[str] | None = None) -> int:
                 live = delay(server, spark, target, args.rows + 1, args.probes,
                              args.batch_seconds)
                 results["modes"][mode] = {"throughput": bulk, "delay": live}
+                if args.cold_cli:
+                    print(f"{mode}: the same rows from a cold `changestream run` ...",
+                          file=sys.stderr)
+                    results["modes"][mode]["cold_cli"] = cold_cli(
+                        server, target, Path(tmp), bulk["start"], bulk["end"], args.rows)
         finally:
             spark.stop()
     Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
@@ -305,6 +339,14 @@ def main(argv: list[str] | None = None) -> int:
                  "the Spark path does not keep up with the router set up the same way."))
         print(f"{mode}: where the writes' time went: " + ", ".join(
             f"{k} {v:.1f} s" for k, v in b["sink_stage_seconds"].items()))
+        cold = r.get("cold_cli")
+        if cold:
+            print(f"{mode}: cold `changestream run --until caught-up`: "
+                  f"{cold['whole_seconds']:.1f} s in all, of which {cold['fixed_seconds']:.1f} "
+                  "s start and stop (Python, Spark, the sink's open; measured on an empty "
+                  f"run): {cold['rows_per_second']:,.0f} rows/s "
+                  f"({cold['rows_per_second'] / b['router_alone_rows_per_second']:.2f}x the "
+                  "router alone in one process)")
     print(f"figures written to {args.json}")
     return 0
 

@@ -81,6 +81,13 @@ def local_path(location: str) -> Path | None:
     return None
 
 
+def load_table(spark: Any, name: str) -> Any:
+    """Iceberg table ``name`` (``catalog.db.table``, quoted as in SQL) as the Java object
+    Spark's catalog holds (commits made through it are what Spark reads next)."""
+    return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession, name)
+
+
 class ArrowAppender:
     """Appends Arrow tables to the Iceberg tables of a Spark session (module docstring)."""
 
@@ -89,8 +96,7 @@ class ArrowAppender:
         self.jvm = spark._jvm
 
     def _table(self, name: str) -> Any:
-        return self.jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-            self.spark._jsparkSession, name)
+        return load_table(self.spark, name)
 
     def append(self, name: str, rows: pa.Table, properties: dict[str, str]) -> bool:
         """Append ``rows`` to Iceberg table ``name`` in one commit whose snapshot summary

@@ -43,6 +43,11 @@ def add_parser(sub: Any) -> None:
                    "1,000,000; each commit is a Spark job)")
     p.add_argument("--keep-staging", action="store_true",
                    help="leave the staged files when done")
+    p.add_argument("--schema-history", choices=("auto", "on", "off"),
+                   help="name the columns of files that do not log them "
+                   "(binlog_row_metadata=MINIMAL) from the DDL the files hold, replayed on a "
+                   "shadow server (default: the config's schema.history, else auto: when the "
+                   "files' first table maps lack names)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("-v", "--verbose", action="count", default=0)
     p.set_defaults(func=cmd_backfill)
@@ -71,7 +76,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         split = parse_size(args.split_size)
         config = config_from_args(argparse.Namespace(
             **{k: v for k, v in vars(args).items()
-               if k not in ("format", "paths", "commit_rows")}))
+               if k not in ("format", "paths", "commit_rows", "schema_history")}))
         configure_logging(config.log.level, json_lines=config.log.json)
         if config.sink.spec != "spark:iceberg":
             raise ConfigError(f"sink {config.sink.spec!r}: backfill lands into a spark:iceberg "
@@ -84,7 +89,10 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         settings = BackfillSettings(split_bytes=split, staging=args.staging,
                                     commit_rows=args.commit_rows,
                                     keep_staging=args.keep_staging,
-                                    change_filter=None if only.everything else only)
+                                    change_filter=None if only.everything else only,
+                                    schema_history=args.schema_history
+                                    or config.schema.history,
+                                    shadow_server=config.schema.shadow_server or None)
         sink = make_sink(config.sink.spec, **sink_options(config))
         sink.open()
 

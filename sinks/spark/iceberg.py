@@ -321,6 +321,16 @@ class IcebergLanding(MirroredDdl):
         if rows is None or last is None:
             return 0
         keys = run.key_names
+        if keys and self.arrow_appends:
+            upserts, deleted = mirror_delta(run, rows, self.append_new_keys)
+            if upserts is None and deleted is None:
+                return rows.num_rows  # keys the batch inserted and deleted again
+            with clock("mirror delta"):
+                done = self._appender_for(spark).row_delta(
+                    name, upserts, deleted, {PROPERTY: positions.encode(last)})
+            if done:
+                self.committed[name] = last
+                return rows.num_rows
         if keys and self.append_new_keys:
             split = split_new_keys(run, rows)
             if split is not None:
@@ -505,6 +515,44 @@ class IcebergLanding(MirroredDdl):
             .writeTo(self.control) \
             .option(f"snapshot-property.{PROPERTY}", encoded).append()
         self.position = position
+
+
+def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
+                 ) -> tuple[pa.Table | None, pa.Table | None]:
+    """The changes ``rows`` of keyed ``run`` as one row delta of its mirror: (the last
+    image of every key the batch leaves present, in binlog order: its columns are
+    ``run.fields``; the key values to delete first: every key the batch changes, but
+    those it INSERTs first when ``append_new_keys``, which cannot be in the mirror), each
+    ``None`` when empty. An update that changes a key deletes the old one."""
+    names = run.key_names
+    ops = rows.column("_op").to_pylist()
+    after = [rows.column(n).to_pylist() for n in names]
+    before = [rows.column(f"{BEFORE_PREFIX}{i}").to_pylist()
+              for i in run.schema.primary_key or ()]
+    last: dict[tuple[Any, ...], int | None] = {}  # key -> its last image's row; None: gone
+    first: dict[tuple[Any, ...], str] = {}  # key -> its first change's op
+    for i, op in enumerate(ops):
+        key = tuple(column[i] for column in after)
+        if op == "update":
+            old = tuple(column[i] for column in before)
+            if old != key:
+                first.setdefault(old, op)
+                last[old] = None
+        first.setdefault(key, op)
+        last[key] = None if op == "delete" else i
+    present = sorted(i for i in last.values() if i is not None)
+    if len(present) == rows.num_rows:
+        upserts: pa.Table | None = rows.select([f.name for f in run.fields])
+    else:
+        upserts = rows.take(pa.array(present, pa.int64())) \
+            .select([f.name for f in run.fields]) if present else None
+    gone = [key for key in last if not (append_new_keys and first[key] == "insert")]
+    if not gone:
+        return upserts, None
+    types = [rows.schema.field(n).type for n in names]
+    deleted = pa.table([pa.array([key[j] for key in gone], type=types[j])
+                        for j in range(len(names))], names=names)
+    return upserts, deleted
 
 
 def split_new_keys(run: TableRun, rows: pa.Table

@@ -72,6 +72,13 @@ def file_schema(table_schema: dict[str, Any], columns: list[str]) -> pa.Schema:
     return pa.schema(fields)
 
 
+def _with_ids(rows: pa.Table, table_schema: dict[str, Any]) -> pa.Table:
+    """``rows`` cast to the table's types, each field carrying its Iceberg id (a cast keeps
+    the types but not the fields' metadata, so the schema is set again after it)."""
+    schema = file_schema(table_schema, rows.column_names)
+    return pa.Table.from_arrays(rows.cast(schema).columns, schema=schema)
+
+
 def local_path(location: str) -> Path | None:
     """The local path of a table location, ``None`` when it is not on a file system the
     driver writes to directly."""
@@ -101,46 +108,83 @@ class ArrowAppender:
     def append(self, name: str, rows: pa.Table, properties: dict[str, str]) -> bool:
         """Append ``rows`` to Iceberg table ``name`` in one commit whose snapshot summary
         has ``properties``; ``False`` (nothing written) when this writer cannot."""
+        return self.row_delta(name, rows, None, properties)
+
+    def row_delta(self, name: str, rows: pa.Table | None, deleted: pa.Table | None,
+                  properties: dict[str, str]) -> bool:
+        """In one commit of Iceberg table ``name`` (with ``properties`` in its summary): the
+        rows whose key columns equal a row of ``deleted`` (an equality delete: it applies
+        to the rows committed before, not to this commit's) are deleted and ``rows`` added.
+        ``False`` (nothing written) when this writer cannot."""
         table = self._table(name)
         root = str(table.location()).rstrip("/")
         base = local_path(root)
         if base is None or not str(table.io().getClass().getName()).endswith("HadoopFileIO"):
             return False
+        table_schema = json.loads(self.jvm.org.apache.iceberg.SchemaParser.toJson(
+            table.schema()))
         try:
-            schema = file_schema(json.loads(self.jvm.org.apache.iceberg.SchemaParser.toJson(
-                table.schema())), rows.column_names)
-            # cast, then the schema again: a cast keeps the types but not the fields' ids
-            rows = pa.Table.from_arrays(rows.cast(schema).columns, schema=schema)
-            partitions = self._partitions(table, rows)
+            partitions = [] if rows is None or not rows.num_rows else \
+                self._partitions(table, _with_ids(rows, table_schema))
+            if deleted is not None and deleted.num_rows:
+                if table.spec().isPartitioned():
+                    raise Unsupported("equality deletes of a partitioned table")
+                deleted = _with_ids(deleted, table_schema)
         except Unsupported:
             return False
         jvm = self.jvm
         spec = table.spec()
         metrics_config = jvm.org.apache.iceberg.MetricsConfig.forTable(table)
-        update = table.newAppend()
+        if deleted is not None and deleted.num_rows:
+            update = table.newRowDelta()
+            location, size = self._write(base, root, "data/", deleted)
+            ids = [int(f.metadata[FIELD_ID]) for f in deleted.schema]
+            field_ids = self.spark.sparkContext._gateway.new_array(jvm.int, len(ids))
+            for i, field_id in enumerate(ids):
+                field_ids[i] = field_id
+            update.addDeletes(jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(spec)
+                              .ofEqualityDeletes(field_ids).withPath(location)
+                              .withFormat(jvm.org.apache.iceberg.FileFormat.PARQUET)
+                              .withFileSizeInBytes(size).withRecordCount(deleted.num_rows)
+                              .withMetrics(self._metrics(table, location, metrics_config))
+                              .build())
+            add = update.addRows
+        else:
+            update = table.newAppend()
+            add = update.appendFile
         for partition, piece in partitions:
-            relative = f"data/{partition}/" if partition else "data/"
-            file_name = f"{uuid.uuid4()}.parquet"
-            location = f"{root}/{relative}{file_name}"  # as Iceberg spells its own
-            folder = base / relative
-            path = folder / file_name
-            folder.mkdir(parents=True, exist_ok=True)
-            with open(path, "wb") as f:
-                pq.write_table(piece, f, compression="zstd", store_decimal_as_integer=True)
-                f.flush()
-                os.fsync(f.fileno())
-            metrics = jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(
-                table.io().newInputFile(location), metrics_config)
+            location, size = self._write(
+                base, root, f"data/{partition}/" if partition else "data/", piece)
             builder = jvm.org.apache.iceberg.DataFiles.builder(spec) \
                 .withPath(location).withFormat(jvm.org.apache.iceberg.FileFormat.PARQUET) \
-                .withFileSizeInBytes(path.stat().st_size).withMetrics(metrics)
+                .withFileSizeInBytes(size) \
+                .withMetrics(self._metrics(table, location, metrics_config))
             if partition:
                 builder = builder.withPartitionPath(partition)
-            update.appendFile(builder.build())
+            add(builder.build())
         for key, value in properties.items():
             update.set(key, value)
         update.commit()
         return True
+
+    @staticmethod
+    def _write(base: Path, root: str, relative: str, rows: pa.Table) -> tuple[str, int]:
+        """Write ``rows`` as a new Parquet file under the table's ``relative`` folder,
+        fsynced; its location (as Iceberg spells its own) and size."""
+        file_name = f"{uuid.uuid4()}.parquet"
+        folder = base / relative
+        path = folder / file_name
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            pq.write_table(rows, f, compression="zstd", store_decimal_as_integer=True)
+            f.flush()
+            os.fsync(f.fileno())
+        return f"{root}/{relative}{file_name}", path.stat().st_size
+
+    def _metrics(self, table: Any, location: str, config: Any) -> Any:
+        """A file's column metrics, read back from its footer by Iceberg."""
+        return self.jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(
+            table.io().newInputFile(location), config)
 
     def _partitions(self, table: Any, rows: pa.Table) -> list[tuple[str, pa.Table]]:
         """``rows`` split by the table's partition (``""``: unpartitioned); the only

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .iceberg_files import load_table
 from .positions import PROPERTY
 
 CONTROL_NAMESPACE = "_changestream"
@@ -50,6 +51,7 @@ class TableUpkeep:
     snapshots_before: int
     snapshots_after: int
     rewritten_files: int = 0
+    deletes_removed: int = 0  # equality delete files no data file needed any more
     orphans_removed: int = 0
     seconds: float = 0.0
 
@@ -111,6 +113,41 @@ def newest_position_millis(spark: Any, full_name: str) -> int | None:
     return None
 
 
+def remove_dangling_equality_deletes(spark: Any, full_name: str) -> int:
+    """Remove the equality delete files of unpartitioned table ``full_name`` that apply to
+    no live data file any more (an equality delete applies to data files of a lower data
+    sequence number; compaction gives its files the sequence number it started from).
+    Iceberg's own ``remove-dangling-deletes`` left them in unpartitioned tables (1.10)."""
+    table = load_table(spark, full_name)
+    table.refresh()
+    snapshot = table.currentSnapshot()
+    if snapshot is None or table.spec().isPartitioned():
+        return 0
+    jvm = spark._jvm
+    io, specs = table.io(), table.specs()
+    files = jvm.org.apache.iceberg.ManifestFiles
+    lowest = None
+    for manifest in snapshot.dataManifests(io):
+        entries = files.read(manifest, io, specs).iterator()
+        while entries.hasNext():
+            sequence = entries.next().dataSequenceNumber()
+            lowest = sequence if lowest is None else min(lowest, sequence)
+    dangling = []
+    for manifest in snapshot.deleteManifests(io):
+        entries = files.readDeleteManifest(manifest, io, specs).iterator()
+        while entries.hasNext():
+            delete = entries.next()
+            if str(delete.content()) == "EQUALITY_DELETES" and (
+                    lowest is None or delete.dataSequenceNumber() <= lowest):
+                dangling.append(delete.copyWithoutStats())
+    if dangling:
+        update = table.newRowDelta()
+        for delete in dangling:
+            update.removeDeletes(delete)
+        update.commit()
+    return len(dangling)
+
+
 def _count(spark: Any, sql: str) -> int:
     return int(spark.sql(sql).collect()[0][0])
 
@@ -135,9 +172,13 @@ def maintain_table(spark: Any, catalog: str, name: str,
         snapshots_before=_count(spark, f"SELECT count(*) FROM {full}.snapshots"),
         snapshots_after=0)
     if settings.compact:
-        rewritten = spark.sql(f"CALL {system}.rewrite_data_files(table => '{literal}')") \
-            .collect()
+        # Files any delete applies to are rewritten without the deleted rows (the mirror's
+        # batches add equality deletes), and deletes no file needs any more are dropped.
+        rewritten = spark.sql(
+            f"CALL {system}.rewrite_data_files(table => '{literal}', options => map("
+            "'delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))").collect()
         upkeep.rewritten_files = int(rewritten[0][0]) if rewritten else 0
+        upkeep.deletes_removed = remove_dangling_equality_deletes(spark, full)
         spark.sql(f"CALL {system}.rewrite_manifests(table => '{literal}')").collect()
     now_ms = time.time() * 1000
     older_than = now_ms - settings.expire_after * 1000

@@ -55,6 +55,8 @@ def test_maintenance_compacts_expires_and_keeps_the_position(
     mirror = f"{catalog}.shop.items"
     before = sorted(tuple(r) for r in spark.table(mirror).collect())
     files_before = _files(spark, mirror)
+    deletes = f"SELECT count(*) FROM {mirror}.files WHERE content = 2"  # equality deletes
+    assert spark.sql(deletes).collect()[0][0] > 0  # the batches' updates
     # A file no snapshot references (as a killed write leaves), old enough to go.
     data = tmp_path / "shop" / "items" / "data"
     orphan = data / "00000-orphan-left-by-a-killed-write.parquet"
@@ -71,6 +73,8 @@ def test_maintenance_compacts_expires_and_keeps_the_position(
     assert items.snapshots_after < items.snapshots_before
     assert items.orphans_removed >= 1 and not orphan.exists()
     assert sorted(tuple(r) for r in spark.table(mirror).collect()) == before
+    # Compaction applied the deletes to the files and dropped them.
+    assert spark.sql(deletes).collect()[0][0] == 0
 
     # A restart still finds the position (the newest snapshot carrying it was kept) ...
     sink.close()

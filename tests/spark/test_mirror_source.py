@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from changestream.sinks.spark.frames import table_runs
-from changestream.sinks.spark.iceberg import IcebergLanding, one_change_per_key, split_new_keys
+from changestream.sinks.spark.iceberg import (
+    IcebergLanding,
+    mirror_delta,
+    one_change_per_key,
+    split_new_keys,
+)
 from tests.spark.conftest import Binlog, simple_schema
 
 T = simple_schema("orders")
@@ -84,3 +89,30 @@ def test_a_batch_of_inserts_is_all_appended_and_a_moved_key_all_merged() -> None
         (None, [{"_op": "delete", "id": 1, "qty": 1}, {"_op": "update", "id": 2, "qty": 3}])
     assert _split([("insert", None, _row(1)), ("update", _row(1), _row(2))]) is None
     assert _split([("insert", None, _row(1)), ("delete", _row(1), None)]) == (None, None)
+
+
+def _delta(changes: list[tuple[str, Any, Any]], append_new_keys: bool = True
+           ) -> tuple[Any, Any]:
+    log = Binlog()
+    (run,) = table_runs([log.transaction([(op, T, before, after)])
+                         for op, before, after in changes])
+    upserts, deleted = mirror_delta(run, run.frame, append_new_keys)
+    return (None if upserts is None else upserts.select(["id", "qty"]).to_pylist(),
+            None if deleted is None else deleted.column("id").to_pylist())
+
+
+def test_a_row_delta_holds_each_keys_last_image_and_deletes_what_may_be_there() -> None:
+    changes = [
+        ("insert", None, _row(1)), ("update", _row(1), _row(1, 5)),  # new: no delete
+        ("insert", None, _row(2)), ("delete", _row(2), None),  # new and gone: nothing
+        ("update", _row(4), _row(4, 7)), ("delete", _row(4), None),
+        ("insert", None, _row(4, 8)),  # an old key: deleted, then its last image
+        ("delete", _row(6), None),  # an old key gone
+        ("update", _row(7), _row(9, 1)),  # a key moved: 7 deleted, 9 written
+    ]
+    upserts, deleted = _delta(changes)
+    assert upserts == [{"id": 1, "qty": 5}, {"id": 4, "qty": 8}, {"id": 9, "qty": 1}]
+    assert deleted == [4, 6, 7, 9]
+    # Without append_new_keys, every key the batch touches is deleted first.
+    assert _delta(changes, append_new_keys=False)[1] == [1, 2, 4, 6, 7, 9]
+    assert _delta([("insert", None, _row(1)), ("delete", _row(1), None)]) == (None, None)

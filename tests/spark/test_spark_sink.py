@@ -324,34 +324,37 @@ def test_iceberg_resumes_a_batch_cut_short_without_doubling_rows(
 
 def test_iceberg_a_batch_cut_between_its_merge_and_its_append_lands_once(
         spark: Any, tmp_path: Any, catalog: str, monkeypatch: Any) -> None:
-    """A batch with old keys (merged) and new ones (appended) commits the mirror twice;
-    only the second commit carries the position: killed between them, the batch lands
-    again whole and the mirror still holds each key once."""
+    """Where the mirror is written by Spark (arrow_appends=false), a batch with old keys
+    (merged) and new ones (appended) commits the mirror twice; only the second commit
+    carries the position: killed between them, the batch lands again whole and the mirror
+    still holds each key once. (Files written by the driver land a batch in one row delta.)"""
     log = Binlog()
     t = simple_schema("orders")
     b1 = batch(1, [log.transaction([("insert", t, None, {"id": 1, "name": "a", "qty": 1})])])
     b2 = batch(2, [log.transaction([
         ("update", t, {"id": 1, "name": "a", "qty": 1}, {"id": 1, "name": "a", "qty": 2}),
         ("insert", t, None, {"id": 2, "name": "b", "qty": 1})])])
-    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    options = WRITERS["spark"] | {"append_new_keys": "true"}  # where the split is used
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog, **options)
     sink.open()
     sink.write(b1)
-    from changestream.sinks.spark import iceberg_files
+    from changestream.sinks.spark.iceberg import IcebergLanding
 
-    real = iceberg_files.ArrowAppender.append
+    real = IcebergLanding._spark_append
 
-    def killed(self: Any, name: str, rows: Any, properties: Any) -> bool:
+    def killed(self: Any, s: Any, name: str, df: Any, last: Any) -> None:
         if "changelog" not in name:
             raise RuntimeError("killed")
-        return real(self, name, rows, properties)
+        real(self, s, name, df, last)
 
-    monkeypatch.setattr(iceberg_files.ArrowAppender, "append", killed)
+    monkeypatch.setattr(IcebergLanding, "_spark_append", killed)
     with pytest.raises(Exception, match="killed"):
         sink.write(b2)
     monkeypatch.undo()
     assert mirror(spark, catalog, "orders") == [{"id": 1, "name": "a", "qty": 2}]  # merged
 
-    restarted = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    restarted = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog,
+                          **options)
     assert restarted.open() == b1.position
     restarted.write(b2)
     assert mirror(spark, catalog, "orders") == [{"id": 1, "name": "a", "qty": 2},

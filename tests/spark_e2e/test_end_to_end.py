@@ -17,10 +17,12 @@ from changestream.cli.scan import scan_transactions
 from changestream.delivery.plugins import make_sink
 from changestream.model.changes import Position
 from changestream.runtime.router import Router, RouterSettings
+from changestream.schema.startup import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.sinks.spark.positions import position_key
 from changestream.sources.files import FileSource
 from changestream.transactions.filters import ChangeFilter
+from tests.servers import shadow_command
 
 from .compare import (
     assert_mirror_equals_source,
@@ -66,10 +68,12 @@ def run_live(server: Any, db: str, sink: Any, start: tuple[str, int]) -> Router:
 
 def reference(server: Any, db: str, start: tuple[str, int], tmp_path: Path
               ) -> list[dict[str, Any]]:
-    """The change records of ``db`` from the JSON-lines sink (what every landing must hold)."""
+    """The change records of ``db`` from the JSON-lines sink (what every landing must hold);
+    rows logged without column names are named by a schema history."""
     out = tmp_path / "reference.jsonl"
     Router(RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}",
-                          until="caught-up", filter=ChangeFilter([db])),
+                          until="caught-up", filter=ChangeFilter([db]),
+                          schema=HistorySettings("auto", shadow_command(server))),
            JsonLinesSink(str(out))).run()
     return [orjson.loads(line) for line in out.read_bytes().splitlines()]
 

@@ -32,6 +32,7 @@ from changestream.transactions.filters import ChangeFilter
 
 from ..frames import TableRun, table_runs, transaction_positions
 from ..types import signature
+from .names import UnitNames
 from .planning import BackfillUnit
 
 #: Rows of one unit are numbered ``unit index << ROW_BITS | row``: binlog order across units.
@@ -95,10 +96,12 @@ def read_manifest(staging: str, index: int) -> UnitManifest | None:
 
 
 def decode_unit(unit: BackfillUnit, staging: str, chunk_changes: int = 50_000,
-                change_filter: ChangeFilter | None = None) -> UnitManifest:
+                change_filter: ChangeFilter | None = None,
+                names: UnitNames | None = None) -> UnitManifest:
     """Decode and stage ``unit`` (see the module docstring), keeping the tables and columns
-    ``change_filter`` lets through; errors come back in the manifest's ``error`` rather than
-    as a Spark task failure's Java trace."""
+    ``change_filter`` lets through, naming columns the files do not name from ``names``;
+    errors come back in the manifest's ``error`` rather than as a Spark task failure's Java
+    trace."""
     done = read_manifest(staging, unit.index)
     if done is not None:
         return done
@@ -106,7 +109,7 @@ def decode_unit(unit: BackfillUnit, staging: str, chunk_changes: int = 50_000,
     shutil.rmtree(folder, ignore_errors=True)  # what a killed attempt left
     folder.mkdir(parents=True)
     try:
-        manifest = _Stager(unit, folder, chunk_changes, change_filter).run()
+        manifest = _Stager(unit, folder, chunk_changes, change_filter, names).run()
     except ChangestreamError as exc:
         return _failed(unit, folder, f"{unit.describe()}: {exc}")
     except Exception as exc:  # a bug: the trace is what a report needs
@@ -134,8 +137,9 @@ def _failed(unit: BackfillUnit, folder: Path, error: str) -> UnitManifest:
 
 class _Stager:
     def __init__(self, unit: BackfillUnit, folder: Path, chunk_changes: int,
-                 change_filter: ChangeFilter | None):
+                 change_filter: ChangeFilter | None, names: UnitNames | None = None):
         self.unit = unit
+        self.names = names
         self.change_filter = change_filter
         self.folder = folder
         self.chunk_changes = chunk_changes
@@ -151,7 +155,9 @@ class _Stager:
         gtid_set = parse_gtid_progress(unit.gtid_set) if unit.gtid_set else None
         assembler = TransactionAssembler(gtid_set=gtid_set, spill_dir=str(self.folder),
                                          change_filter=self.change_filter)
-        decode = EventDecoder().decode
+        resolver = self.names.resolver() if self.names is not None else None
+        decoder = EventDecoder(schema_resolver=resolver)
+        decode = decoder.decode
         feed = assembler.feed
         end = unit.end
         for count, raw in enumerate(read_raw_events(Path(unit.path), unit.start), 1):
@@ -159,6 +165,8 @@ class _Stager:
                 continue
             if end is not None and raw.offset >= end:
                 break
+            if resolver is not None and resolver.advance(raw.file, raw.offset):
+                decoder.forget_table_maps()  # a DDL took effect: names may have changed
             feed(decode(raw.data, raw.file, raw.offset))
             if count % 2000 == 0:
                 self._take(assembler)
@@ -204,10 +212,17 @@ class _Stager:
     def _stage(self, run: TableRun, ends: list[Position | None]) -> None:
         schema = run.schema
         if not schema.names_logged and schema.source == "table_map":
+            if self.names is not None:
+                raise BinlogError(
+                    f"table {run.name}: the files do not log column names "
+                    "(binlog_row_metadata=MINIMAL) and the schema history learnt from them "
+                    "does not know the table here (it was created before the first file, "
+                    "or a DDL on it could not be replayed); land these files with "
+                    "changestream run, which can seed the history from the server",
+                    self.unit.path, self.unit.start)
             raise BinlogError(f"table {run.name}: the files do not log column names "
-                              "(binlog_row_metadata=MINIMAL); backfill needs files written "
-                              "with binlog_row_metadata=FULL (or use changestream run "
-                              "--source file://, which keeps a schema history)",
+                              "(binlog_row_metadata=MINIMAL); run the backfill with "
+                              "--schema-history on to name them from the DDL the files hold",
                               self.unit.path, self.unit.start)
         spans = [s for s in run.spans if s.position is not None]
         if not spans:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from changestream.model.changes import Position
-from changestream.model.errors import ChangestreamError, SinkError, SourceError
+from changestream.model.errors import ChangestreamError, ConfigError, SinkError, SourceError
 from changestream.transactions.filters import ChangeFilter
 
 from .. import positions
@@ -48,6 +48,7 @@ from .decoding import (
     unit_folder,
 )
 from .landing import BackfillLanding, StagedRun
+from .names import HISTORY_MODES, UnitNames, files_flavor_and_names, record_history
 from .planning import BackfillUnit, plan_digest, plan_units
 
 logger = logging.getLogger("changestream.backfill")
@@ -67,6 +68,15 @@ class BackfillSettings:
     keep_staging: bool = False
     change_filter: ChangeFilter | None = None  # the tables and columns landed
     commit_rows: int = CHANGELOG_COMMIT_ROWS  # a table's changelog rows per commit
+    # Column names for files that do not log them (binlog_row_metadata=MINIMAL): learnt
+    # from the files' DDL ("auto": when the files' first TABLE_MAPs lack names).
+    schema_history: str = "auto"
+    shadow_server: str | None = None  # the shadow server's program (None: on the PATH)
+
+    def __post_init__(self) -> None:
+        if self.schema_history not in HISTORY_MODES:
+            raise ConfigError(f"backfill: --schema-history {self.schema_history!r} is not "
+                              f"one of {', '.join(HISTORY_MODES)}")
 
 
 @dataclass(slots=True)
@@ -113,8 +123,9 @@ def run_backfill(spark: Any, catalog: str, warehouse: str, paths: list[str],
     except Exception as exc:
         raise SinkError(f"backfill: cannot open warehouse {warehouse}: {exc}") from exc
     report = BackfillReport(files=len({u.path for u in units}), units=len(units))
-    job = _DecodeJob(spark, [u for u in units if read_manifest(staging, u.index) is None],
-                     staging, settings.chunk_changes, settings.change_filter)
+    todo = [u for u in units if read_manifest(staging, u.index) is None]
+    job = _DecodeJob(spark, todo, staging, settings.chunk_changes, settings.change_filter,
+                     _unit_names(todo, units, settings))
     report.units_decoded = len(job.units)
     job.start()
     walk = _Walk(spark, landing, settings.commit_rows)
@@ -157,6 +168,23 @@ def run_backfill(spark: Any, catalog: str, warehouse: str, paths: list[str],
     return report
 
 
+def _unit_names(todo: list[BackfillUnit], units: list[BackfillUnit],
+                settings: BackfillSettings) -> dict[int, UnitNames]:
+    """The schema history each unit to decode needs to name columns the files do not
+    (none when they do, or with ``schema_history="off"``)."""
+    if not todo or settings.schema_history == "off":
+        return {}
+    paths = list(dict.fromkeys(u.path for u in units))
+    flavor, named = files_flavor_and_names(paths)
+    if named and settings.schema_history == "auto":
+        return {}
+    began = time.perf_counter()
+    recorded = record_history(paths, flavor, settings.shadow_server)
+    logger.info("backfill: schema history from the files' DDL: %d changes in %.1f s",
+                len(recorded.changes), time.perf_counter() - began)
+    return {u.index: recorded.for_unit(u) for u in todo}
+
+
 def _follow_xa(pending: dict[str, str], manifest: UnitManifest, unit: BackfillUnit) -> None:
     """XA transactions prepared in one unit and resolved in a later one: a rollback is
     fine (nothing was delivered), a commit is refused (its rows are in the other unit)."""
@@ -175,8 +203,10 @@ class _DecodeJob:
     while later ones are decoded."""
 
     def __init__(self, spark: Any, units: list[BackfillUnit], staging: str,
-                 chunk_changes: int, change_filter: ChangeFilter | None):
+                 chunk_changes: int, change_filter: ChangeFilter | None,
+                 names: dict[int, UnitNames] | None = None):
         self.spark = spark
+        self.names = names or {}
         self.change_filter = change_filter
         self.units = units
         self.staging = staging
@@ -194,11 +224,13 @@ class _DecodeJob:
 
     def _run(self) -> None:
         staging, chunk, only = self.staging, self.chunk_changes, self.change_filter
+        names = self.names
         sc = self.spark.sparkContext
         try:
             sc.setJobGroup(self.group, "changestream backfill: decode binlog units", True)
             sc.parallelize(self.units, len(self.units)) \
-                .map(lambda unit: decode_unit(unit, staging, chunk, only).index).collect()
+                .map(lambda unit: decode_unit(unit, staging, chunk, only,
+                                              names.get(unit.index)).index).collect()
         except BaseException as exc:  # handed to the waiting driver
             self.failure = exc
 

@@ -104,6 +104,8 @@ def main() -> int:
     parser.add_argument("--tx-rows", type=int, default=5)
     parser.add_argument("--every", type=int, default=200)
     parser.add_argument("--after", type=int, default=200)
+    parser.add_argument("--spark-writes", action="store_true",
+                        help="the sink's arrow_appends=false: Spark appends and MERGEs")
     parser.add_argument("--json", default="iceberg_upkeep.json")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -133,7 +135,8 @@ def main() -> int:
             print(f"{batches:>6} batches: {per_batch:.3f} s a batch", flush=True)
 
         sink = StretchTimer(make_sink("spark:iceberg", warehouse=str(warehouse), spark=spark,
-                                      catalog=CATALOG), args.every, report)
+                                      catalog=CATALOG, arrow_appends=not args.spark_writes),
+                            args.every, report)
         land(server, sink, start, args.tx_rows)
         out["before"] = table_figures(spark)
         print(f"before maintenance: {out['before']}", flush=True)

@@ -164,7 +164,9 @@ def maintain_table(spark: Any, catalog: str, name: str,
     began = time.monotonic()
     full = f"{_q(catalog)}.{name}"
     system = f"{_q(catalog)}.system"
-    literal = name.replace("'", "''")
+    # With the catalog named: a namespace that has a catalog's name (db "x" in catalog
+    # "x") would be read as that catalog.
+    literal = full.replace("'", "''")
     upkeep = TableUpkeep(
         name.replace("`", ""),
         files_before=_count(spark, f"SELECT count(*) FROM {full}.files"),

@@ -91,6 +91,21 @@ def test_maintenance_compacts_expires_and_keeps_the_position(
     again.close()
 
 
+def test_a_namespace_named_as_its_catalog_is_maintained(spark: Any, tmp_path: Path) -> None:
+    """Database ``shop`` in catalog ``shop``: the procedures get the catalog named too, or
+    ``shop.items`` would be read as table ``items`` of catalog ``shop``'s default
+    namespace."""
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog="shop")
+    sink.open()
+    _land(sink, Binlog(), 1, 3)
+    done = maintain_catalog(spark, "shop", MaintenanceSettings(expire_after=0,
+                                                               keep_snapshots=1))
+    assert {u.table for u in done} >= {"shop.items", "shop.items__changelog"}
+    assert [r["id"] for r in spark.sql("SELECT id FROM shop.shop.items ORDER BY id")
+            .collect()] == [0, 1, 2, 3]
+    sink.close()
+
+
 def test_ages_and_the_command_refuse_bad_input_clearly() -> None:
     assert parse_age("90", "x") == 90 and parse_age("12h", "x") == 43200
     assert parse_age("2w", "x") == 14 * 86400

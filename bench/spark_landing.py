@@ -3,11 +3,16 @@
 Starts a private MariaDB (``changestream.devserver.EmbeddedMariaDB``) and one local Spark
 session, then for each landing mode (``parquet``, ``iceberg``):
 
-1. **Throughput.** Writes a deterministic workload (``--rows`` rows in transactions of
+1. **Throughput.** Writes a deterministic workload (``--rows`` changes in transactions of
    ``--tx-rows``; every column value a function of the row number), then runs the Router
-   from before the workload until caught up. Rows per second = rows landed / the router's
-   run time (the session is already up, so Spark's start is not in it; it is reported
-   apart). The landed table is counted afterwards to make sure every row is there.
+   from before the workload until caught up. ``--shape inserts`` (the default): every
+   change a row INSERTed by a multi-row INSERT; ``--shape mixed``: each transaction
+   inserts 80% of its changes that way, updates 15% (earlier rows, one UPDATE each, full
+   images) and deletes 5% (earlier rows), so the Iceberg mirror takes deletes. Rows per
+   second = changes landed / the router's run time (the session is already up, so Spark's
+   start is not in it; it is reported apart). The landed tables are counted afterwards
+   (the changelog, and the mirror against the source) to make sure every change is
+   there.
 2. **Delay from commit to visible.** Starts the router live on the same target (it resumes
    from the position the sink stored), then commits ``--probes`` single-row transactions one
    at a time; after each COMMIT returns it polls the table with Spark SQL until the row is
@@ -27,6 +32,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -53,17 +59,36 @@ def _row(i: int) -> str:
             f"'{1990 + i % 30}-01-{1 + i % 28:02d}', FROM_UNIXTIME({1_700_000_000 + i}), {i % 2})")
 
 
-def write_workload(server: EmbeddedMariaDB, db: str, rows: int, tx_rows: int) -> float:
-    """``rows`` rows in transactions of ``tx_rows``; returns the seconds it took."""
+def write_workload(server: EmbeddedMariaDB, db: str, rows: int, tx_rows: int,
+                   shape: str = "inserts") -> tuple[float, int]:
+    """``rows`` changes in transactions of ``tx_rows`` (``shape``: see the module
+    docstring); returns the seconds it took and the rows the table holds after it."""
+    rng = random.Random(7)
     began = time.perf_counter()
+    inserted, present = 0, []  # the rows the table holds, in no order
     with server.connect(autocommit=False) as conn, conn.cursor() as cur:
         cur.execute("SET time_zone = '+00:00'")
-        for first in range(1, rows + 1, tx_rows):
-            last = min(rows, first + tx_rows - 1)
+        written = 0
+        while written < rows:
+            size = min(tx_rows, rows - written)
+            updates = deletes = 0
+            if shape == "mixed" and present:
+                updates, deletes = size * 15 // 100, size * 5 // 100
+            inserts = size - updates - deletes
             cur.execute(f"INSERT INTO `{db}`.t VALUES " + ",".join(
-                _row(i) for i in range(first, last + 1)))
+                _row(i) for i in range(inserted + 1, inserted + inserts + 1)))
+            present.extend(range(inserted + 1, inserted + inserts + 1))
+            inserted += inserts
+            for _ in range(updates):
+                cur.execute(f"UPDATE `{db}`.t SET k = k + 1, v = CONCAT(v, '+'), "
+                            f"amount = amount + 1 WHERE id = {rng.choice(present)}")
+            for _ in range(deletes):
+                at = rng.randrange(len(present))
+                present[at], present[-1] = present[-1], present[at]
+                cur.execute(f"DELETE FROM `{db}`.t WHERE id = {present.pop()}")
             conn.commit()
-    return time.perf_counter() - began
+            written += size
+    return time.perf_counter() - began, len(present)
 
 
 class Target:
@@ -89,6 +114,12 @@ class Target:
 
     def count(self, spark: Any) -> int:
         return int(self.frame(spark).count())
+
+    def changelog_count(self, spark: Any) -> int:
+        """The changes landed: the changelog's rows (the Parquet mode has only it)."""
+        if self.mode == "iceberg":
+            return int(spark.table(f"{self.catalog}.{self.db}.t__changelog").count())
+        return self.count(spark)
 
     def visible(self, spark: Any, row_id: int) -> bool:
         try:
@@ -145,12 +176,13 @@ def router_alone(server: EmbeddedMariaDB, db: str, start: tuple[str, int], out: 
 
 def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, tx_rows: int,
                batch_seconds: float, batch_changes: int | None = None,
-               compare: bool = True, decode_workers: int = -1) -> dict[str, Any]:
+               compare: bool = True, decode_workers: int = -1,
+               shape: str = "inserts") -> dict[str, Any]:
     db = target.db
     server.execute([f"DROP DATABASE IF EXISTS `{db}`", f"CREATE DATABASE `{db}`"])
     start = server.binlog_position()
     server.execute(TABLE.format(db=db))
-    write_seconds = write_workload(server, db, rows, tx_rows)
+    write_seconds, present = write_workload(server, db, rows, tx_rows, shape)
     sink = TimedSink(target.sink(spark))
     # The router starts decode workers only for a sink that takes their output.
     decode_workers = decode_workers if getattr(sink.adapter, "encoded_format", None) else 0
@@ -159,15 +191,22 @@ def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, t
     began = time.perf_counter()
     router.run()
     seconds = time.perf_counter() - began
-    landed = target.count(spark)
+    landed = target.changelog_count(spark)
     if landed != rows:
-        raise SystemExit(f"{target.mode}: {landed} rows landed, {rows} written")
+        raise SystemExit(f"{target.mode}: {landed} changes landed, {rows} written")
+    if target.mode == "iceberg":
+        mirrored = target.count(spark)
+        source = server.execute(f"SELECT count(*) FROM `{db}`.t")[0][0]
+        if mirrored != present or source != present:
+            raise SystemExit(f"iceberg: the mirror holds {mirrored} rows, the source "
+                             f"{source}, the workload left {present}")
     if not compare:
         return {"router_seconds": seconds}
     out = target.where.parent / f"{target.mode}-alone.jsonl"
     alone = router_alone(server, db, start, out, 0)
     alone_workers = router_alone(server, db, start, out, -1)
-    return {"rows": rows, "transactions": -(-rows // tx_rows), "write_seconds": write_seconds,
+    return {"rows": rows, "shape": shape, "transactions": -(-rows // tx_rows),
+            "write_seconds": write_seconds,
             "start": f"{start[0]}:{start[1]}",
             "end": "{}:{}".format(*server.binlog_position()),
             "router_seconds": seconds, "rows_per_second": rows / seconds,
@@ -251,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--tx-rows", type=int, default=100)
     parser.add_argument("--modes", default="parquet,iceberg")
+    parser.add_argument("--shape", choices=("inserts", "mixed"), default="inserts",
+                        help="inserts only, or 80%% inserts, 15%% updates, 5%% deletes")
     parser.add_argument("--probes", type=int, default=20)
     parser.add_argument("--batch-seconds", type=float, default=1.0,
                         help="the router's micro-batch time limit (its default: 1.0)")
@@ -276,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},
-        "workload": {"rows": args.rows, "tx_rows": args.tx_rows}, "modes": {}}
+        "workload": {"rows": args.rows, "tx_rows": args.tx_rows, "shape": args.shape},
+        "modes": {}}
     with tempfile.TemporaryDirectory(prefix="changestream-bench-") as tmp, \
             EmbeddedMariaDB() as server:
         server.start()
@@ -298,11 +340,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"{args.rows:,} rows ...", file=sys.stderr)
                 bulk = throughput(server, spark, target, args.rows, args.tx_rows,
                                   args.batch_seconds, args.batch_changes,
-                                  decode_workers=args.decode_workers)
+                                  decode_workers=args.decode_workers, shape=args.shape)
                 bulk["warm_up_seconds"] = warm["router_seconds"]
                 print(f"{mode}: {bulk['rows_per_second']:,.0f} rows/s; measuring delay ...",
                       file=sys.stderr)
-                live = delay(server, spark, target, args.rows + 1, args.probes,
+                live = delay(server, spark, target, 10_000_000, args.probes,
                              args.batch_seconds)
                 results["modes"][mode] = {"throughput": bulk, "delay": live}
                 if args.cold_cli:
@@ -314,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             spark.stop()
     Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     print(f"Spark start {results['spark_start_seconds']:.1f} s; "
-          f"{args.rows:,} rows in transactions of {args.tx_rows}")
+          f"{args.rows:,} changes ({args.shape}) in transactions of {args.tx_rows}")
     print(f"{'mode':8} {'rows/s':>9} {'router s':>9} {'batches':>7} {'delay median':>13} "
           f"{'p95':>7} {'max':>7} {'poll':>6}")
     for mode, r in results["modes"].items():

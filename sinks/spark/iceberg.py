@@ -65,10 +65,10 @@ class IcebergLanding(MirroredDdl):
         self.append_new_keys = append_new_keys
         self.arrow_appends = arrow_appends
         self._appender: ArrowAppender | None = None
-        self.control = f"{_q(catalog)}.`_changestream`.`batches`"
+        self.control = f"{_q(catalog)}.{self.control_tables()[0]}"
         # One row per DDL applied to the mirrors: a batch landed again after a crash skips
         # everything up to the last one (the state of the tables is already past it).
-        self.ddl_log = f"{_q(catalog)}.`_changestream`.`ddl`"
+        self.ddl_log = f"{_q(catalog)}.{self.control_tables()[1]}"
         self.ddl_done: Position | None = None
         self.committed: dict[str, Position | None] = {}  # per Iceberg table
         self.existing: set[str] = set()  # Iceberg tables known to exist
@@ -88,6 +88,12 @@ class IcebergLanding(MirroredDdl):
 
     def changelog_name(self, run: TableRun) -> str:
         return f"{_q(self.catalog)}.{_q(run.database)}.{_q(run.table + CHANGELOG_SUFFIX)}"
+
+    @staticmethod
+    def control_tables() -> list[str]:
+        """The ``_changestream`` tables (``namespace.table``, quoted; the DDL log exists
+        only once a DDL was applied)."""
+        return ["`_changestream`.`batches`", "`_changestream`.`ddl`"]
 
     def _exists(self, spark: Any, name: str) -> bool:
         if name in self.existing:
@@ -322,7 +328,8 @@ class IcebergLanding(MirroredDdl):
             return 0
         keys = run.key_names
         if keys and self.arrow_appends:
-            upserts, deleted = mirror_delta(run, rows, self.append_new_keys)
+            with clock("mirror plan"):
+                upserts, deleted = mirror_delta(run, rows, self.append_new_keys)
             if upserts is None and deleted is None:
                 return rows.num_rows  # keys the batch inserted and deleted again
             with clock("mirror delta"):

@@ -10,14 +10,18 @@ current snapshot (compaction's own commits carry none).
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .iceberg_ddl import CHANGELOG_SUFFIX
 from .iceberg_files import load_table
 from .positions import PROPERTY
+
+logger = logging.getLogger("changestream.sinks.spark")
 
 CONTROL_NAMESPACE = "_changestream"
 MIN_ORPHAN_AGE = 24 * 3600.0
@@ -212,3 +216,48 @@ def maintain_catalog(spark: Any, catalog: str, settings: MaintenanceSettings,
             report(upkeep)
         done.append(upkeep)
     return done
+
+
+class MaintenanceSchedule:
+    """The sink's maintenance schedule: every ``every`` seconds (checked after a batch),
+    the tables landed since the last run are maintained as ``changestream maintain`` does
+    with its defaults (the run's own commits come between two batches, never during one)."""
+
+    def __init__(self, every: float):
+        self.every = every
+        self.due = time.monotonic() + every
+        self.tables: set[str] = set()  # `db`.`table` landed since the last run
+        self.runs = 0
+
+    def landed(self, control: list[str], runs: list[Any]) -> None:
+        """Note the tables a batch landed: ``control`` (``namespace.table``, quoted) and
+        the mirror and changelog of each of ``runs`` (:class:`.frames.TableRun`)."""
+        self.tables.update(control)
+        for run in runs:
+            self.tables.add(f"{_q(run.database)}.{_q(run.table)}")
+            self.tables.add(f"{_q(run.database)}."
+                            f"{_q(run.table + CHANGELOG_SUFFIX)}")
+
+    def run_if_due(self, spark: Any, catalog: str) -> None:
+        """Maintain the noted tables of ``catalog`` when the time has come."""
+        if time.monotonic() < self.due:
+            return
+        settings = MaintenanceSettings()
+        failed = set()
+        for name in sorted(self.tables):
+            try:
+                if not spark.catalog.tableExists(f"{_q(catalog)}.{name}"):
+                    continue  # dropped or renamed since it was landed
+                done = maintain_table(spark, catalog, name, settings)
+            except Exception as exc:  # the batch is landed: a failed upkeep only waits
+                text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+                logger.warning("spark sink: maintenance of %s.%s failed (tried again in "
+                               "%g s): %s", catalog, name, self.every, text)
+                failed.add(name)
+                continue
+            logger.info("spark sink: maintained %s.%s in %.1fs: %d -> %d files, %d -> %d "
+                        "snapshots", catalog, done.table, done.seconds, done.files_before,
+                        done.files_after, done.snapshots_before, done.snapshots_after)
+        self.tables = failed
+        self.runs += 1
+        self.due = time.monotonic() + self.every

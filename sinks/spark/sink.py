@@ -26,6 +26,7 @@ from changestream.model.errors import SinkError
 from . import positions
 from .frames import Part, TableRun, changelog_dataframe, table_runs, transaction_positions
 from .iceberg_ddl import mirrored_ddl
+from .maintenance import MaintenanceSchedule, parse_age
 
 logger = logging.getLogger("changestream.sinks.spark")
 
@@ -67,7 +68,10 @@ class SparkSink:
     ``append_new_keys`` (on by default) appends the last image of a key a batch INSERTs
     to the Iceberg mirror instead of merging it; ``arrow_appends`` (on by default) writes
     appended Iceberg data files with pyarrow on the driver where the warehouse is a local or
-    mounted folder (see docs/sinks.md).
+    mounted folder (see docs/sinks.md). ``maintain_every`` (iceberg; an age such as
+    ``10m``, default off) has the sink compact, expire and clean the tables it lands
+    between two batches once that long has passed since the last time
+    (:mod:`.maintenance`; it is their only writer then, so it is safe on any catalog).
 
     Its micro-batches hold up to ``batch_changes`` changes unless the router's settings say
     otherwise: each Spark write has a fixed cost (a job, files, a commit), so bigger batches
@@ -82,7 +86,8 @@ class SparkSink:
                  conf: Mapping[str, Any] | None = None, jar: str | None = None,
                  catalog: str = "changestream", spark: Any = None,
                  app_name: str = "changestream", arrow_workers: bool | str = False,
-                 append_new_keys: bool | str = True, arrow_appends: bool | str = True):
+                 append_new_keys: bool | str = True, arrow_appends: bool | str = True,
+                 maintain_every: float | str | None = None):
         if mode not in MODES:
             raise SinkError(f"spark sink: unknown mode {mode!r} (use one of {', '.join(MODES)})")
         if mode == "callback" and not callable(function):
@@ -109,6 +114,8 @@ class SparkSink:
         self._held: list[Part] = []
         self.append_new_keys = _flag("append_new_keys", append_new_keys)
         self.arrow_appends = _flag("arrow_appends", arrow_appends)
+        self.upkeep = MaintenanceSchedule(_age("maintain_every", maintain_every)) \
+            if mode == "iceberg" and maintain_every not in (None, "", 0, "0") else None
         if _flag("arrow_workers", arrow_workers):
             # Plain transactions come decoded by the router's decode workers, as Arrow
             # frames (changestream.sinks.spark.frames.encode_runs). Opt-in until the whole
@@ -211,6 +218,10 @@ class SparkSink:
             raise SinkError(f"spark sink ({self.mode}): batch {batch.id} at "
                             f"{batch.position}: {_short(exc)}") from exc
         self._held = []
+        if self.upkeep is not None:
+            self.upkeep.landed(self._landing.control_tables(), runs)
+            with self._landing.clock("maintenance"):
+                self.upkeep.run_if_due(self.spark, self.catalog)
         stages = {"group": grouped, **self._landing.clock.take()}
         self.last = LandedBatch(batch.id, rows, time.perf_counter() - started, stages=stages)
         logger.debug("spark sink: batch %d landed in %.2fs: %s (%s)", batch.id,
@@ -294,6 +305,16 @@ def spark_sink(argument: str | None = None, **options: Any) -> SparkSink:
         if isinstance(options.get(key), Path):
             options[key] = str(options[key])
     return SparkSink(mode, **options)
+
+
+def _age(option: str, value: float | str | None) -> float:
+    """A sink option that is an age (``90``, ``10m``, ``1h``) in seconds."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return parse_age(str(value), option)
+    except ValueError as exc:
+        raise SinkError(f"spark sink: option {exc}") from None
 
 
 def _flag(option: str, value: bool | str) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from changestream.model.errors import SinkError
 from changestream.sinks.spark import SparkSink
 from changestream.sinks.spark.maintenance import (
     MaintenanceSettings,
@@ -89,6 +90,49 @@ def test_maintenance_compacts_expires_and_keeps_the_position(
     ids = [r["id"] for r in spark.sql(f"SELECT id FROM {mirror} ORDER BY id").collect()]
     assert ids == list(range(0, BATCHES + 6))
     again.close()
+
+
+def test_the_sink_maintains_its_tables_on_a_schedule(spark: Any, tmp_path: Path) -> None:
+    """``maintain_every``: between two batches, once the time has passed, the sink compacts
+    the tables it landed (the mirror's equality deletes applied and dropped); the mirror
+    and the position are what they were, and landing goes on."""
+    catalog = "sched"
+    log = Binlog()
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog,
+                     maintain_every="3600")
+    sink.open()
+    assert sink.upkeep is not None
+    mirror = f"{catalog}.shop.items"
+    deletes = f"SELECT count(*) FROM {mirror}.files WHERE content = 2"
+    _land(sink, log, 1, 6)
+    assert sink.upkeep.runs == 0 and spark.sql(deletes).collect()[0][0] > 0
+    before = sorted(tuple(r) for r in spark.table(mirror).collect())
+    files_before = _files(spark, mirror)
+    sink.upkeep.due = 0.0  # as if an hour had passed
+    _land(sink, log, 7, 1)
+    assert sink.upkeep.runs == 1 and sink.last is not None
+    assert "maintenance" in sink.last.stages
+    assert spark.sql(deletes).collect()[0][0] == 0
+    assert _files(spark, mirror) < files_before
+    expected = before + [(7, "n7", 7)]
+    expected = [r if r[0] != 3 else (3, "u7", 7) for r in expected]
+    assert sorted(tuple(r) for r in spark.table(mirror).collect()) == sorted(expected)
+    changelog = f"{catalog}.shop.items__changelog"
+    assert spark.table(changelog).count() == 14 and _files(spark, changelog) == 1
+    position = sink.open()
+    _land(sink, log, 8, 2)  # the next run is an hour away again
+    assert sink.upkeep.runs == 1 and spark.sql(deletes).collect()[0][0] > 0
+    sink.close()
+    again = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    assert again.open() != position  # batches 8 and 9 moved it on
+    again.close()
+
+
+def test_a_schedule_needs_an_age() -> None:
+    with pytest.raises(SinkError, match="maintain_every"):
+        SparkSink("iceberg", warehouse="/tmp/x", maintain_every="soon")
+    assert SparkSink("iceberg", warehouse="/tmp/x").upkeep is None
+    assert SparkSink("iceberg", warehouse="/tmp/x", maintain_every="10m").upkeep.every == 600
 
 
 def test_a_namespace_named_as_its_catalog_is_maintained(spark: Any, tmp_path: Path) -> None:

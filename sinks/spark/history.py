@@ -16,6 +16,8 @@ from changestream.model.errors import ConfigError
 from changestream.schema.history import SchemaState
 from changestream.schema.store import decode_state
 
+from .iceberg_ddl import CONTROL_PROPERTIES
+
 
 def _q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
@@ -52,7 +54,7 @@ class WarehouseHistoryStore:
 
         self.spark.sql(f"CREATE TABLE IF NOT EXISTS {self.table} (digest STRING, "
                        "state STRING, stored_at TIMESTAMP) USING iceberg "
-                       "TBLPROPERTIES ('format-version'='2')")
+                       f"TBLPROPERTIES ({CONTROL_PROPERTIES})")
         frame = self.spark.createDataFrame([(digest, data.decode())], T.StructType([
             T.StructField("digest", T.StringType()), T.StructField("state", T.StringType())]))
         frame.withColumn("stored_at", F.current_timestamp()).writeTo(self.table).append()

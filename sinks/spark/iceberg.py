@@ -30,11 +30,19 @@ from changestream.sinks.spark.defaults import added_column_defaults
 from changestream.sinks.spark.stages import StageClock
 
 from . import positions
-from .frames import BEFORE_PREFIX, TableRun, frame_dataframe, to_dataframe
+from .frames import TableRun, frame_dataframe, to_dataframe
 from .iceberg_columns import iceberg_type, retyped, widens_in_place
-from .iceberg_ddl import CHANGELOG_SUFFIX, TABLE_PROPERTIES, MirroredDdl
+from .iceberg_ddl import CHANGELOG_SUFFIX, CONTROL_PROPERTIES, TABLE_PROPERTIES, MirroredDdl
 from .iceberg_ddl import quote as _q
 from .iceberg_files import ArrowAppender, load_table
+from .mirror_keyless import keyless_source
+from .mirror_plan import (
+    last_change_per_key,
+    merge_on_keys,
+    merge_on_values,
+    mirror_delta,
+    split_new_keys,
+)
 from .positions import PROPERTY
 from .types import METADATA, METADATA_NAMES, FieldMapping
 
@@ -134,7 +142,7 @@ class IcebergLanding(MirroredDdl):
         if not self._exists(spark, self.control):
             spark.sql(f"CREATE TABLE {self.control} (batch BIGINT, position STRING, "
                       "committed_at TIMESTAMP) USING iceberg "
-                      "TBLPROPERTIES ('format-version'='2')")
+                      f"TBLPROPERTIES ({CONTROL_PROPERTIES})")
             self.position = None
         else:
             self.position = self._stored_position(spark, self.control)
@@ -370,17 +378,17 @@ class IcebergLanding(MirroredDdl):
             if keys:
                 with clock("arrow to spark"):
                     self._dataframe(spark, run, rows).createOrReplaceTempView(view)
-                source = f"({self._keyed_source(run, view, rows)})"
-                on, matched = self._merge_keys(run)
+                source = f"({last_change_per_key(run, view, rows)})"
+                on, matched = merge_on_keys(run)
             else:
                 from pyspark.sql import types as T
 
                 with clock("mirror source"):
-                    table = self._row_source(spark, name, run, rows)
+                    table = keyless_source(spark, name, run, rows)
                     to_dataframe(spark, table, run.fields, (("_op", T.StringType()),)) \
                         .createOrReplaceTempView(view)
                 source = view
-                on, matched = self._merge_values(run)
+                on, matched = merge_on_values(run)
             with clock("mirror merge"):
                 self._merge(spark, name, run, source, on, matched, last)
         finally:
@@ -400,101 +408,6 @@ class IcebergLanding(MirroredDdl):
             return
         self._with_properties(spark, last, lambda: spark.sql(sql))
         self.committed[name] = last
-
-    @staticmethod
-    def _merge_keys(run: TableRun) -> tuple[str, str]:
-        """The MERGE's ``ON`` and ``WHEN MATCHED`` clauses for keyed ``run``."""
-        on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in run.key_names)
-        sets = ", ".join(f"t.{_q(f.name)} = s.{_q(f.name)}" for f in run.fields)
-        return on, (f"WHEN MATCHED AND s._op = 'delete' THEN DELETE "
-                    f"WHEN MATCHED THEN UPDATE SET {sets} ")
-
-    @staticmethod
-    def _merge_values(run: TableRun) -> tuple[str, str]:
-        """The MERGE's ``ON`` and ``WHEN MATCHED`` clauses for keyless ``run`` (rows are
-        found by value)."""
-        on = "s._op = 'delete' AND " + " AND ".join(f"t.{_q(f.name)} <=> s.{_q(f.name)}"
-                                                    for f in run.fields)
-        return on, "WHEN MATCHED THEN DELETE "
-
-    def _keyed_source(self, run: TableRun, view: str, rows: pa.Table | None = None) -> str:
-        """SQL for the last change per primary key among the rows in ``view``, in binlog
-        order: ``upsert`` with the row, or ``delete``; an update that changes the key
-        deletes the old key first. Spark picks them (a window over the key), so no row
-        passes through Python. When ``rows`` (the view's rows) show every key once and no
-        key changed, each row is its key's last change: no window (a shuffle) is needed."""
-        cols = [_q(f.name) for f in run.fields]
-        op = "CASE WHEN _op = 'delete' THEN 'delete' ELSE 'upsert' END AS _op"
-        if rows is not None and one_change_per_key(run, rows):
-            return f"SELECT {', '.join(cols)}, {op} FROM {view}"
-        pk = run.schema.primary_key or ()
-        keys = [_q(run.fields[i].name) for i in pk]
-        befores = {i: _q(f"{BEFORE_PREFIX}{i}") for i in pk}
-        old_key = [f"{befores[i]} AS {cols[i]}" if i in befores else
-                   f"CAST(NULL AS {f.spark.simpleString()}) AS {cols[i]}"
-                   for i, f in enumerate(run.fields)]
-        moved = " OR ".join(f"NOT ({befores[i]} <=> {cols[i]})" for i in pk)
-        changes = (f"SELECT {', '.join(cols)}, {op}, _row * 2 + 1 AS _order FROM {view} "
-                   f"UNION ALL SELECT {', '.join(old_key)}, 'delete' AS _op, "
-                   f"_row * 2 AS _order FROM {view} WHERE _op = 'update' AND ({moved})")
-        return (f"SELECT {', '.join(cols)}, _op FROM (SELECT *, row_number() OVER "
-                f"(PARTITION BY {', '.join(keys)} ORDER BY _order DESC) AS _last "
-                f"FROM ({changes})) WHERE _last = 1")
-
-    def _row_source(self, spark: Any, name: str, run: TableRun, rows: pa.Table) -> pa.Table:
-        """Tables without a primary key are multisets: each changed row value is deleted
-        (every copy) and inserted again as many times as the mirror had it plus the net
-        count the changes add, so a DELETE of one of several equal rows removes one, as the
-        server did."""
-        cols = [f.name for f in run.fields]
-        images = rows.select(cols)
-        befores = rows.select([f"{BEFORE_PREFIX}{i}" for i in run.before_fields]) \
-            .rename_columns(cols)
-        both = pa.concat_tables([images, befores])  # row i's before image is row n + i
-        n = rows.num_rows
-        keyed = list(zip(*(both.column(c).to_pylist() for c in cols)))
-        net: dict[tuple[Any, ...], list[int]] = {}
-        for i, op in enumerate(rows.column("_op").to_pylist()):
-            steps = []
-            if op == "update":
-                steps.append((n + i, -1))
-            if op == "delete":
-                steps.append((i, -1))
-            elif op in ("update", "insert", "snapshot"):
-                steps.append((i, 1))
-            for at, step in steps:
-                key = tuple(_hashable(v) for v in keyed[at])
-                entry = net.setdefault(key, [0, at])
-                entry[0] += step
-        changed = [(count, at) for count, at in net.values() if count != 0]
-        copies = self._copies(spark, name, run, both.take([at for _, at in changed]))
-        picks, ops = [], []
-        for (count, at), have in zip(changed, copies):
-            picks.append(at)
-            ops.append("delete")
-            for _ in range(max(have + count, 0)):
-                picks.append(at)
-                ops.append("upsert")
-        return both.take(picks).append_column("_op", pa.array(ops, pa.string()))
-
-    def _copies(self, spark: Any, name: str, run: TableRun, images: pa.Table) -> list[int]:
-        """How many rows of mirror ``name`` equal each of ``images``."""
-        if not images.num_rows:
-            return []
-        from pyspark.sql import types as T
-
-        source = images.append_column("_rid", pa.array(range(images.num_rows), pa.int64()))
-        df = to_dataframe(spark, source, run.fields, (("_rid", T.LongType()),))
-        view = f"changestream_rows_{uuid.uuid4().hex}"
-        df.createOrReplaceTempView(view)
-        on = " AND ".join(f"t.{_q(f.name)} <=> s.{_q(f.name)}" for f in run.fields)
-        try:
-            counts = {r["_rid"]: r["n"] for r in spark.sql(
-                f"SELECT s._rid, count(t._m) AS n FROM {view} s LEFT JOIN "
-                f"(SELECT *, 1 AS _m FROM {name}) t ON {on} GROUP BY s._rid").collect()}
-        finally:
-            spark.catalog.dropTempView(view)
-        return [int(counts.get(i, 0)) for i in range(images.num_rows)]
 
     def commit_batch(self, spark: Any, batch_id: int, position: Position) -> None:
         """Append the batch's row to the control table with ``position``."""
@@ -522,110 +435,3 @@ class IcebergLanding(MirroredDdl):
             .writeTo(self.control) \
             .option(f"snapshot-property.{PROPERTY}", encoded).append()
         self.position = position
-
-
-def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
-                 ) -> tuple[pa.Table | None, pa.Table | None]:
-    """The changes ``rows`` of keyed ``run`` as one row delta of its mirror: (the last
-    image of every key the batch leaves present, in binlog order: its columns are
-    ``run.fields``; the key values to delete first: every key the batch changes, but
-    those it INSERTs first when ``append_new_keys``, which cannot be in the mirror), each
-    ``None`` when empty. An update that changes a key deletes the old one."""
-    names = run.key_names
-    ops = rows.column("_op").to_pylist()
-    after = [rows.column(n).to_pylist() for n in names]
-    before = [rows.column(f"{BEFORE_PREFIX}{i}").to_pylist()
-              for i in run.schema.primary_key or ()]
-    last: dict[tuple[Any, ...], int | None] = {}  # key -> its last image's row; None: gone
-    first: dict[tuple[Any, ...], str] = {}  # key -> its first change's op
-    for i, op in enumerate(ops):
-        key = tuple(column[i] for column in after)
-        if op == "update":
-            old = tuple(column[i] for column in before)
-            if old != key:
-                first.setdefault(old, op)
-                last[old] = None
-        first.setdefault(key, op)
-        last[key] = None if op == "delete" else i
-    present = sorted(i for i in last.values() if i is not None)
-    if len(present) == rows.num_rows:
-        upserts: pa.Table | None = rows.select([f.name for f in run.fields])
-    else:
-        upserts = rows.take(pa.array(present, pa.int64())) \
-            .select([f.name for f in run.fields]) if present else None
-    gone = [key for key in last if not (append_new_keys and first[key] == "insert")]
-    if not gone:
-        return upserts, None
-    types = [rows.schema.field(n).type for n in names]
-    deleted = pa.table([pa.array([key[j] for key in gone], type=types[j])
-                        for j in range(len(names))], names=names)
-    return upserts, deleted
-
-
-def split_new_keys(run: TableRun, rows: pa.Table
-                   ) -> tuple[pa.Table | None, pa.Table | None] | None:
-    """Split the changes ``rows`` of keyed ``run`` by key: a key whose first change in the
-    batch is an INSERT was not at the source before it, so (the mirror being the source as
-    of the batch's start) not in the mirror either, and its last image (unless deleted) can
-    be appended without a MERGE. Returns (the rows to append, the changes of the other keys
-    to MERGE), ``None`` for an empty part; ``None`` in all when an update moves a key (the
-    old and new key are tied: all of it goes through the MERGE)."""
-    if moves_a_key(run, rows):
-        return None
-    names = run.key_names
-    columns = [rows.column(n).to_pylist() for n in names]
-    keys: list[Any] = columns[0] if len(columns) == 1 else list(zip(*columns))
-    ops = rows.column("_op").to_pylist()
-    first: dict[Any, int] = {}
-    final: dict[Any, int] = {}
-    for i, key in enumerate(keys):
-        first.setdefault(key, i)
-        final[key] = i
-    new = {key for key, i in first.items() if ops[i] == "insert"}
-    if not new:
-        return None, rows
-    append_at = sorted(final[key] for key in new if ops[final[key]] != "delete")
-    if len(append_at) == rows.num_rows:
-        appended: pa.Table | None = rows  # the same object: its DataFrame is reused
-    else:
-        appended = rows.take(pa.array(append_at, pa.int64())) if append_at else None
-    if len(new) == len(first):
-        return appended, None
-    keep = pa.array([key not in new for key in keys], pa.bool_())
-    return appended, rows.filter(keep)
-
-
-def moves_a_key(run: TableRun, rows: pa.Table) -> bool:
-    """Whether an update among ``rows`` (keyed ``run``'s changes) changes its key."""
-    import pyarrow.compute as pc
-
-    updates = pc.equal(rows.column("_op"), "update")
-    for i in run.schema.primary_key or ():
-        same = pc.equal(rows.column(f"{BEFORE_PREFIX}{i}"), rows.column(run.fields[i].name))
-        if pc.any(pc.and_(updates, pc.invert(pc.fill_null(same, False)))).as_py():
-            return True
-    return False
-
-
-def one_change_per_key(run: TableRun, rows: pa.Table) -> bool:
-    """Whether each primary key value of keyed ``run`` occurs once among ``rows`` (its
-    frame's rows) and no update among them changes a key."""
-    import pyarrow.compute as pc
-
-    pk = run.schema.primary_key or ()
-    names = [run.fields[i].name for i in pk]
-    if not names:
-        return False
-    if len(names) == 1:
-        distinct = pc.count_distinct(rows.column(names[0]), mode="all").as_py()
-    else:
-        distinct = rows.select(names).group_by(names).aggregate([]).num_rows
-    return distinct == rows.num_rows and not moves_a_key(run, rows)
-
-
-def _hashable(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
-    return value

@@ -35,13 +35,19 @@ def mirrored_ddl(change: Change) -> bool:
 
 
 CHANGELOG_SUFFIX = "__changelog"
-#: The properties of every mirror and changelog table: format 2, row-level changes as
+#: The properties of every table changestream makes: format 2, and a commit removes the
+#: metadata files of all but the last 20 versions (a table's metadata file lists every
+#: snapshot, and a router commits once a batch: kept, they would fill the disk).
+CONTROL_PROPERTIES = (
+    "'format-version'='2', 'write.metadata.delete-after-commit.enabled'='true', "
+    "'write.metadata.previous-versions-max'='20'")
+#: The properties of every mirror and changelog table: those, row-level changes as
 #: delete files (merge-on-read), and no shuffle before a write (distribution mode ``none``;
 #: ``fanout`` lets a task write several day partitions unsorted). A batch is small and
 #: mostly one day, so a shuffle buys little; the more files it would save are what
 #: ``changestream maintain`` compacts.
 TABLE_PROPERTIES = (
-    "'format-version'='2', 'write.delete.mode'='merge-on-read', "
+    f"{CONTROL_PROPERTIES}, 'write.delete.mode'='merge-on-read', "
     "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read', "
     "'write.distribution-mode'='none', 'write.merge.distribution-mode'='none', "
     "'write.update.distribution-mode'='none', 'write.delete.distribution-mode'='none', "
@@ -124,7 +130,7 @@ class MirroredDdl:
 
         if not self._exists(spark, self.ddl_log):
             spark.sql(f"CREATE TABLE {self.ddl_log} (position STRING, statement STRING) "
-                      "USING iceberg TBLPROPERTIES ('format-version'='2')")
+                      f"USING iceberg TBLPROPERTIES ({CONTROL_PROPERTIES})")
         encoded = positions.encode(position)
         spark.createDataFrame([(encoded, change.sql)], T.StructType([
             T.StructField("position", T.StringType()),

@@ -98,22 +98,16 @@ def _carries_positions(spark: Any, catalog: str, name: str) -> bool:
         f"WHERE summary['{PROPERTY}'] IS NOT NULL LIMIT 1").collect())
 
 
-def newest_position_millis(spark: Any, full_name: str) -> int | None:
-    """Commit time (ms) of the newest snapshot on the main branch that carries a position,
-    walked back from the current one along its parents."""
-    current = spark.sql(f"SELECT snapshot_id FROM {full_name}.refs WHERE name = 'main'") \
-        .collect()
-    if not current:
-        return None
-    snapshots = {r["snapshot_id"]: (r["parent_id"], r["p"], r["at"]) for r in spark.sql(
-        f"SELECT snapshot_id, parent_id, summary['{PROPERTY}'] AS p, "
-        f"unix_millis(committed_at) AS at FROM {full_name}.snapshots").collect()}
-    at = current[0]["snapshot_id"]
-    while at in snapshots:
-        parent, stored, millis = snapshots[at]
-        if stored is not None:
-            return int(millis)
-        at = parent
+def newest_position_millis(table: Any) -> int | None:
+    """Commit time (ms) of the newest snapshot of Java table ``table`` that carries a
+    position, walked back from the current one along its parents."""
+    table.refresh()
+    snapshot = table.currentSnapshot()
+    while snapshot is not None:
+        if snapshot.summary().get(PROPERTY) is not None:
+            return int(snapshot.timestampMillis())
+        parent = snapshot.parentId()
+        snapshot = table.snapshot(parent) if parent is not None else None
     return None
 
 
@@ -152,8 +146,32 @@ def remove_dangling_equality_deletes(spark: Any, full_name: str) -> int:
     return len(dangling)
 
 
-def _count(spark: Any, sql: str) -> int:
-    return int(spark.sql(sql).collect()[0][0])
+#: Table properties maintenance makes sure of (tables made by changestream before them
+#: kept every metadata file: one per commit, each listing every snapshot).
+KEPT_PROPERTIES = {"write.metadata.delete-after-commit.enabled": "true",
+                   "write.metadata.previous-versions-max": "20"}
+
+
+def _figures(table: Any) -> tuple[int, int]:
+    """(data and delete files, snapshots) of Java table ``table`` as its metadata says."""
+    table.refresh()
+    snapshot = table.currentSnapshot()
+    files = 0
+    if snapshot is not None:
+        summary = snapshot.summary()
+        files = sum(int(summary.get(key) or 0) for key in ("total-data-files",
+                                                           "total-delete-files"))
+    return files, int(table.operations().current().snapshots().size())
+
+
+def _keep_properties(table: Any) -> None:
+    properties = table.properties()
+    missing = {k: v for k, v in KEPT_PROPERTIES.items() if properties.get(k) != v}
+    if missing:
+        update = table.updateProperties()
+        for key, value in missing.items():
+            update.set(key, value)
+        update.commit()
 
 
 def _timestamp(millis: float) -> str:
@@ -171,13 +189,12 @@ def maintain_table(spark: Any, catalog: str, name: str,
     # With the catalog named: a namespace that has a catalog's name (db "x" in catalog
     # "x") would be read as that catalog.
     literal = full.replace("'", "''")
-    upkeep = TableUpkeep(
-        name.replace("`", ""),
-        files_before=_count(spark, f"SELECT count(*) FROM {full}.files"),
-        files_after=0,
-        snapshots_before=_count(spark, f"SELECT count(*) FROM {full}.snapshots"),
-        snapshots_after=0)
-    if settings.compact:
+    table = load_table(spark, full)
+    files, snapshots = _figures(table)
+    upkeep = TableUpkeep(name.replace("`", ""), files_before=files, files_after=0,
+                         snapshots_before=snapshots, snapshots_after=0)
+    _keep_properties(table)
+    if settings.compact and files > 1:
         # Files any delete applies to are rewritten without the deleted rows (the mirror's
         # batches add equality deletes), and deletes no file needs any more are dropped.
         rewritten = spark.sql(
@@ -188,19 +205,20 @@ def maintain_table(spark: Any, catalog: str, name: str,
         spark.sql(f"CALL {system}.rewrite_manifests(table => '{literal}')").collect()
     now_ms = time.time() * 1000
     older_than = now_ms - settings.expire_after * 1000
-    kept = newest_position_millis(spark, full)
+    kept = newest_position_millis(table)
     if kept is not None:
         older_than = min(older_than, kept)  # expiry removes only snapshots older than this
-    spark.sql(f"CALL {system}.expire_snapshots(table => '{literal}', "
-              f"older_than => TIMESTAMP '{_timestamp(older_than)}', "
-              f"retain_last => {max(1, settings.keep_snapshots)})").collect()
+    # Iceberg's core expiry, on the driver: the Spark procedure's jobs cost seconds a table
+    # even when a few files go.
+    table.refresh()
+    table.expireSnapshots().expireOlderThan(int(older_than)) \
+        .retainLast(max(1, settings.keep_snapshots)).commit()
     if settings.remove_orphans:
         orphans = spark.sql(
             f"CALL {system}.remove_orphan_files(table => '{literal}', older_than => "
             f"TIMESTAMP '{_timestamp(now_ms - settings.orphans_after * 1000)}')").collect()
         upkeep.orphans_removed = len(orphans)
-    upkeep.files_after = _count(spark, f"SELECT count(*) FROM {full}.files")
-    upkeep.snapshots_after = _count(spark, f"SELECT count(*) FROM {full}.snapshots")
+    upkeep.files_after, upkeep.snapshots_after = _figures(table)
     upkeep.seconds = round(time.monotonic() - began, 2)
     return upkeep
 
@@ -220,12 +238,17 @@ def maintain_catalog(spark: Any, catalog: str, settings: MaintenanceSettings,
 
 class MaintenanceSchedule:
     """The sink's maintenance schedule: every ``every`` seconds (checked after a batch),
-    the tables landed since the last run are maintained as ``changestream maintain`` does
-    with its defaults (the run's own commits come between two batches, never during one)."""
+    the tables landed since the last run are maintained as ``changestream maintain`` does,
+    but for two things: snapshots expire after ``expire_after`` seconds (a router landing
+    a batch a second makes 3,600 snapshots an hour, and every commit writes a metadata file
+    that lists them all), and orphan files are looked for once a day. The run's own
+    commits come between two batches, never during one."""
 
-    def __init__(self, every: float):
+    def __init__(self, every: float, expire_after: float = 3600.0):
         self.every = every
+        self.expire_after = expire_after
         self.due = time.monotonic() + every
+        self.orphans_due = 0.0  # the first run looks for orphans, then once a day
         self.tables: set[str] = set()  # `db`.`table` landed since the last run
         self.runs = 0
 
@@ -242,7 +265,12 @@ class MaintenanceSchedule:
         """Maintain the noted tables of ``catalog`` when the time has come."""
         if time.monotonic() < self.due:
             return
-        settings = MaintenanceSettings()
+        now = time.monotonic()
+        orphans = now >= self.orphans_due
+        if orphans:
+            self.orphans_due = now + 86400
+        settings = MaintenanceSettings(expire_after=self.expire_after,
+                                       remove_orphans=orphans)
         failed = set()
         for name in sorted(self.tables):
             try:

@@ -71,7 +71,8 @@ class SparkSink:
     mounted folder (see docs/sinks.md). ``maintain_every`` (iceberg; an age such as
     ``10m``, default off) has the sink compact, expire and clean the tables it lands
     between two batches once that long has passed since the last time
-    (:mod:`.maintenance`; it is their only writer then, so it is safe on any catalog).
+    (:mod:`.maintenance`; it is their only writer then, so it is safe on any catalog),
+    expiring snapshots older than ``maintain_expire_after`` (default an hour).
 
     Its micro-batches hold up to ``batch_changes`` changes unless the router's settings say
     otherwise: each Spark write has a fixed cost (a job, files, a commit), so bigger batches
@@ -87,7 +88,8 @@ class SparkSink:
                  catalog: str = "changestream", spark: Any = None,
                  app_name: str = "changestream", arrow_workers: bool | str = False,
                  append_new_keys: bool | str = True, arrow_appends: bool | str = True,
-                 maintain_every: float | str | None = None):
+                 maintain_every: float | str | None = None,
+                 maintain_expire_after: float | str = 3600.0):
         if mode not in MODES:
             raise SinkError(f"spark sink: unknown mode {mode!r} (use one of {', '.join(MODES)})")
         if mode == "callback" and not callable(function):
@@ -114,7 +116,9 @@ class SparkSink:
         self._held: list[Part] = []
         self.append_new_keys = _flag("append_new_keys", append_new_keys)
         self.arrow_appends = _flag("arrow_appends", arrow_appends)
-        self.upkeep = MaintenanceSchedule(_age("maintain_every", maintain_every)) \
+        self.upkeep = MaintenanceSchedule(
+            _age("maintain_every", maintain_every),
+            _age("maintain_expire_after", maintain_expire_after)) \
             if mode == "iceberg" and maintain_every not in (None, "", 0, "0") else None
         if _flag("arrow_workers", arrow_workers):
             # Plain transactions come decoded by the router's decode workers, as Arrow

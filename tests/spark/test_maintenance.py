@@ -18,6 +18,7 @@ from changestream.sinks.spark import SparkSink
 from changestream.sinks.spark.maintenance import (
     MaintenanceSettings,
     maintain_catalog,
+    maintain_table,
     owned_tables,
     parse_age,
 )
@@ -114,7 +115,7 @@ def test_the_sink_maintains_its_tables_on_a_schedule(spark: Any, tmp_path: Path)
     assert "maintenance" in sink.last.stages
     assert spark.sql(deletes).collect()[0][0] == 0
     assert _files(spark, mirror) < files_before
-    expected = before + [(7, "n7", 7)]
+    expected = [*before, (7, "n7", 7)]
     expected = [r if r[0] != 3 else (3, "u7", 7) for r in expected]
     assert sorted(tuple(r) for r in spark.table(mirror).collect()) == sorted(expected)
     changelog = f"{catalog}.shop.items__changelog"
@@ -126,6 +127,27 @@ def test_the_sink_maintains_its_tables_on_a_schedule(spark: Any, tmp_path: Path)
     again = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
     assert again.open() != position  # batches 8 and 9 moved it on
     again.close()
+
+
+def test_a_table_keeps_the_metadata_files_of_its_last_versions_only(
+        spark: Any, tmp_path: Path) -> None:
+    """Every commit writes a metadata file listing every snapshot: the tables keep the last
+    20 (kept all, a router's 1-second batches fill the disk), and maintenance gives the
+    setting to tables made before it."""
+    catalog = "meta"
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    sink.open()
+    _land(sink, Binlog(), 1, 25)
+    for table in ("shop/items", "shop/items__changelog", "_changestream/batches"):
+        versions = list((tmp_path / table / "metadata").glob("*.metadata.json"))
+        assert 20 <= len(versions) <= 21, table
+    mirror = f"{catalog}.shop.items"
+    spark.sql(f"ALTER TABLE {mirror} UNSET TBLPROPERTIES "
+              "('write.metadata.delete-after-commit.enabled')")
+    maintain_table(spark, catalog, "`shop`.`items`", MaintenanceSettings(expire_after=0))
+    properties = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {mirror}").collect()}
+    assert properties["write.metadata.delete-after-commit.enabled"] == "true"
+    sink.close()
 
 
 def test_a_schedule_needs_an_age() -> None:

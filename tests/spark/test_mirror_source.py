@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from changestream.sinks.spark.frames import table_runs
-from changestream.sinks.spark.iceberg import (
-    IcebergLanding,
+from changestream.sinks.spark.mirror_plan import (
+    last_change_per_key,
     mirror_delta,
     one_change_per_key,
     split_new_keys,
@@ -37,7 +37,7 @@ def test_one_change_per_key(changes: list[tuple[str, Any, Any]], once: bool) -> 
     (run,) = table_runs([log.transaction([(op, T, before, after)])
                          for op, before, after in changes])
     assert one_change_per_key(run, run.frame) is once
-    source = IcebergLanding()._keyed_source(run, "v", run.frame)
+    source = last_change_per_key(run, "v", run.frame)
     assert ("row_number()" in source) is not once
 
 

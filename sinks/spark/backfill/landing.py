@@ -20,6 +20,7 @@ from .. import positions
 from ..frames import BEFORE_PREFIX, TableRun
 from ..iceberg import IcebergLanding
 from ..iceberg_ddl import quote as _q
+from ..mirror_plan import last_change_per_key, merge_on_keys, merge_on_values
 from ..types import METADATA, FieldMapping, spark_schema
 from .decoding import StagedPiece
 
@@ -87,11 +88,11 @@ class BackfillLanding(IcebergLanding):
         self._staged_frame(spark, run, pieces).createOrReplaceTempView(view)
         try:
             if run.key_names:
-                source = f"({self._keyed_source(run, view)})"
-                on, matched = self._merge_keys(run)
+                source = f"({last_change_per_key(run, view)})"
+                on, matched = merge_on_keys(run)
             else:
                 source = f"({self._multiset_source(run, view, name)})"
-                on, matched = self._merge_values(run)
+                on, matched = merge_on_values(run)
             with self.clock("mirror merge"):
                 self._merge(spark, name, run, source, on, matched, last)
         finally:

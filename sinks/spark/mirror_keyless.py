@@ -1,0 +1,71 @@
+"""The MERGE source of a mirror without a primary key: such a table is a multiset of whole
+rows, as at the source, so each row value a batch changes is rewritten with as many copies
+as the mirror had plus what the batch added (NULLs match)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pyarrow as pa
+
+from .frames import BEFORE_PREFIX, TableRun, to_dataframe
+from .iceberg_ddl import quote as _q
+from .mirror_plan import hashable
+
+
+def keyless_source(spark: Any, name: str, run: TableRun, rows: pa.Table) -> pa.Table:
+    """Tables without a primary key are multisets: each changed row value is deleted
+    (every copy) and inserted again as many times as the mirror had it plus the net
+    count the changes add, so a DELETE of one of several equal rows removes one, as the
+    server did."""
+    cols = [f.name for f in run.fields]
+    images = rows.select(cols)
+    befores = rows.select([f"{BEFORE_PREFIX}{i}" for i in run.before_fields]) \
+        .rename_columns(cols)
+    both = pa.concat_tables([images, befores])  # row i's before image is row n + i
+    n = rows.num_rows
+    keyed = list(zip(*(both.column(c).to_pylist() for c in cols)))
+    net: dict[tuple[Any, ...], list[int]] = {}
+    for i, op in enumerate(rows.column("_op").to_pylist()):
+        steps = []
+        if op == "update":
+            steps.append((n + i, -1))
+        if op == "delete":
+            steps.append((i, -1))
+        elif op in ("update", "insert", "snapshot"):
+            steps.append((i, 1))
+        for at, step in steps:
+            key = tuple(hashable(v) for v in keyed[at])
+            entry = net.setdefault(key, [0, at])
+            entry[0] += step
+    changed = [(count, at) for count, at in net.values() if count != 0]
+    copies = mirror_copies(spark, name, run, both.take([at for _, at in changed]))
+    picks, ops = [], []
+    for (count, at), have in zip(changed, copies):
+        picks.append(at)
+        ops.append("delete")
+        for _ in range(max(have + count, 0)):
+            picks.append(at)
+            ops.append("upsert")
+    return both.take(picks).append_column("_op", pa.array(ops, pa.string()))
+
+
+def mirror_copies(spark: Any, name: str, run: TableRun, images: pa.Table) -> list[int]:
+    """How many rows of mirror ``name`` equal each of ``images``."""
+    if not images.num_rows:
+        return []
+    from pyspark.sql import types as T
+
+    source = images.append_column("_rid", pa.array(range(images.num_rows), pa.int64()))
+    df = to_dataframe(spark, source, run.fields, (("_rid", T.LongType()),))
+    view = f"changestream_rows_{uuid.uuid4().hex}"
+    df.createOrReplaceTempView(view)
+    on = " AND ".join(f"t.{_q(f.name)} <=> s.{_q(f.name)}" for f in run.fields)
+    try:
+        counts = {r["_rid"]: r["n"] for r in spark.sql(
+            f"SELECT s._rid, count(t._m) AS n FROM {view} s LEFT JOIN "
+            f"(SELECT *, 1 AS _m FROM {name}) t ON {on} GROUP BY s._rid").collect()}
+    finally:
+        spark.catalog.dropTempView(view)
+    return [int(counts.get(i, 0)) for i in range(images.num_rows)]

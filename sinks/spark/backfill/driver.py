@@ -31,6 +31,7 @@ from typing import Any
 
 from changestream.model.changes import Position
 from changestream.model.errors import ChangestreamError, ConfigError, SinkError, SourceError
+from changestream.schema.startup import HISTORY_MODES
 from changestream.transactions.filters import ChangeFilter
 
 from .. import positions
@@ -48,7 +49,7 @@ from .decoding import (
     unit_folder,
 )
 from .landing import BackfillLanding, StagedRun
-from .names import HISTORY_MODES, UnitNames, files_flavor_and_names, record_history
+from .names import UnitNames, files_flavor_and_names, record_history
 from .planning import BackfillUnit, plan_digest, plan_units
 
 logger = logging.getLogger("changestream.backfill")

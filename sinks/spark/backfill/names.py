@@ -44,8 +44,6 @@ from .planning import BackfillUnit
 
 log = logging.getLogger("changestream.backfill")
 
-HISTORY_MODES = ("auto", "on", "off")
-
 
 def files_flavor_and_names(paths: Iterable[str]) -> tuple[str, bool]:
     """The files' flavour ("mysql" or "mariadb", from the first FORMAT_DESCRIPTION) and

@@ -26,14 +26,18 @@ def iceberg_conf(catalog: str, warehouse: str | os.PathLike[str]) -> dict[str, s
 
 QUIET_LOG4J2 = """\
 # Written by changestream: Spark's own log lines below ERROR stay out of the router's
-# stderr (run with -v to see them).
-rootLogger.level = error
+# stderr (run with -v to see them). The root level stays WARN, the level PySpark's shell
+# start wants, or Spark announces "Setting default log level" on stderr; the appender
+# lets only errors through.
+rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = stderr
 appender.console.type = Console
 appender.console.name = stderr
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+appender.console.filter.threshold.type = ThresholdFilter
+appender.console.filter.threshold.level = error
 """
 
 

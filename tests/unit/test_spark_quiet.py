@@ -11,7 +11,7 @@ def test_quiet_settings_hide_progress_bars_and_point_log4j2_at_an_error_only_fil
     options = settings["spark.driver.extraJavaOptions"]
     assert options == f"-Dlog4j2.configurationFile=file:{quiet_log4j2()}"
     assert quiet_log4j2().read_text() == QUIET_LOG4J2
-    assert "rootLogger.level = error" in QUIET_LOG4J2
+    assert "appender.console.filter.threshold.level = error" in QUIET_LOG4J2
 
 
 def test_what_the_user_set_wins_and_their_java_options_are_kept() -> None:

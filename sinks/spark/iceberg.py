@@ -34,7 +34,7 @@ from .frames import TableRun, frame_dataframe, to_dataframe
 from .iceberg_columns import iceberg_type, retyped, widens_in_place
 from .iceberg_ddl import CHANGELOG_SUFFIX, CONTROL_PROPERTIES, TABLE_PROPERTIES, MirroredDdl
 from .iceberg_ddl import quote as _q
-from .iceberg_files import ArrowAppender, load_table
+from .iceberg_files import ArrowAppender, load_table, positioned_snapshot
 from .mirror_keyless import keyless_source
 from .mirror_plan import (
     last_change_per_key,
@@ -45,6 +45,10 @@ from .mirror_plan import (
 )
 from .positions import PROPERTY
 from .types import METADATA, METADATA_NAMES, FieldMapping
+
+#: changestream's own tables in a catalog (``namespace.table``, quoted): a row per batch
+#: with its position, and a row per DDL applied to the mirrors (made at the first one).
+CONTROL_TABLES = ("`_changestream`.`batches`", "`_changestream`.`ddl`")
 
 logger = logging.getLogger("changestream.sinks.spark")
 _RENAME = re.compile(
@@ -73,10 +77,10 @@ class IcebergLanding(MirroredDdl):
         self.append_new_keys = append_new_keys
         self.arrow_appends = arrow_appends
         self._appender: ArrowAppender | None = None
-        self.control = f"{_q(catalog)}.{self.control_tables()[0]}"
+        self.control = f"{_q(catalog)}.{CONTROL_TABLES[0]}"
         # One row per DDL applied to the mirrors: a batch landed again after a crash skips
         # everything up to the last one (the state of the tables is already past it).
-        self.ddl_log = f"{_q(catalog)}.{self.control_tables()[1]}"
+        self.ddl_log = f"{_q(catalog)}.{CONTROL_TABLES[1]}"
         self.ddl_done: Position | None = None
         self.committed: dict[str, Position | None] = {}  # per Iceberg table
         self.existing: set[str] = set()  # Iceberg tables known to exist
@@ -91,17 +95,17 @@ class IcebergLanding(MirroredDdl):
 
     # -- names and state -------------------------------------------------------------
 
+    @staticmethod
+    def table_names(run: TableRun) -> tuple[str, str]:
+        """``run``'s mirror and changelog as ``namespace.table``, quoted, in no catalog."""
+        return (f"{_q(run.database)}.{_q(run.table)}",
+                f"{_q(run.database)}.{_q(run.table + CHANGELOG_SUFFIX)}")
+
     def mirror_name(self, run: TableRun) -> str:
-        return f"{_q(self.catalog)}.{_q(run.database)}.{_q(run.table)}"
+        return f"{_q(self.catalog)}.{self.table_names(run)[0]}"
 
     def changelog_name(self, run: TableRun) -> str:
-        return f"{_q(self.catalog)}.{_q(run.database)}.{_q(run.table + CHANGELOG_SUFFIX)}"
-
-    @staticmethod
-    def control_tables() -> list[str]:
-        """The ``_changestream`` tables (``namespace.table``, quoted; the DDL log exists
-        only once a DDL was applied)."""
-        return ["`_changestream`.`batches`", "`_changestream`.`ddl`"]
+        return f"{_q(self.catalog)}.{self.table_names(run)[1]}"
 
     def _exists(self, spark: Any, name: str) -> bool:
         if name in self.existing:
@@ -121,19 +125,11 @@ class IcebergLanding(MirroredDdl):
             self._in_ddl = False
 
     def _stored_position(self, spark: Any, name: str) -> Position | None:
-        """The position of the newest commit that has one: walked back from the table's
-        current snapshot along its parents (commit times can tie within a millisecond),
-        through Iceberg's Java API (a query of the metadata tables took ~0.3 s a table)."""
-        table = load_table(spark, name)
-        table.refresh()  # another process (a backfill, maintenance) may have committed
-        snapshot = table.currentSnapshot()
-        while snapshot is not None:
-            stored = snapshot.summary().get(PROPERTY)
-            if stored is not None:
-                return positions.decode(str(stored))
-            parent = snapshot.parentId()
-            snapshot = table.snapshot(parent) if parent is not None else None
-        return None
+        """The position of the newest commit that has one, through Iceberg's Java API (a
+        query of the metadata tables took ~0.3 s a table)."""
+        snapshot = positioned_snapshot(load_table(spark, name), PROPERTY)
+        return None if snapshot is None else \
+            positions.decode(str(snapshot.summary().get(PROPERTY)))
 
     def open(self, spark: Any) -> Position | None:
         self.committed.clear()

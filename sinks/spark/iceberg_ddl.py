@@ -38,9 +38,10 @@ CHANGELOG_SUFFIX = "__changelog"
 #: The properties of every table changestream makes: format 2, and a commit removes the
 #: metadata files of all but the last 20 versions (a table's metadata file lists every
 #: snapshot, and a router commits once a batch: kept, they would fill the disk).
-CONTROL_PROPERTIES = (
-    "'format-version'='2', 'write.metadata.delete-after-commit.enabled'='true', "
-    "'write.metadata.previous-versions-max'='20'")
+METADATA_RETENTION = {"write.metadata.delete-after-commit.enabled": "true",
+                      "write.metadata.previous-versions-max": "20"}
+CONTROL_PROPERTIES = "'format-version'='2', " + ", ".join(
+    f"'{key}'='{value}'" for key, value in METADATA_RETENTION.items())
 #: The properties of every mirror and changelog table: those, row-level changes as
 #: delete files (merge-on-read), and no shuffle before a write (distribution mode ``none``;
 #: ``fanout`` lets a task write several day partitions unsorted). A batch is small and

@@ -95,6 +95,20 @@ def load_table(spark: Any, name: str) -> Any:
         spark._jsparkSession, name)
 
 
+def positioned_snapshot(table: Any, property_name: str) -> Any:
+    """The newest snapshot of Java table ``table`` (refreshed first: another process may
+    have committed) whose summary has ``property_name``, walked back from the current one
+    along its parents (commit times can tie within a millisecond); ``None`` if none has."""
+    table.refresh()
+    snapshot = table.currentSnapshot()
+    while snapshot is not None:
+        if snapshot.summary().get(property_name) is not None:
+            return snapshot
+        parent = snapshot.parentId()
+        snapshot = table.snapshot(parent) if parent is not None else None
+    return None
+
+
 class ArrowAppender:
     """Appends Arrow tables to the Iceberg tables of a Spark session (module docstring)."""
 

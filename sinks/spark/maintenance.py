@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .iceberg_ddl import CHANGELOG_SUFFIX
-from .iceberg_files import load_table
+from .iceberg_ddl import METADATA_RETENTION
+from .iceberg_files import load_table, positioned_snapshot
 from .positions import PROPERTY
 
 logger = logging.getLogger("changestream.sinks.spark")
@@ -100,15 +100,9 @@ def _carries_positions(spark: Any, catalog: str, name: str) -> bool:
 
 def newest_position_millis(table: Any) -> int | None:
     """Commit time (ms) of the newest snapshot of Java table ``table`` that carries a
-    position, walked back from the current one along its parents."""
-    table.refresh()
-    snapshot = table.currentSnapshot()
-    while snapshot is not None:
-        if snapshot.summary().get(PROPERTY) is not None:
-            return int(snapshot.timestampMillis())
-        parent = snapshot.parentId()
-        snapshot = table.snapshot(parent) if parent is not None else None
-    return None
+    position."""
+    snapshot = positioned_snapshot(table, PROPERTY)
+    return None if snapshot is None else int(snapshot.timestampMillis())
 
 
 def remove_dangling_equality_deletes(spark: Any, full_name: str) -> int:
@@ -146,12 +140,6 @@ def remove_dangling_equality_deletes(spark: Any, full_name: str) -> int:
     return len(dangling)
 
 
-#: Table properties maintenance makes sure of (tables made by changestream before them
-#: kept every metadata file: one per commit, each listing every snapshot).
-KEPT_PROPERTIES = {"write.metadata.delete-after-commit.enabled": "true",
-                   "write.metadata.previous-versions-max": "20"}
-
-
 def _figures(table: Any) -> tuple[int, int]:
     """(data and delete files, snapshots) of Java table ``table`` as its metadata says."""
     table.refresh()
@@ -165,8 +153,10 @@ def _figures(table: Any) -> tuple[int, int]:
 
 
 def _keep_properties(table: Any) -> None:
+    """Give ``table`` the metadata retention of the tables changestream makes (those made
+    before it kept every metadata file: one per commit, each listing every snapshot)."""
     properties = table.properties()
-    missing = {k: v for k, v in KEPT_PROPERTIES.items() if properties.get(k) != v}
+    missing = {k: v for k, v in METADATA_RETENTION.items() if properties.get(k) != v}
     if missing:
         update = table.updateProperties()
         for key, value in missing.items():
@@ -208,9 +198,8 @@ def maintain_table(spark: Any, catalog: str, name: str,
     kept = newest_position_millis(table)
     if kept is not None:
         older_than = min(older_than, kept)  # expiry removes only snapshots older than this
-    # Iceberg's core expiry, on the driver: the Spark procedure's jobs cost seconds a table
-    # even when a few files go.
-    table.refresh()
+    # Iceberg's core expiry, on the driver (the table was refreshed just above): the Spark
+    # procedure's jobs cost seconds a table even when a few files go.
     table.expireSnapshots().expireOlderThan(int(older_than)) \
         .retainLast(max(1, settings.keep_snapshots)).commit()
     if settings.remove_orphans:
@@ -252,20 +241,15 @@ class MaintenanceSchedule:
         self.tables: set[str] = set()  # `db`.`table` landed since the last run
         self.runs = 0
 
-    def landed(self, control: list[str], runs: list[Any]) -> None:
-        """Note the tables a batch landed: ``control`` (``namespace.table``, quoted) and
-        the mirror and changelog of each of ``runs`` (:class:`.frames.TableRun`)."""
-        self.tables.update(control)
-        for run in runs:
-            self.tables.add(f"{_q(run.database)}.{_q(run.table)}")
-            self.tables.add(f"{_q(run.database)}."
-                            f"{_q(run.table + CHANGELOG_SUFFIX)}")
+    def landed(self, names: list[str]) -> None:
+        """Note the tables (``namespace.table``, quoted) a batch committed to."""
+        self.tables.update(names)
 
     def run_if_due(self, spark: Any, catalog: str) -> None:
         """Maintain the noted tables of ``catalog`` when the time has come."""
-        if time.monotonic() < self.due:
-            return
         now = time.monotonic()
+        if now < self.due:
+            return
         orphans = now >= self.orphans_due
         if orphans:
             self.orphans_due = now + 86400

@@ -25,6 +25,7 @@ from changestream.model.errors import SinkError
 
 from . import positions
 from .frames import Part, TableRun, changelog_dataframe, table_runs, transaction_positions
+from .iceberg import CONTROL_TABLES
 from .iceberg_ddl import mirrored_ddl
 from .maintenance import MaintenanceSchedule, parse_age
 
@@ -223,7 +224,8 @@ class SparkSink:
                             f"{batch.position}: {_short(exc)}") from exc
         self._held = []
         if self.upkeep is not None:
-            self.upkeep.landed(self._landing.control_tables(), runs)
+            self.upkeep.landed([*CONTROL_TABLES, *(name for run in runs
+                                                   for name in self._landing.table_names(run))])
             with self._landing.clock("maintenance"):
                 self.upkeep.run_if_due(self.spark, self.catalog)
         stages = {"group": grouped, **self._landing.clock.take()}

@@ -7,6 +7,8 @@ installs without the compiled parts and the Python paths run
 (``changestream.native.compiled`` says which is used).
 """
 
+import os
+
 from setuptools import Extension, find_packages, setup
 
 packages = [
@@ -20,12 +22,19 @@ try:
 except ImportError:  # the Python paths only
     extensions = []
 else:
+    names = ["changestream.native.json_text", "changestream.native.binlog_values",
+             "changestream.native.framing", "changestream.snapshot._text_rows",
+             "changestream.parallel._segment_rows"]
+    libraries: dict[str, list[str]] = {}
+    # libzstd's header comes with Debian's libzstd-dev (the install script installs it).
+    if any(os.path.exists(os.path.join(d, "zstd.h")) for d in ("/usr/include",
+                                                                 "/usr/local/include")):
+        names.append("changestream.native.zstd_frames")
+        libraries["changestream.native.zstd_frames"] = ["zstd"]
     extensions = cythonize(
-        [Extension(name, [name.replace(".", "/") + ".pyx"], extra_compile_args=["-O2"])
-         for name in ("changestream.native.json_text", "changestream.native.binlog_values",
-                      "changestream.native.framing",
-                      "changestream.snapshot._text_rows",
-                      "changestream.parallel._segment_rows")],
+        [Extension(name, [name.replace(".", "/") + ".pyx"], extra_compile_args=["-O2"],
+                   libraries=libraries.get(name, []))
+         for name in names],
         language_level=3, quiet=True)
 
 setup(packages=packages, ext_modules=extensions)

@@ -11,6 +11,11 @@ test_deps=false
 need=()
 command -v mariadbd >/dev/null || need+=(mariadb-server mariadb-client)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)
+# The compiled parts: a C compiler and Python's headers, and libzstd's header (MySQL's
+# compressed transactions unpacked without letting the interpreter lock go).
+command -v gcc >/dev/null || need+=(build-essential)
+[ -f /usr/include/python3.11/Python.h ] || need+=(python3-dev)
+[ -f /usr/include/zstd.h ] || need+=(libzstd-dev)
 $test_deps && { command -v debootstrap >/dev/null || need+=(debootstrap); }
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq >/dev/null

@@ -13,11 +13,18 @@ from changestream.decoding.event_framing import HEADER_SIZE
 from changestream.decoding.events import Event, EventHeader, TransactionPayloadEvent
 from changestream.decoding.packed import read_packed_int
 from changestream.model.errors import BinlogError, TruncatedBinlogError, UnsupportedBinlogError
+from changestream.native import compiled
 
-__all__ = ["InnerEventDecoder", "decode_transaction_payload", "mariadb_uncompress",
-           "uncompress_rows"]
+__all__ = ["InnerEventDecoder", "decode_transaction_payload", "inner_event_bounds",
+           "mariadb_uncompress", "uncompress_rows", "unpack_transaction_payload"]
 
 _U32 = struct.Struct("<I").unpack_from
+
+# Small payloads are unpacked without letting the interpreter lock go (see
+# changestream/native/zstd_frames.pyx); one context serves every thread, as the lock is held.
+_zstd_frames = compiled("changestream.native.zstd_frames")
+_FRAMES = _zstd_frames.FrameDecompressor() if _zstd_frames is not None else None
+_HELD_LOCK_BYTES = 1 << 20
 
 # Decodes one event inside a TRANSACTION_PAYLOAD: ``(data, file, offset, payload_index)``.
 InnerEventDecoder = Callable[[bytes, str | None, int, int | None], Event]
@@ -46,11 +53,11 @@ def uncompress_rows(body: bytes, pos: int, kind: str) -> bytes:
     return bytes(body[:p]) + mariadb_uncompress(body[p:])
 
 
-def decode_transaction_payload(h: EventHeader, body: bytes,
-                               zstd: zstandard.ZstdDecompressor,
-                               decode_inner: InnerEventDecoder) -> Event:
-    """A TRANSACTION_PAYLOAD event: its fields, then the events packed in it, unpacked with
-    ``zstd`` and each decoded by ``decode_inner``."""
+def unpack_transaction_payload(h: EventHeader, body: bytes,
+                               zstd: zstandard.ZstdDecompressor) -> tuple[str, int, bytes]:
+    """A TRANSACTION_PAYLOAD event's body unpacked: its compression (``zstd`` or ``none``),
+    its packed size, and the bytes of the events packed in it (``h`` names the event in
+    errors)."""
     pos, end = 0, len(body)
     fields: dict[int, int] = {}
     while pos < end:
@@ -67,15 +74,23 @@ def decode_transaction_payload(h: EventHeader, body: bytes,
             h.file, h.offset)
     payload = bytes(body[pos:])
     size = fields.get(3, 0)
-    if compression == "zstd":
+    if compression == "zstd" and _FRAMES is not None and 0 < size <= _HELD_LOCK_BYTES:
+        data = _FRAMES.decompress(payload, size)
+    elif compression == "zstd":
         data = zstd.decompressobj().decompress(payload)
     else:
         data = payload
     if size and len(data) != size:
         raise BinlogError(f"TRANSACTION_PAYLOAD unpacked to {len(data)} bytes, its header "
                           f"says {size}", h.file, h.offset)
-    event = TransactionPayloadEvent(h, compression, fields.get(1, len(payload)), len(data))
-    inner_pos, index = 0, 0
+    return compression, fields.get(1, len(payload)), data
+
+
+def inner_event_bounds(h: EventHeader, data: bytes) -> list[tuple[int, int]]:
+    """Where each event packed in a TRANSACTION_PAYLOAD (``data``, unpacked) begins and
+    ends."""
+    bounds: list[tuple[int, int]] = []
+    inner_pos = 0
     while inner_pos < len(data):
         if inner_pos + HEADER_SIZE > len(data):
             raise TruncatedBinlogError("TRANSACTION_PAYLOAD ends inside an inner event "
@@ -83,10 +98,20 @@ def decode_transaction_payload(h: EventHeader, body: bytes,
         inner_size = _U32(data, inner_pos + 9)[0]
         if inner_size < HEADER_SIZE or inner_pos + inner_size > len(data):
             raise TruncatedBinlogError(
-                f"TRANSACTION_PAYLOAD inner event {index} claims {inner_size} bytes, "
+                f"TRANSACTION_PAYLOAD inner event {len(bounds)} claims {inner_size} bytes, "
                 f"{len(data) - inner_pos} left", h.file, h.offset)
-        event.events.append(decode_inner(data[inner_pos:inner_pos + inner_size], h.file,
-                                         h.offset, index))
+        bounds.append((inner_pos, inner_pos + inner_size))
         inner_pos += inner_size
-        index += 1
+    return bounds
+
+
+def decode_transaction_payload(h: EventHeader, body: bytes,
+                               zstd: zstandard.ZstdDecompressor,
+                               decode_inner: InnerEventDecoder) -> Event:
+    """A TRANSACTION_PAYLOAD event: its fields, then the events packed in it, unpacked with
+    ``zstd`` and each decoded by ``decode_inner``."""
+    compression, packed_size, data = unpack_transaction_payload(h, body, zstd)
+    event = TransactionPayloadEvent(h, compression, packed_size, len(data))
+    for index, (start, end) in enumerate(inner_event_bounds(h, data)):
+        event.events.append(decode_inner(data[start:end], h.file, h.offset, index))
     return event

@@ -33,5 +33,6 @@ cdef Py_ssize_t put_datetime2(Buffer out, const uint8_t* p, Py_ssize_t avail,
                               int fsp) except -2
 cdef Py_ssize_t put_timestamp2(Buffer out, const uint8_t* p, Py_ssize_t avail,
                                int fsp) except -2
+cdef int put_epoch_micros(Buffer out, uint64_t micros) except -1
 cdef Py_ssize_t put_date(Buffer out, const uint8_t* p, Py_ssize_t avail) except -2
 cdef Py_ssize_t put_time2(Buffer out, const uint8_t* p, Py_ssize_t avail, int fsp) except -2

@@ -279,6 +279,27 @@ cdef Py_ssize_t put_timestamp2(Buffer out, const uint8_t* p, Py_ssize_t avail,
     return 4 + nfrac
 
 
+cdef int put_epoch_micros(Buffer out, uint64_t micros) except -1:
+    """``micros`` after the epoch as ``"YYYY-MM-DDTHH:MM:SS.ffffff+00:00"`` (a UTC
+    datetime's ``isoformat(timespec="microseconds")``, quoted)."""
+    cdef int64_t seconds = <int64_t>(micros // 1000000), year
+    cdef int month, day
+    out.put(b'"', 1)
+    _civil(seconds // 86400, &year, &month, &day)
+    seconds = seconds % 86400
+    _put_clock(out, year, month, day, seconds // 3600, seconds // 60 % 60, seconds % 60)
+    _put_fraction(out, micros % 1000000, 6)
+    out.put(b'+00:00"', 7)
+    return 0
+
+
+def epoch_micros_json(uint64_t micros):
+    """What :func:`put_epoch_micros` writes (for the tests)."""
+    cdef Buffer out = Buffer()
+    put_epoch_micros(out, micros)
+    return out.take(0, out.size)
+
+
 cdef Py_ssize_t put_date(Buffer out, const uint8_t* p, Py_ssize_t avail) except -2:
     """A DATE as ``"YYYY-MM-DD"``, valid or not."""
     cdef uint64_t v

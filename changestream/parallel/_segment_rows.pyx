@@ -16,7 +16,7 @@ path runs.
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, realloc
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 from changestream.native.binlog_values cimport (
     crc32,
@@ -24,6 +24,7 @@ from changestream.native.binlog_values cimport (
     put_datetime2,
     put_decimal,
     put_double,
+    put_epoch_micros,
     put_time2,
     put_timestamp2,
     u16,
@@ -33,6 +34,7 @@ from changestream.native.binlog_values cimport (
 from changestream.native.json_text cimport Buffer, put_base64, put_text, valid_utf8
 
 import struct
+import uuid
 
 import orjson
 
@@ -248,6 +250,9 @@ cdef class SegmentEncoder:
     cdef Slot* slots      # the open transaction's changes
     cdef Py_ssize_t nslots, slot_capacity
     cdef bytes _commit_text
+    cdef bytes _sid           # the last MySQL GTID's server UUID, and as text
+    cdef str _sid_text, _gtid
+    cdef Buffer _micros_text
     # the rows event being read: the segment's bytes, where its body is, the body as bytes
     # once a Python reader needs it
     cdef bytes _data
@@ -268,6 +273,8 @@ cdef class SegmentEncoder:
         self.record = Buffer()
         self.width = 0
         self._last_commit_seconds = None
+        self._sid = b""
+        self._micros_text = Buffer()
 
     def __dealloc__(self):
         free(self.starts)
@@ -449,6 +456,8 @@ cdef class SegmentEncoder:
         gtid_json = b"null"
         server_id = 0
         cdef int64_t start = 0
+        cdef int64_t commit_micros = 0
+        cdef int query_post_size = query_post
         commit_ts = None
         self.nslots = 0
         self.rows.size = 0
@@ -549,12 +558,14 @@ cdef class SegmentEncoder:
                 gtid = f"{u32(b + at + header + 8)}-{server_id}-{u64(b + at + header)}"
                 gtid_json = b'"' + gtid.encode() + b'"'
                 inside, began, start, commit_ts = True, True, offset, None
+                commit_micros = 0
                 sql_index = 0
                 sqls = [b"null"]
             elif code == et.XID or code == et.QUERY:
                 xid = None
                 if code == et.QUERY:
-                    statement = query_kind(data[at:end], query_post, body_end - at)
+                    statement = BEGIN if _is_begin(b, at, body_end, query_post_size) \
+                        else query_kind(data[at:end], query_post, body_end - at)
                     if statement == BEGIN and inside and not began:
                         began = True
                         at = end
@@ -572,7 +583,8 @@ cdef class SegmentEncoder:
                         commit = commit_ts
                     tid_json = gtid_json if gtid else _dumps(f"{server_id}-{name}-{start}")
                     self._records(lines, tx_plans, sqls, tid_json, gtid_json, xid,
-                                  self._commit_json(commit), name, stamp)
+                                  self._micros_json(commit_micros) if commit_micros > 0
+                                  else self._commit_json(commit), name, stamp)
                     done.append(EncodedTransaction(self.nslots, gtid, commit, offset + size))
                     self.nslots = 0
                     self.rows.size = 0
@@ -585,12 +597,21 @@ cdef class SegmentEncoder:
             elif code in MYSQL_GTID_EVENTS:
                 if inside:
                     raise NotPlain()
-                event = decoder.decode(data[at:end], file, offset)
-                gtid = event.gtid
-                gtid_json = _dumps(gtid)
-                commit_ts = gtid_commit_time(event.original_commit_ts,
-                                             event.immediate_commit_ts)
-                server_id = event.header.server_id
+                commit_micros = self._mysql_gtid(b, at + header, body_end) \
+                    if code == et.GTID else -1
+                if commit_micros >= 0:
+                    gtid = self._gtid
+                    gtid_json = b'"' + gtid.encode() + b'"'
+                    commit_ts = utc_time(commit_micros / 1e6) if commit_micros else None
+                    server_id = u32(b + at + 5)
+                else:
+                    event = decoder.decode(data[at:end], file, offset)
+                    gtid = event.gtid
+                    gtid_json = _dumps(gtid)
+                    commit_ts = gtid_commit_time(event.original_commit_ts,
+                                                 event.immediate_commit_ts)
+                    server_id = event.header.server_id
+                    commit_micros = 0
                 inside, began, start = True, False, offset
                 sql_index = 0
                 sqls = [b"null"]
@@ -662,6 +683,38 @@ cdef class SegmentEncoder:
         slot.key0, slot.key1 = start, out.size
         return 0
 
+    cdef int64_t _mysql_gtid(self, const uint8_t* b, Py_ssize_t p, Py_ssize_t end) except -2:
+        """A MySQL GTID event's body at ``p``: its GTID put in ``_gtid`` and its commit
+        time returned (microseconds after the epoch, as ``gtid_commit_time`` takes it; 0:
+        none); -1 when it is not one this reads (no logical clock, no commit time, a time
+        whose float seconds would not be exact: the Python decoder reads it)."""
+        cdef uint64_t immediate, original
+        if end - p < 49 or b[p + 25] != 2:
+            return -1
+        immediate = u64(b + p + 42) & 0xFFFFFFFFFFFFFF
+        original = immediate & ~(<uint64_t>1 << 55)
+        if immediate & (<uint64_t>1 << 55):
+            if end - p < 56:
+                return -1
+            original = u64(b + p + 49) & 0xFFFFFFFFFFFFFF
+            immediate &= ~(<uint64_t>1 << 55)
+        if original == 0:
+            original = immediate
+        if original >= (<uint64_t>1 << 51):
+            return -1
+        sid = PyBytes_FromStringAndSize(<const char*>b + p + 1, 16)
+        if sid != self._sid:
+            self._sid = sid
+            self._sid_text = str(uuid.UUID(bytes=sid))
+        self._gtid = f"{self._sid_text}:{<int64_t>u64(b + p + 17)}"
+        return <int64_t>original
+
+    cdef bytes _micros_json(self, int64_t micros):
+        cdef Buffer out = self._micros_text
+        out.size = 0
+        put_epoch_micros(out, <uint64_t>micros)
+        return out.take(0, out.size)
+
     cdef bytes _commit_json(self, object commit):
         if commit is not self._last_commit_seconds:
             self._last_commit_seconds = commit
@@ -711,6 +764,18 @@ cdef class SegmentEncoder:
             out.put_bytes(tail)
             lines.append(PyBytes_FromStringAndSize(out.data, out.size))
         return 0
+
+
+cdef Py_ssize_t _HEADER = HEADER_SIZE
+
+
+cdef bint _is_begin(const uint8_t* b, Py_ssize_t at, Py_ssize_t body_end, int post):
+    """Whether the QUERY event at ``at`` is just ``BEGIN`` (others: ``query_kind``)."""
+    cdef Py_ssize_t start, body = at + _HEADER
+    if post < 13:
+        return False
+    start = body + post + u16(b + body + 11) + b[body + 8] + 1
+    return body_end - start == 5 and memcmp(b + start, b"BEGIN", 5) == 0
 
 
 cdef inline int _span(Buffer out, Buffer rows, Py_ssize_t start, Py_ssize_t end) except -1:

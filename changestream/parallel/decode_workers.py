@@ -31,11 +31,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import zstandard
+
 from changestream.decoding import event_types as et
-from changestream.decoding.event_decoder import EventDecoder
+from changestream.decoding.event_decoder import CHECKSUM_CRC32, EventDecoder
 from changestream.delivery.records import record_lines
 from changestream.model.changes import Change, TransactionPart
 from changestream.model.errors import ChangestreamError, SourceError
+from changestream.parallel.payloads import unpacked_segment
 from changestream.parallel.segment_encoder import EncodedTransaction, segment_encoder
 from changestream.transactions.assembler import TransactionAssembler
 from changestream.transactions.filters import ChangeFilter
@@ -71,6 +74,7 @@ class Segment:
     file: str
     data: bytes
     offsets: array.array[int]
+    payloads: bool = False  # some transaction came in a TRANSACTION_PAYLOAD
 
 
 @dataclass(slots=True, frozen=True)
@@ -216,6 +220,7 @@ class _Worker:
                                        settings.include_sql) \
             if settings.record_format == "changestream" else None
         self.fast_segments = 0  # segments the fast path took
+        self._zstd = zstandard.ZstdDecompressor()
 
     def assemble(self, segment: Segment, stamp: str | None = None) -> SegmentResult:
         """The segment's transactions, in runs of about ``run_changes`` changes (``stamp``:
@@ -229,8 +234,7 @@ class _Worker:
         done = None
         tables: dict[tuple[str, str, str], int] = {}
         if self.encoder is not None:
-            done = self.encoder.encode(segment.file, segment.data, segment.offsets, stamp,
-                                       lines)
+            done = self._encode_fast(segment, stamp, lines)
             self.fast_segments += done is not None
             tables = self.encoder.table_counts
         whole: list[list[TransactionPart]] | None = \
@@ -250,6 +254,29 @@ class _Worker:
                 run.tables = tables
                 break
         return runs
+
+    def _encode_fast(self, segment: Segment, stamp: str, lines: list[bytes]
+                     ) -> list[EncodedTransaction] | None:
+        """The segment through the fast path (its compressed transactions unpacked first);
+        ``None`` when that path does not take it."""
+        assert self.encoder is not None
+        if not segment.payloads:
+            return self.encoder.encode(segment.file, segment.data, segment.offsets, stamp,
+                                       lines)
+        decoder = self.decoder
+        unpacked = unpacked_segment(segment.data, segment.offsets, self._zstd, segment.file,
+                                    decoder.checksum_alg == CHECKSUM_CRC32,
+                                    decoder.verify_checksums)
+        if unpacked is None:
+            return None
+        done = self.encoder.encode(segment.file, unpacked.data, unpacked.offsets, stamp,
+                                   lines)
+        if done is None or len(done) != len(unpacked.ends):
+            return None
+        for transaction, end in zip(done, unpacked.ends, strict=True):
+            if end is not None:
+                transaction.end = end
+        return done
 
     def _assemble_generally(self, segment: Segment, stamp: str, lines: list[bytes],
                             tables: dict[tuple[str, str, str], int],

@@ -1,15 +1,17 @@
 """Which transactions decode workers take, and the segments they are handed in.
 
-A transaction goes to a worker (:mod:`changestream.parallel.decode_workers`) when its own events are
-all it takes to assemble it: it begins with a GTID event (MariaDB: not standalone, not XA),
-then MySQL's BEGIN, holds only TABLE_MAPs that carry their column names
-(``binlog_row_metadata=FULL``), rows events and statement annotations, ends with XID or
-COMMIT, and is not big. These are recognised from a few bytes of each event, without
-decoding it, because the router's process would otherwise spend as long on every event as
-a worker. Anything else (DDL, XA, ROLLBACK, SAVEPOINT, INTVAR and the like, compressed
-transactions, tables whose names come from ``information_schema``, transactions without a
-GTID event) is decoded here, in binlog order, as without workers; so is a transaction that
-turns out not to be a worker's, from its first event, as soon as that is known.
+A transaction goes to a worker (:mod:`changestream.parallel.decode_workers`) when its own
+events are all it takes to assemble it: it begins with a GTID event (MariaDB: not
+standalone, not XA), then MySQL's BEGIN, holds only TABLE_MAPs that carry their column
+names (``binlog_row_metadata=FULL``), rows events and statement annotations, ends with XID
+or COMMIT, and is not big; MySQL's compressed transactions too, when the events in their
+TRANSACTION_PAYLOAD are such (:mod:`changestream.parallel.payloads`). These are recognised
+from a few bytes of each event, without decoding it, because the router's process would
+otherwise spend as long on every event as a worker. Anything else (DDL, XA, ROLLBACK,
+SAVEPOINT, INTVAR and the like, tables whose names come from ``information_schema``,
+transactions without a GTID event) is decoded here, in binlog order, as without workers; so
+is a transaction that turns out not to be a worker's, from its first event, as soon as that
+is known.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import struct
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+import zstandard
+
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_CRC32, HEADER_SIZE, EventDecoder
 from changestream.decoding.events import Event
@@ -27,6 +31,7 @@ from changestream.decoding.table_map import TableMapFormatError, identity_start,
 from changestream.decoding.table_schema import may_hold_address
 from changestream.model.errors import SourceError
 from changestream.parallel.decode_workers import DecodeWorkers, RawEventData, Segment, SegmentTicket
+from changestream.parallel.payloads import plain_payload_size
 from changestream.sources.raw import RawEvent
 from changestream.transactions.plain import opens_plain_group, query_kind
 
@@ -59,7 +64,9 @@ class Segmenter:
         self._format_description: RawEventData | None = None
         self._pending: list[RawEvent] = []
         self._pending_bytes = 0
+        self._pending_payloads = False  # some pending transaction came compressed
         self._names_logged: dict[bytes, bool] = {}
+        self._zstd = zstandard.ZstdDecompressor()
 
     def events(self, source: RawSource) -> Iterator[Event | SegmentTicket | None]:
         """Route ``source``'s events (see the class docstring)."""
@@ -83,7 +90,9 @@ class Segmenter:
                         if size <= self.transaction_bytes:
                             continue
                     elif code == et.XID or (code == et.QUERY
-                                            and self._query_kind(data) == COMMIT):
+                                            and self._query_kind(data) == COMMIT) or (
+                            code == et.TRANSACTION_PAYLOAD and len(current) == 1
+                            and self._payload_is_plain(raw)):
                         current.append(raw)
                         if self._pending and self._pending[0].file != raw.file:
                             yield self._submit()
@@ -133,6 +142,30 @@ class Segmenter:
     def _close(self, transaction: list[RawEvent], size: int) -> None:
         self._pending.extend(transaction)
         self._pending_bytes += size
+        self._pending_payloads |= transaction[-1].data[4] == et.TRANSACTION_PAYLOAD
+
+    def _payload_is_plain(self, raw: RawEvent) -> bool:
+        """Whether a TRANSACTION_PAYLOAD right after a MySQL GTID event holds a plain
+        transaction a worker may take (see :mod:`changestream.parallel.payloads`)."""
+        data = raw.data
+        size = plain_payload_size(data[HEADER_SIZE:self._body_end(data)], raw.file,
+                                  raw.offset, self._zstd, self._inner_kind)
+        return size is not None and size <= self.transaction_bytes
+
+    def _inner_kind(self, data: bytes) -> str | None:
+        """What an event inside a TRANSACTION_PAYLOAD (no checksum) is to a worker's
+        transaction (:data:`changestream.parallel.payloads.InnerKind`)."""
+        code = data[4]
+        if code == et.TABLE_MAP:
+            return "row" if self._table_has_names(data, len(data)) else None
+        if code in _ROW_TYPES:
+            return "row"
+        if code == et.XID:
+            return "commit"
+        if code == et.QUERY:
+            kind = self._query_kind(data, len(data))
+            return "begin" if kind == BEGIN else "commit" if kind == COMMIT else None
+        return None
 
     def _submit(self) -> SegmentTicket:
         assert self._format_description is not None, "events before FORMAT_DESCRIPTION"
@@ -140,25 +173,28 @@ class Segmenter:
         last = pending[-1]
         segment = Segment(self._format_description, pending[0].file,
                           b"".join([r.data for r in pending]),
-                          array.array("q", [r.offset for r in pending]))
+                          array.array("q", [r.offset for r in pending]),
+                          self._pending_payloads)
         self._pending = []
         self._pending_bytes = 0
+        self._pending_payloads = False
         return self.workers.submit(segment, (last.file, last.offset + len(last.data)))
 
     def _body_end(self, data: bytes) -> int:
         return len(data) - 4 if self.decoder.checksum_alg == CHECKSUM_CRC32 else len(data)
 
-    def _query_kind(self, data: bytes) -> str:
-        """What a QUERY event's statement is to its transaction."""
+    def _query_kind(self, data: bytes, body_end: int | None = None) -> str:
+        """What a QUERY event's statement is to its transaction (``body_end``: where its
+        body ends, when not before a checksum the file's events have)."""
         return query_kind(data, self.decoder.post_header_length(et.QUERY),
-                          self._body_end(data))
+                          self._body_end(data) if body_end is None else body_end)
 
-    def _table_has_names(self, data: bytes) -> bool:
+    def _table_has_names(self, data: bytes, body_end: int | None = None) -> bool:
         """Whether a TABLE_MAP logs everything a worker needs (its columns' names, and no
         column that may be MariaDB's UUID/INET6/INET4); cached by its bytes but for the
         table id, as the decoder caches schemas."""
         post = self.decoder.post_header_length(et.TABLE_MAP)
-        end = self._body_end(data)
+        end = self._body_end(data) if body_end is None else body_end
         key = data[HEADER_SIZE + identity_start(post):end]
         kept = self.kept_here
         if kept is not None and kept.version != self._kept_version:

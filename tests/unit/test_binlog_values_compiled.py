@@ -125,3 +125,17 @@ def test_crc32() -> None:
     for size in [0, 1, 7, 8, 9, 63, 64, 65, 1000, 65536]:
         data = rng.randbytes(size)
         assert native.crc32_of(data) == zlib.crc32(data)
+
+
+def test_commit_times_are_written_as_the_records_write_them() -> None:
+    """A MySQL GTID event's commit time (microseconds) as the compiled fast path writes it,
+    against the Python path's datetime from float seconds and its ISO text."""
+    from changestream.delivery.records import commit_time_text
+    from changestream.transactions.groups import utc_time
+
+    rng = random.Random(7)
+    edges = [1, 999_999, 1_000_000, 86_399_999_999, 951_782_400_000_000,  # 2000-02-29
+             1_764_089_000_123_456, (1 << 51) - 1]
+    for micros in edges + [rng.randrange(1, 1 << 51) for _ in range(20_000)]:
+        expected = orjson.dumps(commit_time_text(utc_time.__wrapped__(micros / 1e6)))
+        assert native.epoch_micros_json(micros) == expected, micros

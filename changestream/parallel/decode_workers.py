@@ -21,13 +21,14 @@ import array
 import contextlib
 import datetime as dt
 import logging
-import multiprocessing
 import multiprocessing.connection
+import signal
 import socket
 import struct
+import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,17 +113,11 @@ class DecodeWorkers:
     """``count`` worker processes, fed round robin; results are taken in the same order."""
 
     def __init__(self, count: int, settings: WorkerSettings, run_changes: int = 5_000):
-        context = multiprocessing.get_context("spawn")  # no fork of a threaded process
         self._connections: list[multiprocessing.connection.Connection] = []
-        self._processes: list[Any] = []
+        self._processes: list[subprocess.Popen[bytes]] = []
         for i in range(count):
-            ours, theirs = context.Pipe()
-            process = context.Process(target=_serve, args=(theirs, settings, run_changes),
-                                      name=f"changestream-decoder-{i}", daemon=True)
-            with _main_module_hidden():
-                process.start()
-            theirs.close()
-            self._connections.append(ours)
+            connection, process = _start_worker(i, settings, run_changes)
+            self._connections.append(connection)
             self._processes.append(process)
         self._next = 0
         self._readers: list[threading.Thread] = []
@@ -172,8 +167,9 @@ class DecodeWorkers:
 
     def _lost(self, worker: int, exc: BaseException) -> SourceError:
         process = self._processes[worker]
-        process.join(0.5)
-        return SourceError(f"decode worker {worker} stopped (exit code {process.exitcode}): "
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(0.5)
+        return SourceError(f"decode worker {worker} stopped (exit code {process.returncode}): "
                            f"{exc or type(exc).__name__}")
 
     def close(self) -> None:
@@ -188,10 +184,12 @@ class DecodeWorkers:
                 end.close()
             connection.close()  # the worker's next read or write fails, and it ends
         for process in self._processes:
-            process.join(2.0)
-            if process.is_alive():
+            try:
+                process.wait(2.0)
+            except subprocess.TimeoutExpired:
                 process.terminate()
-                process.join(2.0)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(2.0)
 
 
 # -- the worker process -------------------------------------------------------------------
@@ -349,24 +347,37 @@ def _arrow_payload(whole: list[list[TransactionPart]]) -> Callable[[int, int, in
     return payload
 
 
-@contextlib.contextmanager
-def _main_module_hidden() -> Iterator[None]:
-    """While a worker is started: a spawned process imports the parent's main module first
-    (all of the command line, for ``changestream run``), which a worker, whose code is all
-    in this module, does not need: a third of a second and tens of MB each. Without a
-    ``__spec__`` and ``__file__`` on it, multiprocessing leaves it out."""
-    main = sys.modules.get("__main__")
-    saved: dict[str, Any] = {name: main.__dict__[name] for name in ("__spec__", "__file__")
-                             if main is not None and name in main.__dict__}
+def _start_worker(index: int, settings: WorkerSettings, run_changes: int
+                  ) -> tuple[multiprocessing.connection.Connection, subprocess.Popen[bytes]]:
+    """A worker process and the connection to it. A plain interpreter started on
+    :func:`worker_main`, not a multiprocessing process: that would start multiprocessing's
+    resource tracker beside the workers (another interpreter, about 13 MB) and import the
+    router's main module into each worker."""
+    ours, theirs = socket.socketpair()
+    # The router's import path, as multiprocessing would hand it on.
+    code = (f"import sys; sys.path[:] = {sys.path!r}; from changestream.parallel."
+            f"decode_workers import worker_main; worker_main({theirs.fileno()})")
     try:
-        if main is not None:
-            main.__dict__.pop("__file__", None)
-            main.__dict__["__spec__"] = None
-        yield
+        process = subprocess.Popen([sys.executable, "-c", code, f"changestream-decoder-{index}"],
+                                   pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
     finally:
-        if main is not None:
-            main.__dict__.pop("__spec__", None)
-            main.__dict__.update(saved)
+        theirs.close()
+    connection = multiprocessing.connection.Connection(ours.detach())
+    connection.send((settings, run_changes))
+    return connection, process
+
+
+def worker_main(fd: int) -> None:
+    """A worker process's life: its settings, then segments, from the router on ``fd``."""
+    # The router stops its workers by closing their connections; an interrupt of the whole
+    # process group (Ctrl-C) is the router's to handle.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    connection = multiprocessing.connection.Connection(fd)
+    try:
+        settings, run_changes = connection.recv()
+    except (EOFError, OSError):
+        return
+    _serve(connection, settings, run_changes)
 
 
 def _serve(connection: multiprocessing.connection.Connection, settings: WorkerSettings,

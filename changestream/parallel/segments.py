@@ -50,7 +50,7 @@ class Segmenter:
     source is idle, and the tickets of segments handed to ``workers``, all in binlog order."""
 
     def __init__(self, decoder: EventDecoder, workers: DecodeWorkers, *,
-                 segment_events: int = 2_000, segment_bytes: int = 1 << 20,
+                 segment_events: int = 2_000, segment_bytes: int = 512 << 10,
                  transaction_bytes: int = 4 << 20, kept_here: Any = None):
         self.decoder = decoder
         # A snapshot's coordinator: the tables it tracks (``tracked``, changing ``version``)
@@ -65,6 +65,7 @@ class Segmenter:
         self._pending: list[RawEvent] = []
         self._pending_bytes = 0
         self._pending_payloads = False  # some pending transaction came compressed
+        self._payload_size = 0  # the unpacked size of the last payload checked
         self._names_logged: dict[bytes, bool] = {}
         self._zstd = zstandard.ZstdDecompressor()
 
@@ -96,7 +97,11 @@ class Segmenter:
                         current.append(raw)
                         if self._pending and self._pending[0].file != raw.file:
                             yield self._submit()
-                        self._close(current, size + len(data))
+                        # A compressed transaction counts as its unpacked size: what the
+                        # worker holds and writes records of.
+                        self._close(current, size + (self._payload_size
+                                                     if code == et.TRANSACTION_PAYLOAD
+                                                     else len(data)))
                         current = []
                         if len(self._pending) >= self.segment_events or \
                                 self._pending_bytes >= self.segment_bytes:
@@ -150,6 +155,7 @@ class Segmenter:
         data = raw.data
         size = plain_payload_size(data[HEADER_SIZE:self._body_end(data)], raw.file,
                                   raw.offset, self._zstd, self._inner_kind)
+        self._payload_size = size or 0
         return size is not None and size <= self.transaction_bytes
 
     def _inner_kind(self, data: bytes) -> str | None:

@@ -7,26 +7,26 @@ binlog on a private shadow server of the same flavour, and stored with the posit
 docs/schema-history.md.
 """
 
-from changestream.schema.definition import ColumnDefinition, TableDefinition
-from changestream.schema.history import SchemaChangeSet, SchemaHistory, SchemaState
-from changestream.schema.shadow import ShadowServer, ShadowSettings
-from changestream.schema.startup import HistorySettings, OpenedHistory, open_history
-from changestream.schema.store import HistoryStorage, SchemaHistoryStore
-from changestream.schema.tracker import SchemaHistoryError, SchemaTracker
+from __future__ import annotations
 
-__all__ = [
-    "ColumnDefinition",
-    "HistorySettings",
-    "HistoryStorage",
-    "OpenedHistory",
-    "SchemaChangeSet",
-    "SchemaHistory",
-    "SchemaHistoryError",
-    "SchemaHistoryStore",
-    "SchemaState",
-    "SchemaTracker",
-    "ShadowServer",
-    "ShadowSettings",
-    "TableDefinition",
-    "open_history",
-]
+import importlib
+from typing import Any
+
+# Loaded when first asked for: a decode worker needs the definitions, not the shadow server,
+# the catalog reader and the MySQL client library behind them (about 10 MB per process).
+_WHERE = {
+    "ColumnDefinition": "definition", "TableDefinition": "definition",
+    "SchemaChangeSet": "history", "SchemaHistory": "history", "SchemaState": "history",
+    "ShadowServer": "shadow", "ShadowSettings": "shadow",
+    "HistorySettings": "startup", "OpenedHistory": "startup", "open_history": "startup",
+    "HistoryStorage": "store", "SchemaHistoryStore": "store",
+    "SchemaHistoryError": "tracker", "SchemaTracker": "tracker",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

@@ -259,6 +259,7 @@ class LiveSource:
         sock: socket.socket = conn._sock  # type: ignore[attr-defined]
         sock.setblocking(True)
         buf = bytearray()
+        scratch = memoryview(bytearray(1 << 20))
         big: list[bytes] = []  # pieces of a packet longer than 16 MB
         silence = max(10.0, 3 * self.heartbeat_seconds) if self.blocking else 120.0
         heard = time.monotonic()  # when data last came
@@ -327,17 +328,19 @@ class LiveSource:
                     raise ConnectionLostError(
                         f"lost the server at {self._where()}: nothing received for "
                         f"{silence:.0f}s (not even a heartbeat)")
-                chunk = sock.recv(1 << 20)
+                # Into one buffer: recv(n) allocates n bytes per call, and a TLS read
+                # returns one record (16 kB) at most.
+                got = sock.recv_into(scratch)
                 heard = time.monotonic()
             except (OSError, ValueError) as exc:
                 if self._stop.is_set():
                     return
                 raise ConnectionLostError(f"lost the server at {self._where()}: {exc}") from None
-            if not chunk:
+            if not got:
                 if self._stop.is_set():
                     return
                 raise ConnectionLostError(f"lost the server at {self._where()}: connection closed")
-            buf += chunk
+            buf += scratch[:got]
 
     def _packet(self, data: bytes) -> RawEvent | object | None:
         """One packet of the dump stream: an event, ``_EOF``, or ``None`` to skip."""

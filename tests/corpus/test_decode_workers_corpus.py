@@ -101,3 +101,48 @@ def test_fast_path_filters_tables_and_leaves_column_filters_to_the_general_path(
     # Columns left out: the general path builds those images.
     columns = ChangeFilter(exclude_columns=["toddy_test.outbox.*"])
     assert compare_worker_paths(segments, columns) == 0
+
+
+def test_a_worker_that_dies_is_reported_and_the_rest_stop(tmp_path: Path) -> None:
+    """Workers are plain interpreters (no multiprocessing resource tracker beside them); one
+    killed from outside is a SourceError naming it and its exit code, and closing the pool
+    ends the others."""
+    import os
+    import signal
+    import threading
+
+    from changestream.model.errors import SourceError
+    from changestream.parallel.decode_workers import DecodeWorkers, WorkerSettings
+
+    segments = worker_segments([CORPUS / "rust_mysql_common/mariadb-bin.000001"])
+    workers = DecodeWorkers(2, WorkerSettings(None, False, "changestream", True, 20_000, None))
+    answers: list[tuple[int, Any]] = []
+    arrived = threading.Condition()
+
+    def deliver(worker: int, answer: Any) -> None:
+        with arrived:
+            answers.append((worker, answer))
+            arrived.notify_all()
+
+    try:
+        children = [int(c) for c in Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+                    .read_text().split()]
+        assert sorted(children) == sorted(p.pid for p in workers._processes)
+        workers.answer_to(deliver)
+        segment = segments[0]
+        at = 0
+        for _ in segment.offsets[:-1]:
+            at += int.from_bytes(segment.data[at + 9:at + 13], "little")
+        workers.submit(segment, (segment.file, segment.offsets[-1] + len(segment.data) - at))
+        with arrived:
+            assert arrived.wait_for(lambda: answers, 30)
+        assert answers[0][0] == 0 and answers[0][1][0].changes > 0
+        os.kill(workers._processes[1].pid, signal.SIGKILL)
+        with arrived:
+            assert arrived.wait_for(lambda: len(answers) == 2, 30)
+        worker, lost = answers[1]
+        assert worker == 1 and isinstance(lost, SourceError)
+        assert str(lost).startswith("decode worker 1 stopped (exit code -9)")
+    finally:
+        workers.close()
+    assert all(p.poll() is not None for p in workers._processes)

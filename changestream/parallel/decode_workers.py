@@ -113,6 +113,7 @@ class DecodeWorkers:
     """``count`` worker processes, fed round robin; results are taken in the same order."""
 
     def __init__(self, count: int, settings: WorkerSettings, run_changes: int = 5_000):
+        self.settings = settings
         self._connections: list[multiprocessing.connection.Connection] = []
         self._processes: list[subprocess.Popen[bytes]] = []
         for i in range(count):
@@ -183,13 +184,10 @@ class DecodeWorkers:
                 end.shutdown(socket.SHUT_RDWR)
                 end.close()
             connection.close()  # the worker's next read or write fails, and it ends
-        for process in self._processes:
-            try:
-                process.wait(2.0)
-            except subprocess.TimeoutExpired:
-                process.terminate()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(2.0)
+        # A worker ends at once on its closed connection (one still starting, once it has
+        # imported its modules). Waited for: a process that ran the router then owns the
+        # workers' CPU time, as a process's children's.
+        _reap(self._processes)
 
 
 # -- the worker process -------------------------------------------------------------------
@@ -345,6 +343,17 @@ def _arrow_payload(whole: list[list[TransactionPart]]) -> Callable[[int, int, in
                                       all_before=True))
 
     return payload
+
+
+def _reap(processes: list[subprocess.Popen[bytes]]) -> None:
+    """Wait for closed workers to end; one that does not within 5 s is terminated."""
+    for process in processes:
+        try:
+            process.wait(5.0)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(2.0)
 
 
 def _start_worker(index: int, settings: WorkerSettings, run_changes: int

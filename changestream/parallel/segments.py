@@ -37,6 +37,7 @@ from changestream.transactions.plain import opens_plain_group, query_kind
 
 _ROW_TYPES = frozenset({*et.ROWS_KINDS, et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS})
 _HEARTBEATS = frozenset({et.HEARTBEAT, et.HEARTBEAT_V2})
+_ANNOTATIONS = frozenset({et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS})
 
 
 class RawSource(Protocol):
@@ -51,8 +52,13 @@ class Segmenter:
 
     def __init__(self, decoder: EventDecoder, workers: DecodeWorkers, *,
                  segment_events: int = 2_000, segment_bytes: int = 512 << 10,
-                 transaction_bytes: int = 4 << 20, kept_here: Any = None):
+                 transaction_bytes: int = 4 << 20, kept_here: Any = None,
+                 annotations: bool = True):
         self.decoder = decoder
+        # Whether the statement annotations (ANNOTATE_ROWS, ROWS_QUERY) of a worker's
+        # transactions are read (``include_sql``); when not, they are left out of segments,
+        # as a MariaDB server asked not to send them leaves them out of the stream.
+        self.annotations = annotations
         # A snapshot's coordinator: the tables it tracks (``tracked``, changing ``version``)
         # are decoded here, where their keys are noted.
         self.kept_here = kept_here
@@ -72,6 +78,7 @@ class Segmenter:
     def events(self, source: RawSource) -> Iterator[Event | SegmentTicket | None]:
         """Route ``source``'s events (see the class docstring)."""
         decode = self.decoder.decode
+        annotations = self.annotations
         current: list[RawEvent] = []  # the open transaction a worker may take
         size = 0
         try:
@@ -84,6 +91,8 @@ class Segmenter:
                 data = raw.data
                 code = data[4]
                 if current:
+                    if code in _ANNOTATIONS and not annotations:
+                        continue  # read by no one: not copied and sent to a worker
                     if code in _ROW_TYPES or (code == et.TABLE_MAP
                                               and self._table_has_names(data)):
                         current.append(raw)

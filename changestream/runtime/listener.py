@@ -220,7 +220,8 @@ class Listener:
         h: EventHeader | None = None  # the last event read
         events: Iterator[Event | SegmentTicket | None] = source.stream()
         if self.workers is not None and decoder is not None:
-            events = Segmenter(decoder, self.workers, kept_here=self.snapshot).events(
+            events = Segmenter(decoder, self.workers, kept_here=self.snapshot,
+                               annotations=self.workers.settings.include_sql).events(
                 source)  # type: ignore[arg-type]
         snapshot = self.snapshot
         try:

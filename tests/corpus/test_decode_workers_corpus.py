@@ -145,4 +145,33 @@ def test_a_worker_that_dies_is_reported_and_the_rest_stop(tmp_path: Path) -> Non
         assert str(lost).startswith("decode worker 1 stopped (exit code -9)")
     finally:
         workers.close()
-    assert all(p.poll() is not None for p in workers._processes)
+    for process in workers._processes:
+        assert process.wait(5) is not None
+
+
+def test_annotations_nobody_reads_are_not_sent_to_workers(tmp_path: Path) -> None:
+    """Without include_sql the statement annotations stay out of the segments (as a MariaDB
+    server asked not to send them leaves them out), and the records are the same."""
+    from changestream.decoding import event_types as et
+    from changestream.decoding.event_decoder import EventDecoder
+    from changestream.parallel.segments import Segmenter
+    from tests.segments import _Collected, _Raw
+
+    path = CORPUS / "rust_mysql_common/mariadb-bin.000001"
+    kinds: dict[bool, set[int]] = {}
+    for keep in (True, False):
+        pool = _Collected()
+        source = FileSource([path])
+        for _ in Segmenter(EventDecoder(), pool,  # type: ignore[arg-type]
+                           annotations=keep).events(_Raw(source)):
+            pass
+        codes = set()
+        for segment in pool.segments:
+            at = 0
+            for _offset in segment.offsets:
+                codes.add(segment.data[at + 4])
+                at += int.from_bytes(segment.data[at + 9:at + 13], "little")
+        kinds[keep] = codes
+    assert et.MARIADB_ANNOTATE_ROWS in kinds[True]
+    assert kinds[False] == kinds[True] - {et.MARIADB_ANNOTATE_ROWS}
+    assert _route(path, tmp_path / "w.jsonl", 2) == _route(path, tmp_path / "a.jsonl", 0)

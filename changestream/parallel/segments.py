@@ -30,6 +30,7 @@ from changestream.decoding.statements import BEGIN, COMMIT
 from changestream.decoding.table_map import TableMapFormatError, identity_start, parse_table_map
 from changestream.decoding.table_schema import may_hold_address
 from changestream.model.errors import SourceError
+from changestream.native import compiled
 from changestream.parallel.decode_workers import DecodeWorkers, RawEventData, Segment, SegmentTicket
 from changestream.parallel.payloads import plain_payload_size
 from changestream.sources.raw import RawEvent
@@ -38,6 +39,10 @@ from changestream.transactions.plain import opens_plain_group, query_kind
 _ROW_TYPES = frozenset({*et.ROWS_KINDS, et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS})
 _HEARTBEATS = frozenset({et.HEARTBEAT, et.HEARTBEAT_V2})
 _ANNOTATIONS = frozenset({et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS})
+# The compiled check of a compressed transaction (where libzstd's header was there to build
+# it), and the event types it lets through as they are: rows events and annotations.
+_PAYLOADS = compiled("changestream.native.zstd_frames")
+_ROW_FLAGS = bytes(1 if code in _ROW_TYPES else 0 for code in range(256))
 
 
 class RawSource(Protocol):
@@ -73,6 +78,8 @@ class Segmenter:
         self._pending_payloads = False  # some pending transaction came compressed
         self._payload_size = 0  # the unpacked size of the last payload checked
         self._names_logged: dict[bytes, bool] = {}
+        self._layout_of: Any = None  # the FORMAT_DESCRIPTION _layout_cache is of
+        self._layout_cache = (0, 0, 0)
         self._zstd = zstandard.ZstdDecompressor()
 
     def events(self, source: RawSource) -> Iterator[Event | SegmentTicket | None]:
@@ -162,8 +169,13 @@ class Segmenter:
         """Whether a TRANSACTION_PAYLOAD right after a MySQL GTID event holds a plain
         transaction a worker may take (see :mod:`changestream.parallel.payloads`)."""
         data = raw.data
-        size = plain_payload_size(data[HEADER_SIZE:self._body_end(data)], raw.file,
-                                  raw.offset, self._zstd, self._inner_kind)
+        body = data[HEADER_SIZE:self._body_end(data)]
+        if _PAYLOADS is not None:
+            size = _PAYLOADS.plain_payload_size(
+                body, self._inner_kind, _ROW_FLAGS, self._layout()[1], self.transaction_bytes)
+        else:
+            size = plain_payload_size(body, raw.file, raw.offset, self._zstd,
+                                      self._inner_kind)
         self._payload_size = size or 0
         return size is not None and size <= self.transaction_bytes
 
@@ -195,21 +207,33 @@ class Segmenter:
         self._pending_payloads = False
         return self.workers.submit(segment, (last.file, last.offset + len(last.data)))
 
+    def _layout(self) -> tuple[int, int, int]:
+        """The checksum's size and the QUERY and TABLE_MAP post-header lengths of the
+        current FORMAT_DESCRIPTION (looked up again only when it changes)."""
+        fde = self.decoder.format_description
+        if fde is not self._layout_of:
+            self._layout_of = fde
+            decoder = self.decoder
+            self._layout_cache = (4 if decoder.checksum_alg == CHECKSUM_CRC32 else 0,
+                                  decoder.post_header_length(et.QUERY),
+                                  decoder.post_header_length(et.TABLE_MAP))
+        return self._layout_cache
+
     def _body_end(self, data: bytes) -> int:
-        return len(data) - 4 if self.decoder.checksum_alg == CHECKSUM_CRC32 else len(data)
+        return len(data) - self._layout()[0]
 
     def _query_kind(self, data: bytes, body_end: int | None = None) -> str:
         """What a QUERY event's statement is to its transaction (``body_end``: where its
         body ends, when not before a checksum the file's events have)."""
-        return query_kind(data, self.decoder.post_header_length(et.QUERY),
-                          self._body_end(data) if body_end is None else body_end)
+        tail, post, _ = self._layout()
+        return query_kind(data, post, len(data) - tail if body_end is None else body_end)
 
     def _table_has_names(self, data: bytes, body_end: int | None = None) -> bool:
         """Whether a TABLE_MAP logs everything a worker needs (its columns' names, and no
         column that may be MariaDB's UUID/INET6/INET4); cached by its bytes but for the
         table id, as the decoder caches schemas."""
-        post = self.decoder.post_header_length(et.TABLE_MAP)
-        end = self._body_end(data) if body_end is None else body_end
+        tail, _, post = self._layout()
+        end = len(data) - tail if body_end is None else body_end
         key = data[HEADER_SIZE + identity_start(post):end]
         kept = self.kept_here
         if kept is not None and kept.version != self._kept_version:

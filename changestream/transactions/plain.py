@@ -15,7 +15,7 @@ import struct
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import HEADER_SIZE
 from changestream.decoding.events import FL_COMPLETED_XA, FL_PREPARED_XA, FL_STANDALONE
-from changestream.decoding.statements import statement_kind
+from changestream.decoding.statements import BEGIN, COMMIT, statement_kind
 
 #: MySQL's events that begin a transaction's group.
 MYSQL_GTID_EVENTS = frozenset({et.GTID, et.ANONYMOUS_GTID, et.GTID_TAGGED})
@@ -45,5 +45,11 @@ def query_kind(data: bytes, post_header: int, body_end: int) -> str:
     ``post_header`` is the QUERY post-header length, ``body_end`` where its body ends."""
     status_len = _U16(data, HEADER_SIZE + 11)[0] if post_header >= 13 else 0
     start = HEADER_SIZE + post_header + status_len + data[HEADER_SIZE + 8] + 1
+    head = data[start:min(body_end, start + 32)]
+    # What the servers write around every transaction, told without decoding the text.
+    if head == b"BEGIN":
+        return BEGIN
+    if head == b"COMMIT":
+        return COMMIT
     # Only the statement's first words tell its kind.
-    return statement_kind(data[start:min(body_end, start + 32)].decode("latin-1"))
+    return statement_kind(head.decode("latin-1"))

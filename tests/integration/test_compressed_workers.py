@@ -110,3 +110,47 @@ def test_a_damaged_payload_is_left_to_the_general_path(mysql: Any) -> None:
 def _zstd() -> Any:
     import zstandard
     return zstandard.ZstdDecompressor()
+
+
+def test_the_compiled_payload_check_says_what_the_python_one_says(mysql: Any) -> None:
+    """Every TRANSACTION_PAYLOAD of the workload (plain, MINIMAL metadata, damaged, over the
+    size limit) through both checks of the segmenter."""
+    import pytest
+    import zstandard
+
+    from changestream.decoding.event_decoder import EventDecoder
+    from changestream.native import compiled
+    from changestream.parallel import segments
+    from changestream.parallel.payloads import plain_payload_size
+    from changestream.sources.files import FileSource
+
+    native = compiled("changestream.native.zstd_frames")
+    if native is None:
+        pytest.skip("the compiled payload check is not built (no libzstd header)")
+    db = "compressed_checks"
+    mysql.execute([f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}"])
+    start = _workload(mysql, db)
+    files = mysql.binlog_files()
+    files = files[[f.name for f in files].index(start[0]):]
+    decoder = EventDecoder()
+    segmenter = segments.Segmenter(decoder, None)  # type: ignore[arg-type]
+    zstd = zstandard.ZstdDecompressor()
+    seen = {True: 0, False: 0}
+    for raw in FileSource(files, start_file=files[0].name, start_pos=4,
+                          decoder=decoder).raw_events():
+        if raw.data[4] == 15:
+            decoder.decode(raw.data, raw.file, raw.offset)
+        if raw.data[4] != 40:
+            continue
+        body = raw.data[19:-4]
+        bodies = [body, body[:-7] + bytes(7)]  # and with its frame's end damaged
+        for candidate in bodies:
+            expected = plain_payload_size(candidate, raw.file, raw.offset, zstd,
+                                          segmenter._inner_kind)
+            for limit in (1 << 22, 100):
+                got = native.plain_payload_size(candidate, segmenter._inner_kind,
+                                                segments._ROW_FLAGS, 13, limit)
+                want = expected if expected is None or expected <= limit else None
+                assert got == want, (raw.offset, limit)
+            seen[expected is not None] += 1
+    assert seen[True] and seen[False]

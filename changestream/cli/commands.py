@@ -14,6 +14,7 @@ from changestream.cli.extract import extract_transaction
 from changestream.cli.scan import TransactionSummary, scan_transactions
 from changestream.decoding.events import Event
 from changestream.model.errors import ChangestreamError
+from changestream.runtime.memory import fewer_malloc_arenas
 from changestream.sources.files import FileSource, binlog_files
 
 EXIT_OK = 0
@@ -212,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    fewer_malloc_arenas()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)

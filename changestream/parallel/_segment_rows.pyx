@@ -436,6 +436,8 @@ cdef class SegmentEncoder:
         cdef Py_ssize_t row, image_start
         cdef uint64_t table_id
         name = file[file.rfind("/") + 1:]
+        file_json = _dumps(name)
+        record_end = b'},"ts":' + _dumps(stamp) + b'}\n'
         if decoder.format_description is not self._format_description:
             self._format_description = decoder.format_description
             self._table_maps.clear()
@@ -584,7 +586,7 @@ cdef class SegmentEncoder:
                     tid_json = gtid_json if gtid else _dumps(f"{server_id}-{name}-{start}")
                     self._records(lines, tx_plans, sqls, tid_json, gtid_json, xid,
                                   self._micros_json(commit_micros) if commit_micros > 0
-                                  else self._commit_json(commit), name, stamp)
+                                  else self._commit_json(commit), file_json, record_end)
                     done.append(EncodedTransaction(self.nslots, gtid, commit, offset + size))
                     self.nslots = 0
                     self.rows.size = 0
@@ -722,20 +724,18 @@ cdef class SegmentEncoder:
         return self._commit_text
 
     cdef int _records(self, list lines, list tx_plans, list sqls, bytes tid, bytes gtid,
-                      object xid, bytes commit, str file, str stamp) except -1:
-        """The open transaction's records, one bytes each, appended to ``lines``."""
+                      object xid, bytes commit, bytes file_json, bytes record_end
+                      ) except -1:
+        """The open transaction's records, one bytes each, appended to ``lines``
+        (``file_json``: the file name as JSON; ``record_end``: what ends every record)."""
         cdef Buffer out = self.record
         cdef Buffer rows = self.rows
         cdef Py_ssize_t i, n = self.nslots
         cdef Slot* slot
         cdef TablePlan plan
-        cdef bytes head = b',"sql":'
-        cdef bytes transaction = b',"transaction":{"id":' + tid + b',"gtid":' + gtid \
-            + b',"xid":' + (b"null" if xid is None else str(xid).encode()) + b',"seq":'
-        cdef bytes size = b',"size":' + str(n).encode() + b',"last":'
-        cdef bytes position = b',"commit_ts":' + commit + b'},"position":{"file":' \
-            + _dumps(file) + b',"pos":'
-        cdef bytes tail = b'},"ts":' + _dumps(stamp) + b'}\n'
+        cdef bint numbered = xid is not None and type(xid) is int and xid >= 0
+        cdef bytes xid_text = b"null" if xid is None else b"" if numbered \
+            else str(xid).encode()
         for i in range(n):
             slot = self.slots + i
             plan = <TablePlan>tx_plans[slot.plan]
@@ -748,20 +748,34 @@ cdef class SegmentEncoder:
             _span(out, rows, slot.after0, slot.after1)
             out.put(b',"primary_key":', 15)
             _span(out, rows, slot.key0, slot.key1)
-            out.put_bytes(head)
+            out.put(b',"sql":', 7)
             out.put_bytes(<bytes>sqls[slot.sql])
-            out.put_bytes(transaction)
-            out.put_uint(i)
-            out.put_bytes(size)
-            if i == n - 1:
-                out.put(b"true", 4)
+            out.put(b',"transaction":{"id":', 21)
+            out.put_bytes(tid)
+            out.put(b',"gtid":', 8)
+            out.put_bytes(gtid)
+            out.put(b',"xid":', 7)
+            if numbered:
+                out.put_uint(<uint64_t>xid)
             else:
-                out.put(b"false", 5)
-            out.put_bytes(position)
+                out.put_bytes(xid_text)
+            out.put(b',"seq":', 7)
+            out.put_uint(i)
+            out.put(b',"size":', 8)
+            out.put_uint(n)
+            if i == n - 1:
+                out.put(b',"last":true', 12)
+            else:
+                out.put(b',"last":false', 13)
+            out.put(b',"commit_ts":', 13)
+            out.put_bytes(commit)
+            out.put(b'},"position":{"file":', 21)
+            out.put_bytes(file_json)
+            out.put(b',"pos":', 7)
             out.put_uint(<uint64_t>slot.pos)
             out.put(b',"row":', 7)
             out.put_uint(<uint64_t>slot.row)
-            out.put_bytes(tail)
+            out.put_bytes(record_end)
             lines.append(PyBytes_FromStringAndSize(out.data, out.size))
         return 0
 

@@ -184,9 +184,8 @@ class DecodeWorkers:
                 end.shutdown(socket.SHUT_RDWR)
                 end.close()
             connection.close()  # the worker's next read or write fails, and it ends
-        # A worker ends at once on its closed connection (one still starting, once it has
-        # imported its modules). Waited for: a process that ran the router then owns the
-        # workers' CPU time, as a process's children's.
+        # Waited for: a process that ran the router then owns the workers' CPU time, as a
+        # process's children's.
         _reap(self._processes)
 
 
@@ -346,12 +345,18 @@ def _arrow_payload(whole: list[list[TransactionPart]]) -> Callable[[int, int, in
 
 
 def _reap(processes: list[subprocess.Popen[bytes]]) -> None:
-    """Wait for closed workers to end; one that does not within 5 s is terminated."""
+    """End closed workers at once and wait for them. A worker holds nothing that outlives
+    its connection, and one still starting would otherwise finish importing its modules
+    before it saw the connection closed."""
+    for process in processes:
+        if process.poll() is None:
+            with contextlib.suppress(OSError):
+                process.terminate()
     for process in processes:
         try:
             process.wait(5.0)
         except subprocess.TimeoutExpired:
-            process.terminate()
+            process.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(2.0)
 

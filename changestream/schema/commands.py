@@ -43,41 +43,6 @@ from changestream.sources.live import LiveSource, StartPosition
 EXIT_OK, EXIT_CONFIG, EXIT_SOURCE = 0, 2, 3
 
 
-def add_parser(sub: Any) -> None:
-    """The ``schema`` command and its subcommands on ``sub`` (argparse subparsers)."""
-    p = sub.add_parser("schema", help="show or repair the schema history")
-    commands = p.add_subparsers(dest="schema_command", required=True)
-    show = commands.add_parser("show", help="the history at the saved position")
-    show.add_argument("tables", nargs="*", metavar="DB.TABLE")
-    _where(show)
-    show.add_argument("--format", choices=("text", "json"), default="text")
-    show.set_defaults(func=cmd_show, verbose=0, source=None)
-    skip = commands.add_parser("skip", help="leave the DDL at FILE:POS out of the history")
-    skip.add_argument("where", metavar="FILE:POS")
-    skip.add_argument("--position-file", help="the router's position file (without it: "
-                      "how to skip the statement for a history a sink keeps)")
-    skip.set_defaults(func=cmd_skip)
-    reseed = commands.add_parser("reseed", help="build the history again from the server "
-                                 "for the saved position")
-    _where(reseed)
-    reseed.add_argument("--source", help="mysql://user[:password]@host:port or mariadb://...")
-    reseed.add_argument("--shadow-server", help="command that runs the shadow's server program")
-    reseed.add_argument("--include", action="append", metavar="PATTERN",
-                        help="the router's include patterns (its scope), as for run")
-    reseed.add_argument("--exclude", action="append", metavar="PATTERN")
-    reseed.set_defaults(func=cmd_reseed, verbose=0)
-
-
-def _where(parser: argparse.ArgumentParser) -> None:
-    """The options that say where the history is: a position file or a sink."""
-    parser.add_argument("--position-file", help="the router's position file (the history "
-                        "is stored beside it)")
-    parser.add_argument("--config", metavar="FILE", help="TOML configuration file")
-    parser.add_argument("--sink", help="a sink that keeps the history beside its own "
-                        "position (spark:iceberg), instead of --position-file")
-    parser.add_argument("--sink-option", action="append", default=[], metavar="KEY=VALUE")
-
-
 def _fail(command: str, exc: BaseException, code: int) -> int:
     print(f"changestream schema {command}: {exc}", file=sys.stderr)
     return code

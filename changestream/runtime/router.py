@@ -68,8 +68,8 @@ class Router:
         self.settings = settings
         self.sink = sink
         self.spec: SourceSpec = parse_source_url(settings.source, password=settings.password)
-        if settings.tls is not None and self.spec.kind == "server":
-            self.spec.connection["ssl"] = settings.tls
+        if self.spec.kind == "server":
+            self.spec.connection.update(settings.tls)
         self.store = PositionStore(settings.position_file) if settings.position_file else None
         self.stats = RouterStats()
         self.stats.metrics.expose_status(self.status)

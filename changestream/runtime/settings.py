@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +15,7 @@ from changestream.runtime.config import Config
 from changestream.schema.startup import HistorySettings
 from changestream.snapshot.planning import SnapshotSettings
 from changestream.sources.live import StartPosition
-from changestream.sources.tls import tls_context
+from changestream.sources.tls import tls_options
 from changestream.transactions.filters import ChangeFilter
 
 log = logging.getLogger("changestream")
@@ -47,7 +46,9 @@ class RouterSettings:
     schema_from_server: bool = True
     schema: HistorySettings = field(default_factory=HistorySettings)
     verify_checksums: bool = True
-    tls: ssl.SSLContext | None = None
+    # PyMySQL's TLS options (changestream.sources.tls.tls_options); none: TLS when the
+    # server offers it.
+    tls: dict[str, Any] = field(default_factory=dict)
     snapshot: SnapshotSettings = field(default_factory=SnapshotSettings)
 
     @classmethod
@@ -74,7 +75,7 @@ class RouterSettings:
                                    config.schema.shadow_server or None,
                                    skip=tuple(config.schema.skip)),
             verify_checksums=s.verify_checksums,
-            tls=tls_context(s.tls),
+            tls=tls_options(s.tls),
             snapshot=SnapshotSettings(config.snapshot.mode or None, config.snapshot.chunk_rows,
                                       tuple(config.snapshot.tables)))
 

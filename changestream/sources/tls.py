@@ -1,17 +1,27 @@
-"""TLS to the server: an ``ssl.SSLContext`` for PyMySQL from the ``[source.tls]`` settings."""
+"""TLS to the server: PyMySQL's connection options from the ``[source.tls]`` settings."""
 
 from __future__ import annotations
 
 import ssl
+from typing import Any
 
 from changestream.model.errors import ConfigError
 from changestream.runtime.config import TlsConfig
 
 
-def tls_context(tls: TlsConfig) -> ssl.SSLContext | None:
-    """The context for ``tls.mode`` (``None`` when TLS is disabled)."""
+def tls_options(tls: TlsConfig) -> dict[str, Any]:
+    """PyMySQL's connection options for ``tls.mode``: ``preferred`` (the default, as the
+    MySQL clients': encrypted when the server offers TLS, its certificate not checked) leaves
+    PyMySQL's own behaviour, ``disabled`` turns TLS off, the others pass a context."""
+    if tls.mode == "preferred":
+        return {}
     if tls.mode == "disabled":
-        return None
+        return {"ssl_disabled": True}
+    return {"ssl": tls_context(tls)}
+
+
+def tls_context(tls: TlsConfig) -> ssl.SSLContext:
+    """The context for ``tls.mode`` (required, verify-ca or verify-identity)."""
     try:
         context = ssl.create_default_context(cafile=tls.ca or None)
         if tls.mode == "required":

@@ -253,6 +253,17 @@ def test_tls_to_the_server_verifies_its_certificate(tmp_path: Path) -> None:
         router.run()
         assert [c.after for b in got for c in b.iter_changes() if c.op == "insert"] == [
             {"id": 1}]
+        # The default (preferred) encrypts when the server offers TLS; disabled does not.
+        for mode, encrypted in (("preferred", True), ("disabled", False)):
+            settings = {"source.url": server.url, "source.tls.mode": mode}
+            if mode == "preferred":
+                del settings["source.tls.mode"]
+            conn = Router(load_config(None, env={}, overrides=settings),
+                          CallbackSink(got.append))._connect()
+            with conn.cursor() as cur:
+                cur.execute("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+                assert bool(cur.fetchone()[1]) is encrypted, mode
+            conn.close()
         # A CA that did not sign the server's certificate is refused.
         other = tmp_path / "other"
         other.mkdir()

@@ -23,6 +23,7 @@ from changestream.snapshot.progress import SnapshotProgress
 from changestream.snapshot.reader import ChunkReader
 from changestream.snapshot.runner import SnapshotRunner
 from changestream.sources.source_url import SourceSpec
+from changestream.sources.tls import open_connection
 from changestream.transactions.assembler import TransactionAssembler
 
 log = logging.getLogger("changestream")
@@ -170,7 +171,7 @@ class RouterSnapshots:
         connection = self.spec.connection
         change_filter = self.settings.filter
         return ChunkReader(
-            lambda **extra: pymysql.connect(connect_timeout=10, **{**connection, **extra}),
+            lambda **extra: open_connection(connect_timeout=10, **{**connection, **extra}),
             self.settings.snapshot.chunk_rows,
             # Records written here straight from the server's text for sinks that take
             # them encoded in changestream's format (JSON lines).

@@ -24,7 +24,6 @@ from dataclasses import replace
 from typing import Any
 
 import orjson
-import pymysql
 
 from changestream.delivery.position_store import PositionStore
 from changestream.model.changes import Position
@@ -39,6 +38,7 @@ from changestream.schema.startup import (
 )
 from changestream.schema.store import HistoryStorage, SchemaHistoryStore
 from changestream.sources.live import LiveSource, StartPosition
+from changestream.sources.tls import open_connection
 
 EXIT_OK, EXIT_CONFIG, EXIT_SOURCE = 0, 2, 3
 
@@ -187,7 +187,7 @@ def cmd_reseed(args: argparse.Namespace) -> int:
                                 head)
 
         def connect() -> Any:
-            return pymysql.connect(connect_timeout=10, **router.spec.connection)
+            return open_connection(connect_timeout=10, **router.spec.connection)
 
         tracker = open_history_at(
             HistorySettings("on", shadow_server), connect, scan,

@@ -29,6 +29,7 @@ from changestream.model.errors import ConnectionLostError, PurgedPositionError, 
 from changestream.native import compiled
 from changestream.sources.binlog_head import binlog_head
 from changestream.sources.raw import RawEvent
+from changestream.sources.tls import open_connection
 
 log = logging.getLogger("changestream")
 _U32 = struct.Struct("<I").unpack_from
@@ -117,7 +118,7 @@ class LiveSource:
     def _connect(self, **extra: Any) -> pymysql.Connection[Any]:
         settings = {"connect_timeout": 10, **self.connection_settings, **extra}
         try:
-            return pymysql.connect(**settings)
+            return open_connection(**settings)
         except pymysql.err.MySQLError as exc:
             host = settings.get("host", "localhost")
             raise ConnectionLostError(f"cannot connect to {host}:{settings.get('port', 3306)}: "

@@ -25,6 +25,7 @@ from changestream.model.gtid import (
 )
 from changestream.sources.binlog_head import binlog_status
 from changestream.sources.live import LiveSource, StartPosition
+from changestream.sources.tls import open_connection
 
 Connect = Callable[[], "pymysql.Connection[Any]"]
 
@@ -36,7 +37,7 @@ _NON_TRANSACTIONAL = frozenset({"myisam", "memory", "heap", "csv", "archive", "m
 def connect(connection: dict[str, Any]) -> pymysql.Connection[Any]:
     """A connection with the source's settings; a clear :class:`SourceError` when none."""
     try:
-        return pymysql.connect(connect_timeout=10, **connection)
+        return open_connection(connect_timeout=10, **connection)
     except pymysql.err.MySQLError as exc:
         raise SourceError(f"cannot connect to {connection.get('host')}:"
                           f"{connection.get('port')}: "

@@ -263,6 +263,10 @@ def test_tls_to_the_server_verifies_its_certificate(tmp_path: Path) -> None:
             with conn.cursor() as cur:
                 cur.execute("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
                 assert bool(cur.fetchone()[1]) is encrypted, mode
+            if encrypted:  # one context for every connection, without CA certificates
+                assert conn.ctx.cert_store_stats()["x509_ca"] == 0
+                assert conn.ctx is Router(load_config(None, env={}, overrides=settings),
+                                          CallbackSink(got.append))._connect().ctx
             conn.close()
         # A CA that did not sign the server's certificate is refused.
         other = tmp_path / "other"

@@ -98,6 +98,29 @@ for _code, (_kind, _version, _compressed) in et.ROWS_KINDS.items():
         ROWS_OPS[_code] = {"insert": 0, "update": 1, "delete": 2}[_kind]
 _OP_NAMES = ("insert", "update", "delete")
 
+# Each rows event type's version (compared with a C int: a module attribute looked up and an
+# int made for every event cost more than the event's own reading in small transactions).
+cdef int ROWS_VERSION[256]
+for _code in range(256):
+    ROWS_VERSION[_code] = et.ROWS_KINDS[_code][1] if _code in et.ROWS_KINDS else -1
+
+# The event types the loop tells apart, as C constants (checked against event_types).
+cdef enum:
+    E_QUERY = 2
+    E_XID = 16
+    E_TABLE_MAP = 19
+    E_ROWS_QUERY = 29
+    E_GTID = 33
+    E_ANONYMOUS_GTID = 34
+    E_GTID_TAGGED = 42
+    E_ANNOTATE_ROWS = 160
+    E_MARIADB_GTID = 162
+assert (E_QUERY, E_XID, E_TABLE_MAP, E_ROWS_QUERY, E_GTID, E_ANONYMOUS_GTID, E_GTID_TAGGED,
+        E_ANNOTATE_ROWS, E_MARIADB_GTID) == (
+    et.QUERY, et.XID, et.TABLE_MAP, et.ROWS_QUERY, et.GTID, et.ANONYMOUS_GTID, et.GTID_TAGGED,
+    et.MARIADB_ANNOTATE_ROWS, et.MARIADB_GTID)
+assert MYSQL_GTID_EVENTS == {E_GTID, E_ANONYMOUS_GTID, E_GTID_TAGGED}
+
 class NotPlain(Exception):
     """The segment needs the general path."""
 
@@ -479,7 +502,7 @@ cdef class SegmentEncoder:
             if kind >= 0:
                 if not inside:
                     raise NotPlain()
-                version = et.ROWS_KINDS[code][1]
+                version = ROWS_VERSION[code]
                 post_rows = posts.get(code, -1)
                 if post_rows < 0:
                     post_rows = posts[code] = decoder.rows_post_header(code)
@@ -531,7 +554,7 @@ cdef class SegmentEncoder:
                     raise NotPlain()
                 counted = plan.counted[kind]
                 counts[counted] = counts.get(counted, 0) + row
-            elif code == et.TABLE_MAP:
+            elif code == E_TABLE_MAP:
                 key = data[at + key_start:body_end]
                 found = table_maps.get(key)
                 if found is None:
@@ -553,19 +576,20 @@ cdef class SegmentEncoder:
                 else:
                     tables[u32(b + at + header)
                            | (<uint64_t>u16(b + at + header + 4) << 32)] = found
-            elif code == et.MARIADB_GTID:
+            elif code == E_MARIADB_GTID:
                 if inside or not mariadb_group_is_plain(b[at + header + 12]):
                     raise NotPlain()
                 server_id = u32(b + at + 5)
-                gtid = f"{u32(b + at + header + 8)}-{server_id}-{u64(b + at + header)}"
-                gtid_json = b'"' + gtid.encode() + b'"'
+                gtid_json = _mariadb_gtid_json(u32(b + at + header + 8), u32(b + at + 5),
+                                               u64(b + at + header))
+                gtid = gtid_json[1:-1].decode("ascii")
                 inside, began, start, commit_ts = True, True, offset, None
                 commit_micros = 0
                 sql_index = 0
                 sqls = [b"null"]
-            elif code == et.XID or code == et.QUERY:
+            elif code == E_XID or code == E_QUERY:
                 xid = None
-                if code == et.QUERY:
+                if code == E_QUERY:
                     statement = BEGIN if _is_begin(b, at, body_end, query_post_size) \
                         else query_kind(data[at:end], query_post, body_end - at)
                     if statement == BEGIN and inside and not began:
@@ -596,11 +620,11 @@ cdef class SegmentEncoder:
                     done.append(EncodedTransaction(0, gtid, None, offset + size))
                 inside = False
                 sql_index = 0
-            elif code in MYSQL_GTID_EVENTS:
+            elif code == E_GTID or code == E_ANONYMOUS_GTID or code == E_GTID_TAGGED:
                 if inside:
                     raise NotPlain()
                 commit_micros = self._mysql_gtid(b, at + header, body_end) \
-                    if code == et.GTID else -1
+                    if code == E_GTID else -1
                 if commit_micros >= 0:
                     gtid = self._gtid
                     gtid_json = b'"' + gtid.encode() + b'"'
@@ -617,7 +641,7 @@ cdef class SegmentEncoder:
                 inside, began, start = True, False, offset
                 sql_index = 0
                 sqls = [b"null"]
-            elif code == et.ROWS_QUERY or code == et.MARIADB_ANNOTATE_ROWS:
+            elif code == E_ROWS_QUERY or code == E_ANNOTATE_ROWS:
                 if self.include_sql and inside:
                     annotation = decoder.decode(data[at:end], file, offset)
                     sqls.append(_dumps(annotation.query))
@@ -781,6 +805,38 @@ cdef class SegmentEncoder:
 
 
 cdef Py_ssize_t _HEADER = HEADER_SIZE
+
+
+cdef bytes _mariadb_gtid_json(uint64_t domain, uint64_t server_id, uint64_t seq_no):
+    """``"domain-server-seq"``, quoted (what ``mariadb_gtid`` writes, as JSON)."""
+    cdef char text[72]
+    cdef int n = 0
+    text[n] = 34
+    n += 1
+    n += _digits(text + n, domain)
+    text[n] = 45
+    n += 1
+    n += _digits(text + n, server_id)
+    text[n] = 45
+    n += 1
+    n += _digits(text + n, seq_no)
+    text[n] = 34
+    n += 1
+    return PyBytes_FromStringAndSize(text, n)
+
+
+cdef inline int _digits(char* into, uint64_t value) noexcept:
+    cdef char tmp[24]
+    cdef int n = 0, i
+    while True:
+        tmp[n] = <char>(48 + value % 10)
+        value //= 10
+        n += 1
+        if value == 0:
+            break
+    for i in range(n):
+        into[i] = tmp[n - 1 - i]
+    return n
 
 
 cdef bint _is_begin(const uint8_t* b, Py_ssize_t at, Py_ssize_t body_end, int post):

@@ -323,9 +323,9 @@ READERS = ("changestream_live", "changestream_files", "changestream_pure",
            "python_mysql_replication", "server_tool", "zongji")
 
 
-def measure(shape: Shape, rows: int, work: Path, readers: tuple[str, ...] = READERS
-            ) -> dict[str, Any]:
-    """The ``readers`` on one shape's binlog."""
+def measure(shape: Shape, rows: int, work: Path, readers: tuple[str, ...] = READERS,
+            repeat: int = 1) -> dict[str, Any]:
+    """The ``readers`` on one shape's binlog (each ``repeat`` times: its median run)."""
     figures: dict[str, Any] = {"title": shape.title}
     with _server(shape) as server:
         server.execute("RESET BINARY LOGS AND GTIDS" if shape.mysql else "RESET MASTER")
@@ -340,36 +340,12 @@ def measure(shape: Shape, rows: int, work: Path, readers: tuple[str, ...] = READ
         cs = [sys.executable, "-m", "changestream.cli", "run", "--until", "caught-up",
               "--include", "bench", "--no-preflight", "--snapshot", "never",
               "--start", f"{start[0]}:{start[1]}"]
-        runs: dict[str, Run] = {}
         outputs = {name: work / f"{shape.name}-{name}.jsonl"
                    for name in ("live", "files", "pure")}
         sources = {"live": server.url, "files": f"file://{server.binlog_dir}",
                    "pure": f"file://{server.binlog_dir}"}
-        for name, path in outputs.items():
-            if f"changestream_{name}" not in readers:
-                continue
-            env = {"CHANGESTREAM_PURE_PYTHON": "1"} if name == "pure" else None
-            runs[f"changestream_{name}"] = timed(
-                [*cs, "--source", sources[name], "--sink", f"jsonl:{path}"], rows, env=env)
-            seen = _lines(path)
-            if seen != rows:
-                raise SystemExit(f"shape {shape.name}: changestream {name} wrote {seen} "
-                                 f"records for {rows} rows")
-        if "changestream_pure" in runs and "changestream_files" in runs:
-            figures["compiled_equals_pure"] = same_records(outputs["files"], outputs["pure"])
-        if "changestream_live" in runs and "changestream_files" in runs:
-            figures["live_equals_files"] = same_records(outputs["live"], outputs["files"])
-        if "python_mysql_replication" in readers:
-            runs["python_mysql_replication"] = timed(
-                [sys.executable, "-c", PYMYSQLREPLICATION_LOOP, str(server.port), start[0],
-                 str(start[1]), str(rows)], rows)
         tool = _server_tool(server)
         figures["server_tool"] = " ".join(tool[-2:])
-        if "server_tool" in readers:
-            tool_out = work / f"{shape.name}-server-tool.txt"
-            runs["server_tool"] = timed(["sh", "-c", 'out="$1"; shift; exec "$@" > "$out"',
-                                         "sh", str(tool_out), *tool,
-                                         f"--start-position={start[1]}", *binlogs], rows)
         module = zongji_module() if "zongji" in readers else None
         if "zongji" not in readers:
             pass
@@ -377,13 +353,52 @@ def measure(shape: Shape, rows: int, work: Path, readers: tuple[str, ...] = READ
             figures["zongji"] = "not run: no Node.js/npm"
         elif shape.mysql:
             figures["zongji"] = "not run: it cannot log in to MySQL 9 (no caching_sha2)"
-        else:
+
+        def changestream(name: str) -> Run:
+            path = outputs[name]
+            path.unlink(missing_ok=True)  # the JSON-lines sink appends
+            env = {"CHANGESTREAM_PURE_PYTHON": "1"} if name == "pure" else None
+            run = timed([*cs, "--source", sources[name], "--sink", f"jsonl:{path}"], rows,
+                        env=env)
+            seen = _lines(path)
+            if seen != rows:
+                raise SystemExit(f"shape {shape.name}: changestream {name} wrote {seen} "
+                                 f"records for {rows} rows")
+            return run
+
+        def zongji() -> Run:
             script = work / "zongji.js"
             script.write_text(ZONGJI_SCRIPT)
-            runs["zongji"] = timed(["node", str(script), str(module), str(server.port),
-                                    start[0], str(start[1]), str(rows),
-                                    str(work / f"{shape.name}-zongji.jsonl")], rows,
-                                   timeout=600)
+            return timed(["node", str(script), str(module), str(server.port), start[0],
+                          str(start[1]), str(rows), str(work / f"{shape.name}-zongji.jsonl")],
+                         rows, timeout=600)
+
+        plan: dict[str, Any] = {
+            f"changestream_{name}": (lambda name=name: changestream(name))
+            for name in ("live", "files", "pure")}
+        plan["python_mysql_replication"] = lambda: timed(
+            [sys.executable, "-c", PYMYSQLREPLICATION_LOOP, str(server.port), start[0],
+             str(start[1]), str(rows)], rows)
+        tool_out = work / f"{shape.name}-server-tool.txt"
+        plan["server_tool"] = lambda: timed(
+            ["sh", "-c", 'out="$1"; shift; exec "$@" > "$out"', "sh", str(tool_out), *tool,
+             f"--start-position={start[1]}", *binlogs], rows)
+        if module is not None and not shape.mysql:
+            plan["zongji"] = zongji
+        # Every reader once per round, rounds one after the other: each reader's median
+        # run is reported (the machine's other load moves single runs by 10-20%).
+        taken: dict[str, list[Run]] = {name: [] for name in READERS
+                                       if name in readers and name in plan}
+        for _ in range(repeat):
+            for name in taken:
+                taken[name].append(plan[name]())
+        runs = {name: sorted(done, key=lambda r: r.seconds)[len(done) // 2]
+                for name, done in taken.items()}
+        if "changestream_pure" in runs and "changestream_files" in runs:
+            figures["compiled_equals_pure"] = same_records(outputs["files"], outputs["pure"])
+        if "changestream_live" in runs and "changestream_files" in runs:
+            figures["live_equals_files"] = same_records(outputs["live"], outputs["files"])
+        figures["repeat"] = repeat
     results: dict[str, Any] = {}
     for name, run in runs.items():
         results[name] = {"seconds": round(run.seconds, 2),
@@ -401,6 +416,8 @@ def measure(shape: Shape, rows: int, work: Path, readers: tuple[str, ...] = READ
 def report(shape: str, figures: dict[str, Any], rows: int) -> None:
     print(f"\nshape {shape}: {figures['title']}; {rows:,} rows, binlog "
           f"{figures['binlog_bytes'] / 1e6:.1f} MB; server tool: {figures['server_tool']}")
+    if figures.get("repeat", 1) > 1:
+        print(f"each reader's median of {figures['repeat']} runs")
     print(f"{'reader':26} {'seconds':>8} {'rows/s':>9} {'rows/CPU-s':>10} {'peak MB':>8}")
     for name, r in figures["results"].items():
         print(f"{name:26} {r['seconds']:8.2f} {r['rows_per_second']:9,} "
@@ -420,6 +437,9 @@ def main() -> int:
     parser.add_argument("--readers", default=",".join(READERS),
                         help=f"some of {', '.join(READERS)}")
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run every reader this many times, in rounds; report each "
+                        "one's median run")
     args = parser.parse_args()
     readers = tuple(r.strip() for r in args.readers.split(",") if r.strip())
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
@@ -435,7 +455,8 @@ def main() -> int:
     try:
         for name in shapes:
             rows = SHAPES[name].rows or args.rows
-            figures["shapes"][name] = measure(SHAPES[name], rows, work, readers)
+            figures["shapes"][name] = measure(SHAPES[name], rows, work, readers,
+                                              max(1, args.repeat))
             report(name, figures["shapes"][name], rows)
             for leftover in work.iterdir():
                 leftover.unlink()

@@ -1,6 +1,7 @@
 # Binlog row image values written as JSON text (see binlog_values.pyx).
 
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memcmp
 
 from changestream.native.json_text cimport Buffer
 
@@ -15,6 +16,17 @@ cdef inline uint32_t u32(const uint8_t* p) noexcept:
 
 cdef inline uint64_t u64(const uint8_t* p) noexcept:
     return u32(p) | (<uint64_t>u32(p + 4) << 32)
+
+
+cdef inline bint query_is(const uint8_t* event, Py_ssize_t body_end, int post,
+                          const char* word, Py_ssize_t length) noexcept:
+    """Whether the QUERY event at ``event`` (its body ending ``body_end`` bytes after the
+    event's start; ``post``: the QUERY post-header length) holds just ``word``."""
+    cdef Py_ssize_t start
+    if post < 13 or body_end < 19 + 13:
+        return False
+    start = 19 + post + u16(event + 19 + 11) + event[19 + 8] + 1
+    return body_end - start == length and memcmp(event + start, word, length) == 0
 
 
 cdef inline uint64_t big_endian(const uint8_t* p, int n) noexcept:

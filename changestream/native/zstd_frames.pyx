@@ -10,7 +10,8 @@ libzstd's header is (Debian's ``libzstd-dev``), else ``zstandard`` is used.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.string cimport memcmp
+
+from changestream.native.binlog_values cimport query_is
 
 
 cdef extern from "zstd.h":
@@ -75,16 +76,6 @@ cdef inline Py_ssize_t _packed(const unsigned char* p, Py_ssize_t at, Py_ssize_t
     return at + 1 + n
 
 
-cdef inline bint _statement_is(const unsigned char* e, Py_ssize_t size, int post,
-                               const char* word, Py_ssize_t length) noexcept:
-    """Whether the QUERY event ``e`` (no checksum) is just ``word``."""
-    cdef Py_ssize_t start
-    if post < 13 or size < 19 + 13:
-        return False
-    start = 19 + post + (e[19 + 11] | (e[19 + 12] << 8)) + e[19 + 8] + 1
-    return size - start == length and memcmp(e + start, word, length) == 0
-
-
 def plain_payload_size(bytes body, object kind_of, bytes row_codes, int query_post,
                        Py_ssize_t limit):
     """What :func:`changestream.parallel.payloads.plain_payload_size` says of a
@@ -139,12 +130,12 @@ def plain_payload_size(bytes body, object kind_of, bytes row_codes, int query_po
         code = e[start + 4]
         if after == size:
             wanted = "commit"
-            if code == 16 or (code == 2 and _statement_is(e + start, length, query_post,
+            if code == 16 or (code == 2 and query_is(e + start, length, query_post,
                                                           b"COMMIT", 6)):
                 wanted = None
         elif count == 0:
             wanted = "begin"
-            if code == 2 and _statement_is(e + start, length, query_post, b"BEGIN", 5):
+            if code == 2 and query_is(e + start, length, query_post, b"BEGIN", 5):
                 wanted = None
         else:
             wanted = None if rows[code] else "row"

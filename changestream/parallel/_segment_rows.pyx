@@ -16,7 +16,7 @@ path runs.
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, realloc
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcpy
 
 from changestream.native.binlog_values cimport (
     crc32,
@@ -25,6 +25,7 @@ from changestream.native.binlog_values cimport (
     put_decimal,
     put_double,
     put_epoch_micros,
+    query_is,
     put_time2,
     put_timestamp2,
     u16,
@@ -275,7 +276,7 @@ cdef class SegmentEncoder:
     cdef bytes _commit_text
     cdef bytes _sid           # the last MySQL GTID's server UUID, and as text
     cdef str _sid_text, _gtid
-    cdef Buffer _micros_text
+    cdef Buffer _scratch      # short texts made one at a time
     # the rows event being read: the segment's bytes, where its body is, the body as bytes
     # once a Python reader needs it
     cdef bytes _data
@@ -297,7 +298,7 @@ cdef class SegmentEncoder:
         self.width = 0
         self._last_commit_seconds = None
         self._sid = b""
-        self._micros_text = Buffer()
+        self._scratch = Buffer()
 
     def __dealloc__(self):
         free(self.starts)
@@ -580,8 +581,8 @@ cdef class SegmentEncoder:
                 if inside or not mariadb_group_is_plain(b[at + header + 12]):
                     raise NotPlain()
                 server_id = u32(b + at + 5)
-                gtid_json = _mariadb_gtid_json(u32(b + at + header + 8), u32(b + at + 5),
-                                               u64(b + at + header))
+                gtid_json = self._mariadb_gtid_json(u32(b + at + header + 8),
+                                                    u32(b + at + 5), u64(b + at + header))
                 gtid = gtid_json[1:-1].decode("ascii")
                 inside, began, start, commit_ts = True, True, offset, None
                 commit_micros = 0
@@ -590,7 +591,8 @@ cdef class SegmentEncoder:
             elif code == E_XID or code == E_QUERY:
                 xid = None
                 if code == E_QUERY:
-                    statement = BEGIN if _is_begin(b, at, body_end, query_post_size) \
+                    statement = BEGIN if query_is(b + at, body_end - at, query_post_size,
+                                                  b"BEGIN", 5) \
                         else query_kind(data[at:end], query_post, body_end - at)
                     if statement == BEGIN and inside and not began:
                         began = True
@@ -736,9 +738,23 @@ cdef class SegmentEncoder:
         return <int64_t>original
 
     cdef bytes _micros_json(self, int64_t micros):
-        cdef Buffer out = self._micros_text
+        cdef Buffer out = self._scratch
         out.size = 0
         put_epoch_micros(out, <uint64_t>micros)
+        return out.take(0, out.size)
+
+    cdef bytes _mariadb_gtid_json(self, uint64_t domain, uint64_t server_id,
+                                  uint64_t seq_no):
+        """``"domain-server-seq"``, quoted (what ``mariadb_gtid`` writes, as JSON)."""
+        cdef Buffer out = self._scratch
+        out.size = 0
+        out.put(b'"', 1)
+        out.put_uint(domain)
+        out.put(b"-", 1)
+        out.put_uint(server_id)
+        out.put(b"-", 1)
+        out.put_uint(seq_no)
+        out.put(b'"', 1)
         return out.take(0, out.size)
 
     cdef bytes _commit_json(self, object commit):
@@ -802,50 +818,6 @@ cdef class SegmentEncoder:
             out.put_bytes(record_end)
             lines.append(PyBytes_FromStringAndSize(out.data, out.size))
         return 0
-
-
-cdef Py_ssize_t _HEADER = HEADER_SIZE
-
-
-cdef bytes _mariadb_gtid_json(uint64_t domain, uint64_t server_id, uint64_t seq_no):
-    """``"domain-server-seq"``, quoted (what ``mariadb_gtid`` writes, as JSON)."""
-    cdef char text[72]
-    cdef int n = 0
-    text[n] = 34
-    n += 1
-    n += _digits(text + n, domain)
-    text[n] = 45
-    n += 1
-    n += _digits(text + n, server_id)
-    text[n] = 45
-    n += 1
-    n += _digits(text + n, seq_no)
-    text[n] = 34
-    n += 1
-    return PyBytes_FromStringAndSize(text, n)
-
-
-cdef inline int _digits(char* into, uint64_t value) noexcept:
-    cdef char tmp[24]
-    cdef int n = 0, i
-    while True:
-        tmp[n] = <char>(48 + value % 10)
-        value //= 10
-        n += 1
-        if value == 0:
-            break
-    for i in range(n):
-        into[i] = tmp[n - 1 - i]
-    return n
-
-
-cdef bint _is_begin(const uint8_t* b, Py_ssize_t at, Py_ssize_t body_end, int post):
-    """Whether the QUERY event at ``at`` is just ``BEGIN`` (others: ``query_kind``)."""
-    cdef Py_ssize_t start, body = at + _HEADER
-    if post < 13:
-        return False
-    start = body + post + u16(b + body + 11) + b[body + 8] + 1
-    return body_end - start == 5 and memcmp(b + start, b"BEGIN", 5) == 0
 
 
 cdef inline int _span(Buffer out, Buffer rows, Py_ssize_t start, Py_ssize_t end) except -1:

@@ -21,9 +21,9 @@ __all__ = ["InnerEventDecoder", "decode_transaction_payload", "inner_event_bound
 _U32 = struct.Struct("<I").unpack_from
 
 # Small payloads are unpacked without letting the interpreter lock go (see
-# changestream/native/zstd_frames.pyx); one context serves every thread, as the lock is held.
-_zstd_frames = compiled("changestream.native.zstd_frames")
-_FRAMES = _zstd_frames.FrameDecompressor() if _zstd_frames is not None else None
+# changestream/native/zstd_frames.pyx, whose one context serves every thread, as the lock
+# is held).
+_FRAMES = compiled("changestream.native.zstd_frames")
 _HELD_LOCK_BYTES = 1 << 20
 
 # Decodes one event inside a TRANSACTION_PAYLOAD: ``(data, file, offset, payload_index)``.

@@ -29,7 +29,7 @@ class ZstdFrameError(ValueError):
     """A frame that does not unpack to the size it was said to have."""
 
 
-cdef class FrameDecompressor:
+cdef class _FrameDecompressor:
     """Unpacks whole zstd frames whose unpacked size is known."""
 
     cdef ZSTD_DCtx* dctx
@@ -146,4 +146,10 @@ def plain_payload_size(bytes body, object kind_of, bytes row_codes, int query_po
     return <Py_ssize_t>unpacked if count >= 2 else None
 
 
-cdef FrameDecompressor _SHARED = FrameDecompressor()
+cdef _FrameDecompressor _SHARED = _FrameDecompressor()
+
+
+def decompress(bytes frame, Py_ssize_t size):
+    """``frame`` unpacked (it must hold exactly ``size`` bytes), with the one context every
+    thread shares: the lock is held throughout."""
+    return _SHARED.decompress(frame, size)

@@ -365,7 +365,7 @@ def _start_worker(index: int, settings: WorkerSettings, run_changes: int
                   ) -> tuple[multiprocessing.connection.Connection, subprocess.Popen[bytes]]:
     """A worker process and the connection to it. A plain interpreter started on
     :func:`worker_main`, not a multiprocessing process: that would start multiprocessing's
-    resource tracker beside the workers (another interpreter, about 13 MB) and import the
+    resource tracker beside the workers (another interpreter) and import the
     router's main module into each worker."""
     ours, theirs = socket.socketpair()
     # The router's import path, as multiprocessing would hand it on.

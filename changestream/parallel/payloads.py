@@ -27,7 +27,6 @@ from changestream.model.errors import BinlogError
 from changestream.transactions.plain import MYSQL_GTID_EVENTS
 
 _U32 = struct.Struct("<I")
-_ROWS = frozenset({*et.ROWS_KINDS, et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS})
 _GTIDS = frozenset({*MYSQL_GTID_EVENTS, et.MARIADB_GTID})
 
 #: Whether an inner event (its bytes, no checksum) may be in a worker's transaction, and
@@ -45,9 +44,10 @@ def plain_payload_size(body: bytes, file: str, offset: int, zstd: zstandard.Zstd
     whose events are a plain transaction's: BEGIN, then TABLE_MAPs, rows events and
     annotations that ``kind_of`` accepts, then XID or COMMIT; ``None`` for any other (also
     a damaged one: the router's decoder then says what is wrong and where)."""
+    header = _header(file, offset, len(body))
     try:
-        _, _, data = unpack_transaction_payload(_header(file, offset, len(body)), body, zstd)
-        bounds = inner_event_bounds(_header(file, offset, len(body)), data)
+        _, _, data = unpack_transaction_payload(header, body, zstd)
+        bounds = inner_event_bounds(header, data)
     except (BinlogError, zstandard.ZstdError, LookupError, ValueError):
         return None
     if len(bounds) < 2:

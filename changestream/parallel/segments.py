@@ -76,7 +76,6 @@ class Segmenter:
         self._pending: list[RawEvent] = []
         self._pending_bytes = 0
         self._pending_payloads = False  # some pending transaction came compressed
-        self._payload_size = 0  # the unpacked size of the last payload checked
         self._names_logged: dict[bytes, bool] = {}
         self._layout_of: Any = None  # the FORMAT_DESCRIPTION _layout_cache is of
         self._layout_cache = (0, 0, 0)
@@ -106,28 +105,21 @@ class Segmenter:
                         size += len(data)
                         if size <= self.transaction_bytes:
                             continue
-                    elif code == et.XID or (code == et.QUERY
-                                            and self._query_kind(data) == COMMIT) or (
-                            code == et.TRANSACTION_PAYLOAD and len(current) == 1
-                            and self._payload_is_plain(raw)):
-                        current.append(raw)
-                        if self._pending and self._pending[0].file != raw.file:
-                            yield self._submit()
-                        # A compressed transaction counts as its unpacked size: what the
-                        # worker holds and writes records of.
-                        self._close(current, size + (self._payload_size
-                                                     if code == et.TRANSACTION_PAYLOAD
-                                                     else len(data)))
-                        current = []
-                        if len(self._pending) >= self.segment_events or \
-                                self._pending_bytes >= self.segment_bytes:
-                            yield self._submit()
-                        continue
                     elif code == et.QUERY and len(current) == 1 and \
                             current[0].data[4] != et.MARIADB_GTID and \
                             self._query_kind(data) == BEGIN:
                         current.append(raw)
                         size += len(data)
+                        continue
+                    elif (closing := self._closing_size(raw, len(current))) is not None:
+                        current.append(raw)
+                        if self._pending and self._pending[0].file != raw.file:
+                            yield self._submit()
+                        self._close(current, size + closing)
+                        current = []
+                        if len(self._pending) >= self.segment_events or \
+                                self._pending_bytes >= self.segment_bytes:
+                            yield self._submit()
                         continue
                     elif code in _HEARTBEATS:
                         continue
@@ -165,9 +157,23 @@ class Segmenter:
         self._pending_bytes += size
         self._pending_payloads |= transaction[-1].data[4] == et.TRANSACTION_PAYLOAD
 
-    def _payload_is_plain(self, raw: RawEvent) -> bool:
-        """Whether a TRANSACTION_PAYLOAD right after a MySQL GTID event holds a plain
-        transaction a worker may take (see :mod:`changestream.parallel.payloads`)."""
+    def _closing_size(self, raw: RawEvent, held: int) -> int | None:
+        """The size ``raw`` adds to a worker's transaction when it ends one (``held``: the
+        events before it): XID, COMMIT, or the TRANSACTION_PAYLOAD of a compressed one,
+        which counts as its unpacked size (what the worker holds and writes records of);
+        ``None`` for any other event."""
+        data = raw.data
+        code = data[4]
+        if code == et.XID or (code == et.QUERY and self._query_kind(data) == COMMIT):
+            return len(data)
+        if code == et.TRANSACTION_PAYLOAD and held == 1:
+            return self._plain_payload(raw)
+        return None
+
+    def _plain_payload(self, raw: RawEvent) -> int | None:
+        """The unpacked size of a TRANSACTION_PAYLOAD right after a MySQL GTID event when it
+        holds a plain transaction a worker may take (see
+        :mod:`changestream.parallel.payloads`), else ``None``."""
         data = raw.data
         body = data[HEADER_SIZE:self._body_end(data)]
         if _PAYLOADS is not None:
@@ -176,8 +182,7 @@ class Segmenter:
         else:
             size = plain_payload_size(body, raw.file, raw.offset, self._zstd,
                                       self._inner_kind)
-        self._payload_size = size or 0
-        return size is not None and size <= self.transaction_bytes
+        return size if size is not None and size <= self.transaction_bytes else None
 
     def _inner_kind(self, data: bytes) -> str | None:
         """What an event inside a TRANSACTION_PAYLOAD (no checksum) is to a worker's

@@ -14,8 +14,8 @@ def fewer_malloc_arenas(arenas: int = 2) -> bool:
     glibc gives every thread that allocates its own arena, up to eight per CPU, and gives
     little of them back: the router's threads (reader, workers' answer readers, actors)
     each hold the buffers of a batch of events or records for a moment, and each arena
-    keeps its high-water mark. Two arenas: the router's peak memory 79 -> 68 MB on the
-    throughput bench's mixed shape, at the same speed. Call it before threads start (the
+    keeps its high-water mark; two arenas lowered the router's peak memory at the same speed
+    (bench/throughput.py prints the process tree's peak). Call it before threads start (the
     command line does; an application embedding the router decides for its process).
     """
     try:

@@ -76,12 +76,10 @@ def test_compressed_transactions_go_to_the_workers(mysql: Any, tmp_path: Path) -
     segments = worker_segments(files, start[1])
     compressed = [s for s in segments if s.payloads]
     assert compressed, "no compressed transaction went to a worker"
-    taken = b"".join(s.data for s in segments)
     # The MINIMAL table's transaction stayed with the router: its rows are in no segment.
     assert b"minimal" not in b"".join(
         u.data for s in compressed
         if (u := unpacked_segment(s.data, s.offsets, _zstd(), s.file, True, True)))
-    assert b"minimal" not in taken
     # The fast path takes the compressed segments and writes what the general path writes.
     assert compare_worker_paths(compressed, ChangeFilter(include=[db])) == len(compressed)
 

@@ -16,6 +16,12 @@ from changestream.sources.files import FileSource
 from changestream.sources.raw import RawEvent
 from changestream.transactions.filters import ChangeFilter
 
+# Files whose DML transactions all take the fast path (column names logged).
+FAST_PATH_FILES = {"rust_mysql_common/mariadb-bin.000001",
+                    "rust_mysql_common/mysql-enum-string-set.000001",
+                    "rust_mysql_common/mysql_type_bit.000001",
+                    "mysql-testsuite/rpl_binlog_with_gipk_info_full_metadata.000001"}
+
 
 class _Collected:
     """Stands in for the worker pool: keeps the segments the segmenter hands out."""
@@ -77,3 +83,40 @@ def compiled_encoder() -> Any:
         raise AssertionError("the compiled decode worker path is not built "
                              "(bash scripts/install.sh builds it with Cython)")
     return module
+
+
+def compare_arrow_paths(segments: list[Segment], change_filter: ChangeFilter | None = None
+                        ) -> int | None:
+    """Assert the compiled Arrow fast path gives the same runs (the Spark sink's frames:
+    schemas, spans, columns and types) as the general path for every segment; how many
+    segments it took (``None`` where it was not built)."""
+    from changestream.parallel.decode_workers import arrow_segment_encoder
+    from changestream.sinks.spark.frames import decode_runs
+
+    settings = WorkerSettings(change_filter, False, "arrow", True, 20_000, None)
+    fast, general = _Worker(settings, 50), _Worker(settings, 50)
+    general.encoder = None
+    if compiled("changestream.parallel._segment_arrow") is None:
+        compiled_encoder()  # fails when everything must be there
+        return None
+    fast.encoder = arrow_segment_encoder(fast.decoder, change_filter, False)
+    for segment in segments:
+        expected, got = general.assemble(segment, "T"), fast.assemble(segment, "T")
+        where = f"segment at {segment.file} offset {segment.offsets[0]}"
+        assert len(got) == len(expected), where
+        for mine, theirs in zip(got, expected, strict=True):
+            assert (mine.changes, mine.transactions, mine.last_commit_ts, mine.gtids,
+                    mine.file, mine.end, mine.tables) == (
+                theirs.changes, theirs.transactions, theirs.last_commit_ts, theirs.gtids,
+                theirs.file, theirs.end, theirs.tables), where
+            frames, wanted = decode_runs(mine.records), decode_runs(theirs.records)
+            assert [(s.qualified_name, s.columns, spans) for s, spans, _ in frames] == \
+                [(s.qualified_name, s.columns, spans) for s, spans, _ in wanted], where
+            for (_, _, frame), (_, _, table) in zip(frames, wanted, strict=True):
+                assert frame.schema == table.schema, where
+                if not frame.equals(table):
+                    for name in table.column_names:
+                        assert frame.column(name).to_pylist() == \
+                            table.column(name).to_pylist(), f"{where}: column {name}"
+                    raise AssertionError(f"{where}: frames differ")
+    return fast.fast_segments

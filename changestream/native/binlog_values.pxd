@@ -1,9 +1,16 @@
-# Binlog row image values written as JSON text (see binlog_values.pyx).
+# Binlog row image values written as JSON text, or read into the Spark sink's Arrow forms
+# (see binlog_values.pyx).
 
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp
 
 from changestream.native.json_text cimport Buffer
+
+cdef extern from *:
+    """
+    typedef __int128 changestream_int128;
+    """
+    ctypedef long long int128_t "changestream_int128"
 
 
 cdef inline uint32_t u16(const uint8_t* p) noexcept:
@@ -48,3 +55,13 @@ cdef Py_ssize_t put_timestamp2(Buffer out, const uint8_t* p, Py_ssize_t avail,
 cdef int put_epoch_micros(Buffer out, uint64_t micros) except -1
 cdef Py_ssize_t put_date(Buffer out, const uint8_t* p, Py_ssize_t avail) except -2
 cdef Py_ssize_t put_time2(Buffer out, const uint8_t* p, Py_ssize_t avail, int fsp) except -2
+cdef Py_ssize_t put_time2_text(Buffer out, const uint8_t* p, Py_ssize_t avail,
+                               int fsp) except -2
+cdef Py_ssize_t read_decimal128(const uint8_t* p, Py_ssize_t avail, int precision, int scale,
+                                int128_t* unscaled) except -2
+cdef Py_ssize_t read_datetime2_micros(const uint8_t* p, Py_ssize_t avail, int fsp,
+                                      int64_t* micros, bint* valid) except -2
+cdef Py_ssize_t read_timestamp2_micros(const uint8_t* p, Py_ssize_t avail, int fsp,
+                                       int64_t* micros, bint* valid) except -2
+cdef Py_ssize_t read_date_days(const uint8_t* p, Py_ssize_t avail, int32_t* days,
+                               bint* valid) except -2

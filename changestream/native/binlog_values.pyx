@@ -2,8 +2,10 @@
 """Binlog row image values straight to their JSON text in change records, byte for byte as
 the Python path writes the values its readers give (:mod:`changestream.decoding.row_values`
 and :mod:`changestream.delivery.temporal_text`): DECIMAL, DOUBLE, DATETIME2, TIMESTAMP2,
-DATE and TIME2; and CRC-32 for the events' checksums. Each writer gives the bytes it read,
-or -1 when the value is cut short or not valid (the Python reader then says what is wrong).
+DATE and TIME2; the same values in the forms the Spark sink's Arrow columns hold (what
+:mod:`changestream.sinks.spark.types` makes of the Python values); and CRC-32 for the
+events' checksums. Each reader gives the bytes it read, or -1 when the value is cut short
+or not valid (the Python reader then says what is wrong).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
@@ -110,24 +112,24 @@ cdef int _group_digits(char* into, uint32_t g, int width) noexcept:
     return n
 
 
-cdef Py_ssize_t put_decimal(Buffer out, const uint8_t* p, Py_ssize_t avail, int precision,
-                            int scale) except -2:
-    """A binary DECIMAL(precision, scale) as its quoted text (the column's scale, no
-    exponent; zero without a sign), as ``decimal_binary.decode_decimal`` reads it."""
+cdef Py_ssize_t _decimal_digits(const uint8_t* p, Py_ssize_t avail, int precision,
+                                int scale, char* digits, int* count,
+                                bint* negative) except -2:
+    """The decimal digits of a binary DECIMAL(precision, scale) (``count`` of them, the
+    integer part's leading zeros included, the last ``scale`` the fraction's) and its sign;
+    how many bytes it takes."""
     cdef int intg = precision - scale
     cdef int intg0 = intg // 9, intg0x = intg % 9, frac0 = scale // 9, frac0x = scale % 9
     cdef int size = DIG2BYTES[intg0x] + 4 * (intg0 + frac0) + DIG2BYTES[frac0x]
     cdef uint8_t raw[40]
-    cdef char digits[128]
-    cdef int nd = 0, i, k, at = 0, first
-    cdef bint negative
+    cdef int nd = 0, i, k, at = 0
     cdef uint32_t g
     if size > avail or size > 40 or size == 0:
         return -1
     memcpy(raw, p, size)
-    negative = not (raw[0] & 0x80)
+    negative[0] = not (raw[0] & 0x80)
     raw[0] ^= 0x80
-    if negative:
+    if negative[0]:
         for i in range(size):
             raw[i] = ~raw[i]
     if intg0x:  # the integer part's leftover digits: the most significant group, unchecked
@@ -144,6 +146,20 @@ cdef Py_ssize_t put_decimal(Buffer out, const uint8_t* p, Py_ssize_t avail, int 
         if g >= POW10[frac0x]:
             return -1
         nd += _group_digits(digits + nd, g, frac0x)
+    count[0] = nd
+    return size
+
+
+cdef Py_ssize_t put_decimal(Buffer out, const uint8_t* p, Py_ssize_t avail, int precision,
+                            int scale) except -2:
+    """A binary DECIMAL(precision, scale) as its quoted text (the column's scale, no
+    exponent; zero without a sign), as ``decimal_binary.decode_decimal`` reads it."""
+    cdef char digits[128]
+    cdef int nd = 0, i, first
+    cdef bint negative
+    cdef Py_ssize_t size = _decimal_digits(p, avail, precision, scale, digits, &nd, &negative)
+    if size < 0:
+        return -1
     first = 0
     while first < nd and digits[first] == 48:
         first += 1
@@ -168,6 +184,26 @@ cdef Py_ssize_t put_decimal(Buffer out, const uint8_t* p, Py_ssize_t avail, int 
     else:
         out.put(digits + first, nd - first)
     out.put(b'"', 1)
+    return size
+
+
+cdef Py_ssize_t read_decimal128(const uint8_t* p, Py_ssize_t avail, int precision, int scale,
+                                int128_t* unscaled) except -2:
+    """A binary DECIMAL(precision <= 38, scale) as Arrow's decimal128 holds it: the value
+    times 10^scale, as a 128-bit integer."""
+    cdef char digits[128]
+    cdef int nd = 0, i
+    cdef bint negative
+    cdef int128_t v = 0
+    cdef Py_ssize_t size
+    if precision > 38:
+        return -1
+    size = _decimal_digits(p, avail, precision, scale, digits, &nd, &negative)
+    if size < 0:
+        return -1
+    for i in range(nd):
+        v = v * 10 + (digits[i] - 48)
+    unscaled[0] = -v if negative else v
     return size
 
 
@@ -318,6 +354,18 @@ cdef Py_ssize_t put_date(Buffer out, const uint8_t* p, Py_ssize_t avail) except 
 
 cdef Py_ssize_t put_time2(Buffer out, const uint8_t* p, Py_ssize_t avail, int fsp) except -2:
     """A TIME2 as ``"[-]HH:MM:SS[.f]"`` (hours past 24 as they are; minus zero unsigned)."""
+    return _time2(out, p, avail, fsp, fsp, True)
+
+
+cdef Py_ssize_t put_time2_text(Buffer out, const uint8_t* p, Py_ssize_t avail,
+                               int fsp) except -2:
+    """A TIME2 as ``[-]HH:MM:SS.ffffff`` (always six fractional digits, unquoted: the
+    Spark sink's text of a TIME, ``temporal_text.time_text``)."""
+    return _time2(out, p, avail, fsp, 6, False)
+
+
+cdef Py_ssize_t _time2(Buffer out, const uint8_t* p, Py_ssize_t avail, int fsp, int digits,
+                       bint quoted) except -2:
     cdef int nfrac = (fsp + 1) // 2
     cdef int size = 3 + nfrac
     cdef int64_t packed, whole, micros, seconds
@@ -331,7 +379,8 @@ cdef Py_ssize_t put_time2(Buffer out, const uint8_t* p, Py_ssize_t avail, int fs
     whole = packed >> (8 * nfrac)
     micros = ((((whole >> 12) & 0x3FF) * 60 + ((whole >> 6) & 63)) * 60 + (whole & 63)) \
         * 1000000 + (packed & ((<int64_t>1 << (8 * nfrac)) - 1)) * MICRO_SCALE[nfrac]
-    out.put(b'"', 1)
+    if quoted:
+        out.put(b'"', 1)
     if negative and micros:
         out.put(b"-", 1)
     seconds = micros // 1000000
@@ -340,6 +389,119 @@ cdef Py_ssize_t put_time2(Buffer out, const uint8_t* p, Py_ssize_t avail, int fs
     out.put_digits(<uint64_t>(seconds // 60 % 60), 2)
     out.put(b":", 1)
     out.put_digits(<uint64_t>(seconds % 60), 2)
-    _put_fraction(out, <uint64_t>(micros % 1000000), fsp)
-    out.put(b'"', 1)
+    _put_fraction(out, <uint64_t>(micros % 1000000), digits)
+    if quoted:
+        out.put(b'"', 1)
     return size
+
+
+cdef int64_t _days(int64_t year, int64_t month, int64_t day) noexcept:
+    """Days from 1970-01-01 to the proleptic Gregorian date (H. Hinnant's algorithm)."""
+    cdef int64_t y = year - (1 if month <= 2 else 0)
+    cdef int64_t era = (y if y >= 0 else y - 399) // 400
+    cdef int64_t yoe = y - era * 400
+    cdef int64_t doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    cdef int64_t doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+cdef bint _valid_date(int64_t year, int64_t month, int64_t day) noexcept:
+    """Whether Python's ``datetime.date`` takes the date (else the reader gives its text,
+    which the Spark sink lands as NULL)."""
+    cdef int last
+    if year < 1 or year > 9999 or month < 1 or month > 12 or day < 1:
+        return False
+    if month == 2:
+        last = 29 if (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)) else 28
+    elif month == 4 or month == 6 or month == 9 or month == 11:
+        last = 30
+    else:
+        last = 31
+    return day <= last
+
+
+cdef Py_ssize_t read_datetime2_micros(const uint8_t* p, Py_ssize_t avail, int fsp,
+                                      int64_t* micros, bint* valid) except -2:
+    """A DATETIME2 as microseconds after 1970-01-01 00:00 (no time zone); ``valid`` false
+    for the dates Python's datetime does not take (zero, invalid)."""
+    cdef int nfrac = (fsp + 1) // 2
+    cdef int64_t packed, ymd, year, month, day, hour, minute, second
+    cdef uint64_t micro
+    if 5 + nfrac > avail:
+        return -1
+    packed = <int64_t>big_endian(p, 5) - 0x8000000000
+    if packed < 0:
+        return -1
+    micro = big_endian(p + 5, nfrac) * MICRO_SCALE[nfrac]
+    ymd = packed >> 17
+    year, month, day = (ymd >> 5) // 13, (ymd >> 5) % 13, ymd & 31
+    hour, minute, second = (packed >> 12) & 31, (packed >> 6) & 63, packed & 63
+    valid[0] = _valid_date(year, month, day) and hour < 24 and minute < 60 \
+        and second < 60 and micro < 1000000
+    if valid[0]:
+        micros[0] = ((_days(year, month, day) * 24 + hour) * 60 + minute) * 60000000 \
+            + second * 1000000 + <int64_t>micro
+    return 5 + nfrac
+
+
+cdef Py_ssize_t read_timestamp2_micros(const uint8_t* p, Py_ssize_t avail, int fsp,
+                                       int64_t* micros, bint* valid) except -2:
+    """A TIMESTAMP2 as microseconds after the epoch (UTC); ``valid`` false for zero."""
+    cdef int nfrac = (fsp + 1) // 2
+    cdef int64_t seconds
+    cdef uint64_t micro
+    if 4 + nfrac > avail:
+        return -1
+    seconds = <int64_t>big_endian(p, 4)
+    micro = big_endian(p + 4, nfrac) * MICRO_SCALE[nfrac]
+    valid[0] = seconds != 0 or micro != 0
+    micros[0] = seconds * 1000000 + <int64_t>micro
+    return 4 + nfrac
+
+
+cdef Py_ssize_t read_date_days(const uint8_t* p, Py_ssize_t avail, int32_t* days,
+                               bint* valid) except -2:
+    """A DATE as days after 1970-01-01; ``valid`` false for zero or invalid dates."""
+    cdef uint64_t v
+    if 3 > avail:
+        return -1
+    v = p[0] | (<uint64_t>p[1] << 8) | (<uint64_t>p[2] << 16)
+    valid[0] = _valid_date(v >> 9, (v >> 5) & 15, v & 31)
+    if valid[0]:
+        days[0] = <int32_t>_days(v >> 9, (v >> 5) & 15, v & 31)
+    return 3
+
+
+def arrow_value_of(str kind, bytes data, int a=0, int b=0):
+    """What the Arrow-form reader ``kind`` (decimal128: ``a`` precision, ``b`` scale;
+    datetime2, timestamp2, time2: ``a`` fractional digits; date) gives for ``data``: the
+    integer (``None`` for NULL) or the text; ``-1`` where it leaves the value to Python
+    (for the tests)."""
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data), used
+    cdef int128_t unscaled = 0
+    cdef int64_t micros = 0
+    cdef int32_t days = 0
+    cdef bint valid = True
+    cdef Buffer out = Buffer()
+    if kind == "decimal128":
+        used = read_decimal128(p, n, a, b, &unscaled)
+        value = (<object>(<int64_t>(unscaled >> 64)) << 64) + \
+            <object>(<uint64_t>(unscaled & 0xFFFFFFFFFFFFFFFF))
+    elif kind == "datetime2":
+        used = read_datetime2_micros(p, n, a, &micros, &valid)
+        value = micros
+    elif kind == "timestamp2":
+        used = read_timestamp2_micros(p, n, a, &micros, &valid)
+        value = micros
+    elif kind == "date":
+        used = read_date_days(p, n, &days, &valid)
+        value = days
+    elif kind == "time2":
+        used = put_time2_text(out, p, n, a)
+        value = out.take(0, out.size).decode()
+    else:
+        raise ValueError(f"no reader {kind!r}")
+    if used < 0:
+        return -1
+    return value if valid else None

@@ -56,30 +56,10 @@ from changestream.transactions.row_shapes import ShapeCache
 _VALUE_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
 _dumps = orjson.dumps
 
-# How a column's values are read and written.
-cdef enum:
-    K_INT = 0        # size bytes little-endian, signed or not
-    K_DOUBLE = 1
-    K_DECIMAL = 2
-    K_DATETIME2 = 3
-    K_TIMESTAMP2 = 4
-    K_DATE = 5
-    K_TIME2 = 6
-    K_YEAR = 7
-    K_UTF8 = 8       # length-prefixed UTF-8 text
-    K_ASCII = 9      # length-prefixed text in a charset whose ASCII bytes are ASCII
-    K_BYTES = 10     # length-prefixed bytes (padded to a width), base64
-    K_GENERIC = 11   # the column's Python reader and orjson
-
 # Charsets whose bytes below 0x80 are ASCII characters (text of them only takes the
 # compiled path; other bytes go to the Python reader).
 _ASCII_SUPERSETS = frozenset({"changestream_latin1", "ascii", "iso8859-2", "iso8859-9",
                               "iso8859-13", "cp1250", "cp1251", "cp1257"})
-
-cdef enum:
-    OP_INSERT = 0
-    OP_UPDATE = 1
-    OP_DELETE = 2
 
 cdef const char* OP_HEADS[3]
 OP_HEADS[0] = b'{"op":"insert",'
@@ -126,37 +106,9 @@ class NotPlain(Exception):
     """The segment needs the general path."""
 
 
-cdef struct Slot:
-    # one change of the open transaction: its op, its table (index into the transaction's
-    # plans), the spans of its before image, after image and key in ``rows`` (equal ends:
-    # null), where its rows event is, its row in that event, its statement (index)
-    int op
-    int plan
-    Py_ssize_t before0, before1, after0, after1, key0, key1
-    int64_t pos
-    Py_ssize_t row
-    Py_ssize_t sql
-
-
 cdef class TablePlan:
     """How one table's full row images become JSON: each column's kind, what it needs, its
     ``"name":`` prefix, and the primary key's columns."""
-
-    cdef int ncols
-    cdef int* kinds
-    cdef int* sizes       # int bytes, length-prefix bytes, fractional digits, ...
-    cdef int* extras      # unsigned, BINARY width, DECIMAL scale, ...
-    cdef int* precisions
-    cdef int* key         # primary key column indexes
-    cdef int nkey
-    cdef bint direct
-    cdef tuple prefixes   # b'{"a":', b',"b":', ...
-    cdef tuple key_prefixes
-    cdef tuple readers    # Python value readers (generic columns)
-    cdef tuple formats    # Python temporal writers or None (generic columns)
-    cdef bytes names      # b'"database":"d","table":"t",'
-    cdef bint generic     # some column is read by its Python reader
-    cdef tuple counted    # (database, table, op) keys of the metrics' counts
 
     def __dealloc__(self):
         free(self.kinds)
@@ -178,6 +130,7 @@ cdef TablePlan _plan(object schema, object shape, tuple formats):
     cdef int i, n = len(schema.columns), t
     cdef int kind, size, extra, precision
     plan.ncols = n
+    plan.schema = schema
     plan.direct = shape.direct
     plan.names = b'"database":' + _dumps(schema.database) + b',"table":' \
         + _dumps(schema.table) + b','
@@ -191,7 +144,7 @@ cdef TablePlan _plan(object schema, object shape, tuple formats):
     for i in range(n):
         column = schema.columns[i]
         prefixes.append((b"{" if i == 0 else b",") + _dumps(names[i]) + b":")
-        kind, size, extra, precision = _column_kind(column)
+        kind, size, extra, precision = column_kind(column)
         plan.kinds[i], plan.sizes[i], plan.extras[i] = kind, size, extra
         plan.precisions[i] = precision
         plan.generic |= kind == K_GENERIC
@@ -210,7 +163,7 @@ cdef TablePlan _plan(object schema, object shape, tuple formats):
     return plan
 
 
-cdef tuple _column_kind(object column):
+cdef tuple column_kind(object column):
     """``(kind, size, extra, precision)`` of a column."""
     t = column.type_code
     if t in (ft.TINY, ft.SHORT, ft.INT24, ft.LONG, ft.LONGLONG):
@@ -261,27 +214,6 @@ cdef class SegmentEncoder:
     """Encodes segments of plain transactions as the Python ``SegmentEncoder`` does (the
     same arguments, the same ``encode`` and ``table_counts``)."""
 
-    cdef public object decoder, filter, table_counts
-    cdef public object refusal  # why the last segment was given up (for the tests)
-    cdef public bint include_sql
-    cdef object _shapes, _formats, _format_description, _last_commit_seconds
-    cdef dict _table_maps
-    cdef Buffer rows      # the open transaction's images
-    cdef Buffer record
-    cdef Py_ssize_t* starts
-    cdef Py_ssize_t* ends
-    cdef int width        # columns starts/ends can hold
-    cdef Slot* slots      # the open transaction's changes
-    cdef Py_ssize_t nslots, slot_capacity
-    cdef bytes _commit_text
-    cdef bytes _sid           # the last MySQL GTID's server UUID, and as text
-    cdef str _sid_text, _gtid
-    cdef Buffer _scratch      # short texts made one at a time
-    # the rows event being read: the segment's bytes, where its body is, the body as bytes
-    # once a Python reader needs it
-    cdef bytes _data
-    cdef Py_ssize_t _body_start, _body_end
-    cdef object _body
 
     def __init__(self, decoder, change_filter, bint include_sql):
         self.decoder = decoder
@@ -344,6 +276,60 @@ cdef class SegmentEncoder:
         finally:
             self._data = self._body = None
 
+    cdef Py_ssize_t _read_rows(self, TablePlan plan, const uint8_t* b, Py_ssize_t pos,
+                               Py_ssize_t end, int kind, int64_t offset, list tx_plans,
+                               int sql_index) except -1:
+        """The rows of a rows event of ``kind`` from ``pos`` to the body's ``end`` (past
+        the column count and bitmaps), as the open transaction's changes; how many."""
+        cdef Slot* slot
+        cdef Py_ssize_t row = 0, image_start
+        cdef int plan_index = _index_of(tx_plans, plan)
+        while pos < end:
+            slot = self._slot()
+            slot.op, slot.plan, slot.pos, slot.row, slot.sql = \
+                kind, plan_index, offset, row, sql_index
+            image_start = self.rows.size
+            pos = self._image(plan, b, pos, end)
+            if kind == OP_UPDATE:
+                slot.before0, slot.before1 = image_start, self.rows.size
+                image_start = self.rows.size
+                pos = self._image(plan, b, pos, end)
+                slot.after0, slot.after1 = image_start, self.rows.size
+            elif kind == OP_INSERT:
+                slot.before0 = slot.before1 = 0
+                slot.after0, slot.after1 = image_start, self.rows.size
+            else:
+                slot.before0, slot.before1 = image_start, self.rows.size
+                slot.after0 = slot.after1 = 0
+            self._key(plan, slot)
+            row += 1
+        if pos != end:
+            raise NotPlain()
+        return row
+
+    cdef int _begin(self, str name, str stamp) except -1:
+        """Before a segment's events from the file ``name``, its records' ``ts`` ``stamp``."""
+        self._file_json = _dumps(name)
+        self._record_end = b'},"ts":' + _dumps(stamp) + b'}\n'
+        return 0
+
+    cdef int _commit(self, list lines, list tx_plans, list sqls, str tid, object gtid,
+                     bytes gtid_json, object xid, int64_t commit_micros,
+                     object commit) except -1:
+        """The open transaction's changes, committed: their records appended to
+        ``lines`` (``commit_micros``: the commit time in microseconds when the GTID event
+        gave it, else 0 and ``commit`` is the time)."""
+        self._records(lines, tx_plans, sqls, gtid_json if gtid else _dumps(tid), gtid_json,
+                      xid, self._micros_json(commit_micros) if commit_micros > 0
+                      else self._commit_json(commit))
+        return 0
+
+    cdef object body(self):
+        """The rows event being read, as bytes (for the Python readers)."""
+        if self._body is None:
+            self._body = self._data[self._body_start:self._body_end]
+        return self._body
+
     cdef Py_ssize_t _image(self, TablePlan plan, const uint8_t* b, Py_ssize_t pos,
                            Py_ssize_t end) except -1:
         """One full row image from ``pos`` (the event's body ends at ``end``) as a JSON
@@ -393,7 +379,7 @@ cdef class SegmentEncoder:
                 if kind == K_BYTES:
                     put_base64(out, b + pos + size, n, extra)
                 elif (kind == K_UTF8 and valid_utf8(b + pos + size, n)) or \
-                        (kind == K_ASCII and _ascii(b + pos + size, n)):
+                        (kind == K_ASCII and is_ascii(b + pos + size, n)):
                     put_text(out, b + pos + size, n)
                 else:
                     self._generic(plan, j, pos)
@@ -434,9 +420,7 @@ cdef class SegmentEncoder:
     cdef Py_ssize_t _generic(self, TablePlan plan, int j, Py_ssize_t pos) except -1:
         """Column ``j``'s value at ``pos`` read by its Python reader from the event's body
         and written by orjson (as the Python path writes it); where it ends."""
-        if self._body is None:
-            self._body = self._data[self._body_start:self._body_end]
-        value, end = plan.readers[j](self._body, pos - self._body_start)
+        value, end = plan.readers[j](self.body(), pos - self._body_start)
         write = plan.formats[j]
         if write is not None and value is not None:
             value = write(value)
@@ -456,12 +440,9 @@ cdef class SegmentEncoder:
         cdef int code, kind, version, post_rows, extra
         cdef bint inside = False, began = False, short_ids
         cdef TablePlan plan
-        cdef Slot* slot
-        cdef Py_ssize_t row, image_start
         cdef uint64_t table_id
         name = file[file.rfind("/") + 1:]
-        file_json = _dumps(name)
-        record_end = b'},"ts":' + _dumps(stamp) + b'}\n'
+        self._begin(name, stamp)
         if decoder.format_description is not self._format_description:
             self._format_description = decoder.format_description
             self._table_maps.clear()
@@ -530,29 +511,8 @@ cdef class SegmentEncoder:
                 pos = self._full_images(plan, b, pos, body_end, kind)
                 self._columns(plan.ncols)
                 self._body_start, self._body_end, self._body = at + header, body_end, None
-                row = 0
-                plan_index = _index_of(tx_plans, plan)
-                while pos < body_end:
-                    slot = self._slot()
-                    slot.op, slot.plan, slot.pos, slot.row, slot.sql = \
-                        kind, plan_index, offset, row, sql_index
-                    image_start = self.rows.size
-                    pos = self._image(plan, b, pos, body_end)
-                    if kind == OP_UPDATE:
-                        slot.before0, slot.before1 = image_start, self.rows.size
-                        image_start = self.rows.size
-                        pos = self._image(plan, b, pos, body_end)
-                        slot.after0, slot.after1 = image_start, self.rows.size
-                    elif kind == OP_INSERT:
-                        slot.before0 = slot.before1 = 0
-                        slot.after0, slot.after1 = image_start, self.rows.size
-                    else:
-                        slot.before0, slot.before1 = image_start, self.rows.size
-                        slot.after0 = slot.after1 = 0
-                    self._key(plan, slot)
-                    row += 1
-                if pos != body_end:
-                    raise NotPlain()
+                row = self._read_rows(plan, b, pos, body_end, kind, offset, tx_plans,
+                                      sql_index)
                 counted = plan.counted[kind]
                 counts[counted] = counts.get(counted, 0) + row
             elif code == E_TABLE_MAP:
@@ -605,14 +565,10 @@ cdef class SegmentEncoder:
                 if not inside:
                     raise NotPlain()
                 if self.nslots:
-                    if commit_ts is None:
-                        commit = utc_time(u32(b + at))
-                    else:
-                        commit = commit_ts
-                    tid_json = gtid_json if gtid else _dumps(f"{server_id}-{name}-{start}")
-                    self._records(lines, tx_plans, sqls, tid_json, gtid_json, xid,
-                                  self._micros_json(commit_micros) if commit_micros > 0
-                                  else self._commit_json(commit), file_json, record_end)
+                    commit = utc_time(u32(b + at)) if commit_ts is None else commit_ts
+                    self._commit(lines, tx_plans, sqls,
+                                 gtid if gtid else f"{server_id}-{name}-{start}", gtid,
+                                 gtid_json, xid, commit_micros, commit)
                     done.append(EncodedTransaction(self.nslots, gtid, commit, offset + size))
                     self.nslots = 0
                     self.rows.size = 0
@@ -764,10 +720,8 @@ cdef class SegmentEncoder:
         return self._commit_text
 
     cdef int _records(self, list lines, list tx_plans, list sqls, bytes tid, bytes gtid,
-                      object xid, bytes commit, bytes file_json, bytes record_end
-                      ) except -1:
-        """The open transaction's records, one bytes each, appended to ``lines``
-        (``file_json``: the file name as JSON; ``record_end``: what ends every record)."""
+                      object xid, bytes commit) except -1:
+        """The open transaction's records, one bytes each, appended to ``lines``."""
         cdef Buffer out = self.record
         cdef Buffer rows = self.rows
         cdef Py_ssize_t i, n = self.nslots
@@ -809,12 +763,12 @@ cdef class SegmentEncoder:
             out.put(b',"commit_ts":', 13)
             out.put_bytes(commit)
             out.put(b'},"position":{"file":', 21)
-            out.put_bytes(file_json)
+            out.put_bytes(self._file_json)
             out.put(b',"pos":', 7)
             out.put_uint(<uint64_t>slot.pos)
             out.put(b',"row":', 7)
             out.put_uint(<uint64_t>slot.row)
-            out.put_bytes(record_end)
+            out.put_bytes(self._record_end)
             lines.append(PyBytes_FromStringAndSize(out.data, out.size))
         return 0
 
@@ -841,7 +795,7 @@ cdef int _index_of(list plans, object plan) except -1:
     return len(plans) - 1
 
 
-cdef bint _ascii(const uint8_t* s, Py_ssize_t n) noexcept:
+cdef bint is_ascii(const uint8_t* s, Py_ssize_t n) noexcept:
     cdef Py_ssize_t i
     for i in range(n):
         if s[i] >= 0x80:

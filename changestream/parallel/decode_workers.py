@@ -10,7 +10,9 @@ A worker writes a segment's records on its fast path (:mod:`changestream.paralle
 or, when the segment holds anything that path does not take, with the same
 :class:`EventDecoder`, :class:`TransactionAssembler` and record encoder as the router; its
 records are byte for byte the ones the router would write (but for ``ts``, the time they
-were encoded), and it sends them back. The Transaction actor
+were encoded), and it sends them back. For the Spark sink a compiled fast path
+(:mod:`changestream.parallel._segment_arrow`) writes the frames straight from the events'
+bytes, with no change object per row. The Transaction actor
 takes the results in binlog order. Everything else (DDL, XA, rollbacks, big transactions,
 tables whose column names are not in the binlog) is decoded in the router's process.
 """
@@ -39,6 +41,7 @@ from changestream.decoding.event_decoder import CHECKSUM_CRC32, EventDecoder
 from changestream.delivery.records import record_lines
 from changestream.model.changes import Change, TransactionPart
 from changestream.model.errors import ChangestreamError, SourceError
+from changestream.native import compiled
 from changestream.parallel.payloads import unpacked_segment
 from changestream.parallel.segment_encoder import EncodedTransaction, segment_encoder
 from changestream.transactions.assembler import TransactionAssembler
@@ -210,10 +213,15 @@ class _Worker:
             change_filter=settings.change_filter, include_sql=settings.include_sql,
             max_buffered_changes=settings.max_buffered_changes, spill_dir=settings.spill_dir)
         self._format_description: bytes | None = None
-        # The fast path writes changestream's record format only.
-        self.encoder = segment_encoder(self.decoder, settings.change_filter,
-                                       settings.include_sql) \
-            if settings.record_format == "changestream" else None
+        # The fast paths write changestream's record format, and (compiled only) the
+        # Spark sink's frames.
+        self.encoder: Any = None
+        if settings.record_format == "changestream":
+            self.encoder = segment_encoder(self.decoder, settings.change_filter,
+                                           settings.include_sql)
+        elif settings.record_format == "arrow":
+            self.encoder = arrow_segment_encoder(self.decoder, settings.change_filter,
+                                                 settings.include_sql)
         self.fast_segments = 0  # segments the fast path took
         self._zstd = zstandard.ZstdDecompressor()
 
@@ -232,18 +240,18 @@ class _Worker:
             done = self._encode_fast(segment, stamp, lines)
             self.fast_segments += done is not None
             tables = self.encoder.table_counts
-        whole: list[list[TransactionPart]] | None = \
-            [] if self.settings.record_format == "arrow" else None
+        arrow = self.settings.record_format == "arrow"
+        name = segment.file.rsplit("/", 1)[-1]
+        payload: Callable[[int, int, int, int], bytes]
         if done is None:
             lines.clear()
             tables = {}
+            whole: list[list[TransactionPart]] | None = [] if arrow else None
             done = self._assemble_generally(segment, stamp, lines, tables, whole)
-        name = segment.file.rsplit("/", 1)[-1]
-        if whole is not None:
-            runs = self._runs(done, name, _arrow_payload(whole))
+            payload = _lines_payload(lines) if whole is None else _arrow_payload(whole)
         else:
-            runs = self._runs(done, name, lambda _first, _last, begin, end:
-                              b"".join(lines[begin:end]))
+            payload = self.encoder.payload(done, name) if arrow else _lines_payload(lines)
+        runs = self._runs(done, name, payload)
         for run in reversed(runs):
             if run.changes:
                 run.tables = tables
@@ -330,6 +338,20 @@ class _Worker:
                                       commit_ts, gtids, file, transaction.end))
                 first, began, gtids, count, commit_ts = used, i + 1, [], 0, None
         return runs
+
+
+def _lines_payload(lines: list[bytes]) -> Callable[[int, int, int, int], bytes]:
+    """A run's records when they are record lines: its changes' lines, joined."""
+    return lambda _first, _end, begin, end: b"".join(lines[begin:end])
+
+
+def arrow_segment_encoder(decoder: EventDecoder, change_filter: ChangeFilter | None,
+                          include_sql: bool) -> Any:
+    """The compiled encoder of the Spark sink's frames where it was built and not turned
+    off (``None``: the general path makes them)."""
+    module = compiled("changestream.parallel._segment_arrow")
+    return None if module is None else module.ArrowSegmentEncoder(decoder, change_filter,
+                                                                    include_sql)
 
 
 def _arrow_payload(whole: list[list[TransactionPart]]) -> Callable[[int, int, int, int], bytes]:

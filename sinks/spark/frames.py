@@ -135,10 +135,22 @@ class TableRun:
 
 def frame_schema(run: TableRun) -> pa.Schema:
     """The Arrow schema of a run's frame."""
-    schema = arrow_schema(METADATA + run.fields)
-    for i in run.before_fields:
-        schema = schema.append(pa.field(f"{BEFORE_PREFIX}{i}", run.fields[i].arrow))
+    return frame_schema_of(run.fields, run.before_fields)
+
+
+def frame_schema_of(fields: tuple[FieldMapping, ...], before: Iterable[int]) -> pa.Schema:
+    """The Arrow schema of a frame of a table whose columns are ``fields``, keeping the
+    before image of the fields ``before`` (by index)."""
+    schema = arrow_schema(METADATA + fields)
+    for i in before:
+        schema = schema.append(pa.field(f"{BEFORE_PREFIX}{i}", fields[i].arrow))
     return schema
+
+
+def clashing_names(fields: tuple[FieldMapping, ...]) -> set[str]:
+    """The columns of ``fields`` named like the change metadata or the before columns."""
+    return {f.name for f in fields if f.name in METADATA_NAMES
+            or f.name.startswith(BEFORE_PREFIX)}
 
 
 def _changes_table(run: TableRun, changes: list[Change]) -> pa.Table:
@@ -197,8 +209,7 @@ def table_runs(parts: Iterable[Part], all_before: bool = False) -> list[TableRun
                 mapped = shapes[id(schema)] = (fields, signature(fields), schema)
             fields, sig, _ = mapped
             if known is None or known[0] != sig:
-                clash = {f.name for f in fields if f.name in METADATA_NAMES
-                         or f.name.startswith(BEFORE_PREFIX)}
+                clash = clashing_names(fields)
                 if clash:
                     raise SinkError(f"spark sink: table {key} has columns named like the "
                                     f"change metadata: {', '.join(sorted(clash))}")
@@ -227,14 +238,20 @@ def encode_runs(runs: list[TableRun]) -> bytes:
     """``runs`` as one bytes object for another process (:func:`decode_runs`): each run's
     schema and spans, and its frame in Arrow's stream format. Make the runs with
     ``table_runs(parts, all_before=True)``: the frames then fit any run they join."""
+    return encode_frames([(run.schema, [(s.position, s.rows, s.snapshot) for s in run.spans],
+                           run.frame) for run in runs])
+
+
+def encode_frames(frames: list[tuple[TableSchema, list[tuple[Position | None, int, bool]],
+                                     pa.Table]]) -> bytes:
+    """Frames (each with its table's schema and its spans as ``(position, rows,
+    snapshot)``) as :func:`encode_runs` writes them."""
     out = []
-    for run in runs:
+    for schema, spans, frame in frames:
         sink = pa.BufferOutputStream()
-        frame = run.frame
         with pa.ipc.new_stream(sink, frame.schema) as writer:
             writer.write_table(frame)
-        out.append((run.schema, [(s.position, s.rows, s.snapshot) for s in run.spans],
-                    sink.getvalue().to_pybytes()))
+        out.append((schema, spans, sink.getvalue().to_pybytes()))
     return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 

@@ -11,11 +11,12 @@ import pyarrow as pa
 import pytest
 
 from changestream.model.changes import Batch, EncodedRun
-from changestream.model.errors import BinlogError
+from changestream.model.errors import BinlogError, SinkError
 from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.spark.frames import table_runs
 from changestream.sources.files import FileSource
 from tests.corpus.reference import CORPUS, corpus_params
+from tests.segments import FAST_PATH_FILES, compare_arrow_paths, worker_segments
 
 
 class _ArrowSink:
@@ -91,3 +92,22 @@ def test_frames_are_the_same_with_workers_on_every_corpus_file(relative: str) ->
         return
     workers = _route(path, 2)
     assert _rows(workers) == _rows(alone)
+
+
+@pytest.mark.parametrize("relative", corpus_params())
+def test_compiled_frames_are_the_general_paths_on_every_corpus_file(relative: str) -> None:
+    """The compiled Arrow fast path gives, segment by segment, the frames the worker's
+    general path makes from change objects (or leaves the segment to it)."""
+    path = CORPUS / relative
+    try:
+        segments = worker_segments([path])
+    except BinlogError:
+        pytest.skip(f"{relative} is refused by the reader")
+    try:
+        taken = compare_arrow_paths(segments)
+    except SinkError:  # a table the Spark sink refuses: the general path says so
+        return
+    if taken is None:
+        pytest.skip("the compiled Arrow path is not built")
+    if relative in FAST_PATH_FILES:
+        assert segments and taken == len(segments)

@@ -16,7 +16,7 @@ from changestream.sinks.jsonl import JsonLinesSink
 from changestream.sources.files import FileSource
 from changestream.transactions.filters import ChangeFilter
 from tests.corpus.reference import CORPUS, corpus_params
-from tests.segments import compare_worker_paths, worker_segments
+from tests.segments import FAST_PATH_FILES, compare_worker_paths, worker_segments
 
 
 def _route(path: Path, out: Path, workers: int, **settings: Any) -> list[dict[str, Any]]:
@@ -70,11 +70,6 @@ def test_a_worker_error_names_file_and_offset(tmp_path: Path) -> None:
 
 
 
-# Files whose DML transactions all take the fast path (column names logged).
-_FAST_PATH_FILES = {"rust_mysql_common/mariadb-bin.000001",
-                    "rust_mysql_common/mysql-enum-string-set.000001",
-                    "rust_mysql_common/mysql_type_bit.000001",
-                    "mysql-testsuite/rpl_binlog_with_gipk_info_full_metadata.000001"}
 
 
 @pytest.mark.parametrize("relative", corpus_params())
@@ -88,7 +83,7 @@ def test_fast_path_encodes_as_the_general_path(relative: str, include_sql: bool)
     except BinlogError:
         pytest.skip(f"{relative} is refused by the reader")
     fast = compare_worker_paths(segments, include_sql=include_sql)
-    if relative in _FAST_PATH_FILES:
+    if relative in FAST_PATH_FILES:
         assert segments and fast == len(segments)
 
 

@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 
 from changestream.transactions.filters import ChangeFilter
-from tests.segments import compare_worker_paths, compiled_encoder, worker_segments
+from tests.segments import (
+    compare_arrow_paths,
+    compare_worker_paths,
+    compiled_encoder,
+    worker_segments,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -161,3 +166,21 @@ def test_compiled_rows_write_what_python_writes(server: Any, fresh_database: str
     for include_sql in (False, True):
         taken = compare_worker_paths(segments, ChangeFilter(include=[db]), include_sql)
         assert taken >= 0.9 * len(segments), (taken, len(segments))
+
+
+def test_compiled_frames_are_what_the_general_path_makes(server: Any,
+                                                         fresh_database: str) -> None:
+    """The compiled Arrow path (decode workers for the Spark sink) gives the frames the
+    general path makes from change objects, value for value and type for type, on the same
+    workload of every type and edge value."""
+    db = fresh_database
+    start = server.binlog_position()
+    _workload(server, db, random.Random(f"{server.url}-arrow"))
+    server.execute("FLUSH BINARY LOGS")
+    files = server.binlog_files()
+    files = files[[f.name for f in files].index(start[0]):]
+    segments = worker_segments(files, start[1])
+    taken = compare_arrow_paths(segments, ChangeFilter(include=[db]))
+    if taken is None:
+        pytest.skip("the compiled Arrow path is not built")
+    assert taken >= 0.9 * len(segments), (taken, len(segments))

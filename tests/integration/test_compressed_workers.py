@@ -13,7 +13,7 @@ from changestream.runtime.router import Router, RouterSettings
 from changestream.schema.startup import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.transactions.filters import ChangeFilter
-from tests.segments import compare_worker_paths, worker_segments
+from tests.segments import compare_arrow_paths, compare_worker_paths, worker_segments
 from tests.servers import shadow_command
 
 
@@ -82,6 +82,9 @@ def test_compressed_transactions_go_to_the_workers(mysql: Any, tmp_path: Path) -
         if (u := unpacked_segment(s.data, s.offsets, _zstd(), s.file, True, True)))
     # The fast path takes the compressed segments and writes what the general path writes.
     assert compare_worker_paths(compressed, ChangeFilter(include=[db])) == len(compressed)
+    # And the compiled Arrow path (the Spark sink's frames) what its general path makes.
+    assert compare_arrow_paths(compressed, ChangeFilter(include=[db])) in (None,
+                                                                            len(compressed))
 
 
 def test_a_damaged_payload_is_left_to_the_general_path(mysql: Any) -> None:

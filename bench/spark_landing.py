@@ -148,6 +148,10 @@ class TimedSink:
         self.write_seconds = 0.0
         self.stages: dict[str, float] = {}  # seconds per landing stage, over all batches
         self.batch_changes = getattr(adapter, "batch_changes", None)  # its batch size
+        # What it takes from decode workers (the router asks its sink for this).
+        encoded = getattr(adapter, "encoded_format", None)
+        if encoded is not None:
+            self.encoded_format = encoded
 
     def open(self) -> Any:
         return self.adapter.open()

@@ -64,7 +64,7 @@ class SparkSink:
     warehouse folder) say where. ``spark`` is a session to use; otherwise the sink starts
     one (``master``, default ``local[N]``; ``conf`` passed through; for iceberg the runtime
     jar from ``jar``, ``CHANGESTREAM_ICEBERG_JAR`` or the pip package) and stops it on
-    ``close``. ``catalog`` names the Iceberg catalog. ``arrow_workers`` (off by default)
+    ``close``. ``catalog`` names the Iceberg catalog. ``arrow_workers`` (on by default)
     has the router's decode workers hand plain transactions over as Arrow frames.
     ``append_new_keys`` (on by default) appends the last image of a key a batch INSERTs
     to the Iceberg mirror instead of merging it; ``arrow_appends`` (on by default) writes
@@ -87,7 +87,7 @@ class SparkSink:
                  warehouse: str | os.PathLike[str] | None = None, master: str | None = None,
                  conf: Mapping[str, Any] | None = None, jar: str | None = None,
                  catalog: str = "changestream", spark: Any = None,
-                 app_name: str = "changestream", arrow_workers: bool | str = False,
+                 app_name: str = "changestream", arrow_workers: bool | str = True,
                  append_new_keys: bool | str = True, arrow_appends: bool | str = True,
                  maintain_every: float | str | None = None,
                  maintain_expire_after: float | str = 3600.0):
@@ -123,8 +123,7 @@ class SparkSink:
             if mode == "iceberg" and maintain_every not in (None, "", 0, "0") else None
         if _flag("arrow_workers", arrow_workers):
             # Plain transactions come decoded by the router's decode workers, as Arrow
-            # frames (changestream.sinks.spark.frames.encode_runs). Opt-in until the whole
-            # suite has run with it as the default.
+            # frames (changestream.sinks.spark.frames.encode_runs).
             self.encoded_format = "arrow"
         self.last: LandedBatch | None = None
 

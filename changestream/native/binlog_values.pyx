@@ -190,9 +190,10 @@ cdef Py_ssize_t put_decimal(Buffer out, const uint8_t* p, Py_ssize_t avail, int 
 cdef Py_ssize_t read_decimal128(const uint8_t* p, Py_ssize_t avail, int precision, int scale,
                                 int128_t* unscaled) except -2:
     """A binary DECIMAL(precision <= 38, scale) as Arrow's decimal128 holds it: the value
-    times 10^scale, as a 128-bit integer."""
+    times 10^scale, as a 128-bit integer (-1: bytes that hold more digits than
+    ``precision``, which no server writes and Arrow does not take)."""
     cdef char digits[128]
-    cdef int nd = 0, i
+    cdef int nd = 0, i, first
     cdef bint negative
     cdef int128_t v = 0
     cdef Py_ssize_t size
@@ -201,7 +202,12 @@ cdef Py_ssize_t read_decimal128(const uint8_t* p, Py_ssize_t avail, int precisio
     size = _decimal_digits(p, avail, precision, scale, digits, &nd, &negative)
     if size < 0:
         return -1
-    for i in range(nd):
+    first = 0
+    while first < nd and digits[first] == 48:
+        first += 1
+    if nd - first > precision:  # more digits than the type holds: Arrow refuses them too
+        return -1
+    for i in range(first, nd):
         v = v * 10 + (digits[i] - 48)
     unscaled[0] = -v if negative else v
     return size

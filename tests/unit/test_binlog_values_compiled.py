@@ -139,3 +139,85 @@ def test_commit_times_are_written_as_the_records_write_them() -> None:
     for micros in edges + [rng.randrange(1, 1 << 51) for _ in range(20_000)]:
         expected = orjson.dumps(commit_time_text(utc_time.__wrapped__(micros / 1e6)))
         assert native.epoch_micros_json(micros) == expected, micros
+
+
+def _python_arrow(column: Column, data: bytes) -> Any:
+    """What the Spark sink makes of the Python reader's value in ``data``: the integer its
+    Arrow column holds (decimal: unscaled; temporal: microseconds or days), the text, or
+    ``None``; ``-1`` where the reader refuses the bytes."""
+    import pyarrow as pa
+
+    from changestream.sinks.spark.types import column_mapping
+
+    try:
+        value, end = value_reader(column)(data, 0)
+    except (ValueError, IndexError, struct.error, OverflowError):
+        return -1
+    assert end == len(data)
+    mapping = column_mapping(column)
+    if value is not None and mapping.convert is not None:
+        value = mapping.convert(value)
+    try:
+        array = pa.array([value], type=mapping.arrow)
+    except pa.ArrowInvalid:  # e.g. more digits than the DECIMAL's precision
+        return -1
+    if pa.types.is_decimal(mapping.arrow):
+        (got,) = array.to_pylist()
+        if got is None:
+            return None
+        sign, digits, exponent = got.as_tuple()
+        unscaled = int("".join(map(str, digits))) * 10 ** (exponent + mapping.arrow.scale)
+        return -unscaled if sign else unscaled
+    if pa.types.is_timestamp(mapping.arrow):
+        return array.cast(pa.int64()).to_pylist()[0]
+    if pa.types.is_date32(mapping.arrow):
+        return array.cast(pa.int32()).to_pylist()[0]
+    return array.to_pylist()[0]
+
+
+@pytest.mark.parametrize("precision,scale", [(1, 0), (5, 2), (9, 9), (18, 17), (30, 10),
+                                             (38, 0), (38, 38), (38, 12), (19, 1)])
+def test_decimals_as_arrow_holds_them(precision: int, scale: int) -> None:
+    rng = random.Random(precision * 1000 + scale)
+    column = Column(0, ft.NEWDECIMAL, precision=precision, scale=scale)
+    size = len(_decimal_bytes(rng, precision, scale))
+    for n in range(2000):
+        data = _decimal_bytes(rng, precision, scale) if n % 4 else rng.randbytes(size)
+        got = native.arrow_value_of("decimal128", data, precision, scale)
+        assert got == _python_arrow(column, data), data.hex()
+
+
+@pytest.mark.parametrize("fsp", range(7))
+def test_temporal_values_as_arrow_holds_them(fsp: int) -> None:
+    """Dates and times as the Spark sink's Arrow columns hold them: microseconds, days or
+    TIME's text; zero and invalid dates (which Python's datetime refuses) NULL."""
+    rng = random.Random(100 + fsp)
+    n = (fsp + 1) // 2
+    cases = [
+        ("datetime2", Column(0, ft.DATETIME2, fsp=fsp), 5 + n),
+        ("timestamp2", Column(0, ft.TIMESTAMP2, fsp=fsp), 4 + n),
+        ("time2", Column(0, ft.TIME2, fsp=fsp), 3 + n),
+        ("date", Column(0, ft.DATE), 3),
+    ]
+    nulls = 0
+    for kind, column, size in cases:
+        for k in range(3000):
+            data = bytearray(rng.randbytes(size))
+            if kind == "datetime2" and k % 2:
+                data[0] |= 0x80  # a date the server could have written
+            if kind in ("datetime2", "date") and k % 3 == 0:  # mostly valid dates
+                year, month, day = rng.randint(1, 9999), rng.randint(0, 12), rng.randint(0, 31)
+                if kind == "date":
+                    data = bytearray((year << 9 | month << 5 | day).to_bytes(3, "little"))
+                else:
+                    ymd = ((year * 13 + month) << 5 | day) << 17 | rng.randrange(1 << 17)
+                    data[:5] = (ymd + 0x8000000000).to_bytes(5, "big")
+            if k % 50 == 0:
+                data = bytearray(size)  # zeros
+            got = native.arrow_value_of(kind, bytes(data), fsp)
+            if got == -1:  # refused: only where the value is not a date the server writes
+                assert kind == "datetime2" and not data[0] & 0x80
+                continue
+            nulls += got is None
+            assert got == _python_arrow(column, bytes(data)), (kind, fsp, bytes(data).hex())
+    assert nulls > 0

@@ -22,34 +22,55 @@ def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
     those it INSERTs first when ``append_new_keys``, which cannot be in the mirror), each
     ``None`` when empty. An update that changes a key deletes the old one."""
     names = run.key_names
-    ops = rows.column("_op").to_pylist()
-    after = [rows.column(n).to_pylist() for n in names]
-    before = [rows.column(f"{BEFORE_PREFIX}{i}").to_pylist()
-              for i in run.schema.primary_key or ()]
-    last: dict[tuple[Any, ...], int | None] = {}  # key -> its last image's row; None: gone
-    first: dict[tuple[Any, ...], str] = {}  # key -> its first change's op
-    for i, op in enumerate(ops):
-        key = tuple(column[i] for column in after)
-        if op == "update":
-            old = tuple(column[i] for column in before)
-            if old != key:
-                first.setdefault(old, op)
-                last[old] = None
-        first.setdefault(key, op)
-        last[key] = None if op == "delete" else i
-    present = sorted(i for i in last.values() if i is not None)
-    if len(present) == rows.num_rows:
-        upserts: pa.Table | None = rows.select([f.name for f in run.fields])
+    n = rows.num_rows
+    ops = rows.column("_op")
+    after = [rows.column(name) for name in names]
+    before = [rows.column(f"{BEFORE_PREFIX}{i}") for i in run.schema.primary_key or ()]
+    # Every row is an event of its key, ordered 2i+1; an update that moves a key is also an
+    # event of its old key just before it (2i), which leaves that key gone. Per key, its
+    # last event says what is left of it and its first one how the batch found it.
+    rank = pa.array(range(n), pa.int64())
+    moved = pc.and_(pc.equal(ops, "update"), _differs(before, after))
+    events = pa.table([*after, pc.add(pc.multiply(rank, 2), 1)], names=[*names, "_event"])
+    if pc.any(moved).as_py():
+        old = pa.table([pc.filter(b, moved).cast(a.type) for b, a in zip(before, after)]
+                       + [pc.multiply(pc.filter(rank, moved), 2)], names=[*names, "_event"])
+        events = pa.concat_tables([events, old])
+    keys = events.group_by(list(names), use_threads=False).aggregate(
+        [("_event", "min"), ("_event", "max")]).sort_by("_event_min")
+    last, first = keys.column("_event_max"), keys.column("_event_min")
+    last_row = pc.shift_right(last, 1)  # the event's row
+    # A key's last event leaves it present when it is its own row's event (odd) and that
+    # row is no delete.
+    present = pc.and_(pc.equal(pc.bit_wise_and(last, 1), 1),
+                      pc.not_equal(pc.take(ops, last_row), "delete"))
+    kept = pc.sort_indices(pc.filter(last_row, present))
+    present_rows = pc.take(pc.filter(last_row, present), kept)
+    columns = [f.name for f in run.fields]
+    if len(present_rows) == n:
+        upserts: pa.Table | None = rows.select(columns)
     else:
-        upserts = rows.take(pa.array(present, pa.int64())) \
-            .select([f.name for f in run.fields]) if present else None
-    gone = [key for key in last if not (append_new_keys and first[key] == "insert")]
-    if not gone:
+        upserts = rows.take(present_rows).select(columns) if len(present_rows) else None
+    if append_new_keys:  # keys the batch INSERTs first cannot be in the mirror yet
+        first_op = pc.if_else(pc.equal(pc.bit_wise_and(first, 1), 1),
+                              pc.take(ops, pc.shift_right(first, 1)), pa.scalar("update"))
+        keys = keys.filter(pc.not_equal(first_op, "insert"))
+    if not keys.num_rows:
         return upserts, None
-    types = [rows.schema.field(n).type for n in names]
-    deleted = pa.table([pa.array([key[j] for key in gone], type=types[j])
-                        for j in range(len(names))], names=names)
+    deleted = pa.table([keys.column(name).cast(rows.schema.field(name).type)
+                        for name in names], names=list(names))
     return upserts, deleted
+
+
+def _differs(before: list[Any], after: list[Any]) -> Any:
+    """Per row, whether the key columns ``before`` differ from ``after`` (a missing value
+    differs from a present one)."""
+    differs = None
+    for b, a in zip(before, after):
+        column = pc.fill_null(pc.or_kleene(pc.not_equal(b, a),
+                                           pc.xor(pc.is_null(b), pc.is_null(a))), False)
+        differs = column if differs is None else pc.or_(differs, column)
+    return differs
 
 
 def split_new_keys(run: TableRun, rows: pa.Table

@@ -116,3 +116,62 @@ def test_a_row_delta_holds_each_keys_last_image_and_deletes_what_may_be_there() 
     # Without append_new_keys, every key the batch touches is deleted first.
     assert _delta(changes, append_new_keys=False)[1] == [1, 2, 4, 6, 7, 9]
     assert _delta([("insert", None, _row(1)), ("delete", _row(1), None)]) == (None, None)
+
+
+def _delta_by_rows(run: Any, rows: Any, append_new_keys: bool) -> tuple[Any, Any]:
+    """The row delta computed row by row in Python (what mirror_delta computes in Arrow)."""
+    names = run.key_names
+    ops = rows.column("_op").to_pylist()
+    after = [rows.column(n).to_pylist() for n in names]
+    before = [rows.column(f"__before_{i}").to_pylist() for i in run.schema.primary_key]
+    last: dict[Any, Any] = {}
+    first: dict[Any, str] = {}
+    for i, op in enumerate(ops):
+        key = tuple(column[i] for column in after)
+        if op == "update":
+            old = tuple(column[i] for column in before)
+            if old != key:
+                first.setdefault(old, op)
+                last[old] = None
+        first.setdefault(key, op)
+        last[key] = None if op == "delete" else i
+    present = sorted(i for i in last.values() if i is not None)
+    gone = [list(key) for key in last if not (append_new_keys and first[key] == "insert")]
+    return present, gone
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_row_delta_is_what_a_row_by_row_walk_gives(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    log = Binlog()
+    present: dict[int, dict[str, Any]] = {}
+    transactions = []
+    for _ in range(rng.randint(1, 40)):
+        changes = []
+        for _ in range(rng.randint(1, 6)):
+            key = rng.randint(1, 15)
+            if key not in present:
+                row = _row(key, rng.randint(0, 9))
+                changes.append(("insert", T, None, row))
+                present[key] = row
+            elif rng.random() < 0.3:
+                changes.append(("delete", T, present.pop(key), None))
+            else:
+                new_key = rng.choice([key, key, rng.randint(1, 15)])
+                if new_key != key and new_key in present:
+                    new_key = key
+                row = _row(new_key, rng.randint(0, 9))
+                changes.append(("update", T, present.pop(key), row))
+                present[new_key] = row
+        transactions.append(log.transaction(changes))
+    (run,) = table_runs(transactions)
+    rows = run.frame
+    for append_new_keys in (True, False):
+        upserts, deleted = mirror_delta(run, rows, append_new_keys)
+        at, gone = _delta_by_rows(run, rows, append_new_keys)
+        want = rows.take(at).select(["id", "name", "qty"]).to_pylist() if at else None
+        assert (None if upserts is None else upserts.to_pylist()) == want
+        assert (None if deleted is None else [list(r.values()) for r in deleted.to_pylist()]) \
+            == (gone or None)

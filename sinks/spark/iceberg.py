@@ -405,6 +405,12 @@ class IcebergLanding(MirroredDdl):
         self._with_properties(spark, last, lambda: spark.sql(sql))
         self.committed[name] = last
 
+    def _arrow_append(self, spark: Any, name: str, rows: pa.Table, encoded: str) -> bool:
+        """Append ``rows`` to control table ``name`` in a commit carrying the encoded
+        position, written with pyarrow (``False``: nothing done, append with Spark)."""
+        return self.arrow_appends and self._appender_for(spark).append(
+            name, rows, {PROPERTY: encoded})
+
     def commit_batch(self, spark: Any, batch_id: int, position: Position) -> None:
         """Append the batch's row to the control table with ``position``."""
         with self.clock("batch commit"):
@@ -419,8 +425,7 @@ class IcebergLanding(MirroredDdl):
                         "position": pa.array([encoded], pa.string()),
                         "committed_at": pa.array([datetime.now(UTC)],
                                                  pa.timestamp("us", tz="UTC"))})
-        if self.arrow_appends and self._appender_for(spark).append(
-                self.control, row, {PROPERTY: encoded}):
+        if self._arrow_append(spark, self.control, row, encoded):
             self.position = position
             return
         df = spark.createDataFrame([(batch_id, encoded)], T.StructType([

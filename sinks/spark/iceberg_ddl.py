@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from changestream.decoding.ddl import parse_ddl
 from changestream.decoding.table_schema import TableSchema
 from changestream.model.changes import Change, Position, ddl_database
@@ -83,6 +85,7 @@ class MirroredDdl:
         def _table_columns(self, spark: Any, name: str) -> dict[str, str]: ...
         def _evolve(self, spark: Any, name: str, run: TableRun, changelog: bool) -> None: ...
         def _with_properties(self, spark: Any, position: Position, action: Any) -> None: ...
+        def _arrow_append(self, spark: Any, name: str, rows: Any, encoded: str) -> bool: ...
 
     def apply_ddl(self, spark: Any, change: Change, position: Position | None) -> None:
         """Apply a TRUNCATE, RENAME or DROP (logged in ``change``, its transaction ending at
@@ -133,6 +136,11 @@ class MirroredDdl:
             spark.sql(f"CREATE TABLE {self.ddl_log} (position STRING, statement STRING) "
                       f"USING iceberg TBLPROPERTIES ({CONTROL_PROPERTIES})")
         encoded = positions.encode(position)
+        row = pa.table({"position": pa.array([encoded], pa.string()),
+                        "statement": pa.array([change.sql], pa.string())})
+        if self._arrow_append(spark, self.ddl_log, row, encoded):
+            self.ddl_done = position
+            return
         spark.createDataFrame([(encoded, change.sql)], T.StructType([
             T.StructField("position", T.StringType()),
             T.StructField("statement", T.StringType())])) \

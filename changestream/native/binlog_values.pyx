@@ -276,21 +276,31 @@ cdef Py_ssize_t put_datetime2(Buffer out, const uint8_t* p, Py_ssize_t avail,
                               int fsp) except -2:
     """A DATETIME2 as ``"YYYY-MM-DDTHH:MM:SS[.f]"`` (``fsp`` digits), valid or not: the
     datetime's ISO text and an invalid date's server text are alike."""
-    cdef int nfrac = (fsp + 1) // 2
     cdef int64_t packed, ymd
     cdef uint64_t micro
-    if 5 + nfrac > avail:
+    cdef Py_ssize_t size = _datetime2(p, avail, fsp, &packed, &micro)
+    if size < 0:
         return -1
-    packed = <int64_t>big_endian(p, 5) - 0x8000000000
-    if packed < 0:
-        return -1
-    micro = big_endian(p + 5, nfrac) * MICRO_SCALE[nfrac]
     ymd = packed >> 17
     out.put(b'"', 1)
     _put_clock(out, (ymd >> 5) // 13, (ymd >> 5) % 13, ymd & 31, (packed >> 12) & 31,
                (packed >> 6) & 63, packed & 63)
     _put_fraction(out, micro, fsp)
     out.put(b'"', 1)
+    return size
+
+
+cdef inline Py_ssize_t _datetime2(const uint8_t* p, Py_ssize_t avail, int fsp,
+                                  int64_t* packed, uint64_t* micro) noexcept:
+    """A DATETIME2's packed date and time (its sign bit taken off) and microseconds; the
+    bytes it takes, or -1 (cut short, or before year 0: no server writes it)."""
+    cdef int nfrac = (fsp + 1) // 2
+    if 5 + nfrac > avail:
+        return -1
+    packed[0] = <int64_t>big_endian(p, 5) - 0x8000000000
+    if packed[0] < 0:
+        return -1
+    micro[0] = big_endian(p + 5, nfrac) * MICRO_SCALE[nfrac]
     return 5 + nfrac
 
 
@@ -430,15 +440,11 @@ cdef Py_ssize_t read_datetime2_micros(const uint8_t* p, Py_ssize_t avail, int fs
                                       int64_t* micros, bint* valid) except -2:
     """A DATETIME2 as microseconds after 1970-01-01 00:00 (no time zone); ``valid`` false
     for the dates Python's datetime does not take (zero, invalid)."""
-    cdef int nfrac = (fsp + 1) // 2
     cdef int64_t packed, ymd, year, month, day, hour, minute, second
     cdef uint64_t micro
-    if 5 + nfrac > avail:
+    cdef Py_ssize_t size = _datetime2(p, avail, fsp, &packed, &micro)
+    if size < 0:
         return -1
-    packed = <int64_t>big_endian(p, 5) - 0x8000000000
-    if packed < 0:
-        return -1
-    micro = big_endian(p + 5, nfrac) * MICRO_SCALE[nfrac]
     ymd = packed >> 17
     year, month, day = (ymd >> 5) // 13, (ymd >> 5) % 13, ymd & 31
     hour, minute, second = (packed >> 12) & 31, (packed >> 6) & 63, packed & 63
@@ -447,7 +453,7 @@ cdef Py_ssize_t read_datetime2_micros(const uint8_t* p, Py_ssize_t avail, int fs
     if valid[0]:
         micros[0] = ((_days(year, month, day) * 24 + hour) * 60 + minute) * 60000000 \
             + second * 1000000 + <int64_t>micro
-    return 5 + nfrac
+    return size
 
 
 cdef Py_ssize_t read_timestamp2_micros(const uint8_t* p, Py_ssize_t avail, int fsp,

@@ -153,16 +153,21 @@ def _workload(server: Any, db: str, rng: random.Random) -> None:
         conn.close()
 
 
+def _workload_segments(server: Any, db: str, seed: str) -> list[Any]:
+    """The decode workers' segments of a run of the workload (random by ``seed``)."""
+    start = server.binlog_position()
+    _workload(server, db, random.Random(f"{server.url}-{seed}"))
+    server.execute("FLUSH BINARY LOGS")
+    files = server.binlog_files()
+    files = files[[f.name for f in files].index(start[0]):]
+    return worker_segments(files, start[1])
+
+
 def test_compiled_rows_write_what_python_writes(server: Any, fresh_database: str) -> None:
     if compiled_encoder() is None:
         pytest.skip("the compiled decode worker path is not built")
     db = fresh_database
-    start = server.binlog_position()
-    _workload(server, db, random.Random(f"{server.url}-compiled"))
-    server.execute("FLUSH BINARY LOGS")
-    files = server.binlog_files()
-    files = files[[f.name for f in files].index(start[0]):]
-    segments = worker_segments(files, start[1])
+    segments = _workload_segments(server, db, "compiled")
     for include_sql in (False, True):
         taken = compare_worker_paths(segments, ChangeFilter(include=[db]), include_sql)
         assert taken >= 0.9 * len(segments), (taken, len(segments))
@@ -174,12 +179,7 @@ def test_compiled_frames_are_what_the_general_path_makes(server: Any,
     general path makes from change objects, value for value and type for type, on the same
     workload of every type and edge value."""
     db = fresh_database
-    start = server.binlog_position()
-    _workload(server, db, random.Random(f"{server.url}-arrow"))
-    server.execute("FLUSH BINARY LOGS")
-    files = server.binlog_files()
-    files = files[[f.name for f in files].index(start[0]):]
-    segments = worker_segments(files, start[1])
+    segments = _workload_segments(server, db, "arrow")
     taken = compare_arrow_paths(segments, ChangeFilter(include=[db]))
     if taken is None:
         pytest.skip("the compiled Arrow path is not built")

@@ -36,6 +36,22 @@ cdef inline bint query_is(const uint8_t* event, Py_ssize_t body_end, int post,
     return body_end - start == length and memcmp(event + start, word, length) == 0
 
 
+cdef inline uint64_t little_endian(const uint8_t* p, int n) noexcept:
+    """The ``n``-byte little-endian number at ``p`` (a row image's integers and lengths)."""
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(n - 1, -1, -1):
+        v = (v << 8) | p[i]
+    return v
+
+
+cdef inline uint64_t sign_extended(uint64_t v, int n) noexcept:
+    """The ``n``-byte two's complement number ``v`` widened to 64 bits."""
+    if n < 8 and v >> (n * 8 - 1):
+        v |= ~((<uint64_t>1 << (n * 8)) - 1)
+    return v
+
+
 cdef inline uint64_t big_endian(const uint8_t* p, int n) noexcept:
     cdef uint64_t v = 0
     cdef int i

@@ -19,11 +19,13 @@ from libc.string cimport memcpy, memset
 
 from changestream.native.binlog_values cimport (
     int128_t,
+    little_endian,
     put_time2_text,
     read_date_days,
     read_datetime2_micros,
     read_decimal128,
     read_timestamp2_micros,
+    sign_extended,
 )
 from changestream.native.json_text cimport Buffer, valid_utf8
 from changestream.parallel._segment_rows cimport (
@@ -423,7 +425,7 @@ cdef class ArrowSegmentEncoder(SegmentEncoder):
         cdef ArrowPlan arrow = run.plan
         cdef list columns = run.columns
         cdef int ncols = plan.ncols, j, kind, size, extra
-        cdef Py_ssize_t nb = (ncols + 7) >> 3, n, k, used
+        cdef Py_ssize_t nb = (ncols + 7) >> 3, n, used
         cdef const uint8_t* nulls = b + pos
         cdef uint64_t u
         cdef int64_t v
@@ -444,11 +446,9 @@ cdef class ArrowSegmentEncoder(SegmentEncoder):
             if kind == A_INT or kind == A_UINT128:
                 if pos + size > end:
                     raise NotPlain()
-                u = 0
-                for k in range(size - 1, -1, -1):
-                    u = (u << 8) | b[pos + k]
-                if not extra and size < 8 and u >> (size * 8 - 1):
-                    u |= ~((<uint64_t>1 << (size * 8)) - 1)  # sign-extended
+                u = little_endian(b + pos, size)
+                if not extra:
+                    u = sign_extended(u, size)
                 at = column.fixed()
                 if kind == A_UINT128:
                     unscaled = <int128_t>u
@@ -459,9 +459,7 @@ cdef class ArrowSegmentEncoder(SegmentEncoder):
             elif kind == A_UTF8 or kind == A_ASCII or kind == A_BYTES:
                 if pos + size > end:
                     raise NotPlain()
-                n = 0
-                for k in range(size - 1, -1, -1):
-                    n = (n << 8) | b[pos + k]
+                n = <Py_ssize_t>little_endian(b + pos, size)
                 if pos + size + n > end:
                     raise NotPlain()
                 if kind == A_BYTES:

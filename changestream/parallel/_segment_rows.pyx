@@ -20,14 +20,16 @@ from libc.string cimport memcpy
 
 from changestream.native.binlog_values cimport (
     crc32,
+    little_endian,
     put_date,
     put_datetime2,
     put_decimal,
     put_double,
     put_epoch_micros,
-    query_is,
     put_time2,
     put_timestamp2,
+    query_is,
+    sign_extended,
     u16,
     u32,
     u64,
@@ -214,7 +216,6 @@ cdef class SegmentEncoder:
     """Encodes segments of plain transactions as the Python ``SegmentEncoder`` does (the
     same arguments, the same ``encode`` and ``table_counts``)."""
 
-
     def __init__(self, decoder, change_filter, bint include_sql):
         self.decoder = decoder
         self.filter = None if change_filter is None or change_filter.everything \
@@ -284,6 +285,7 @@ cdef class SegmentEncoder:
         cdef Slot* slot
         cdef Py_ssize_t row = 0, image_start
         cdef int plan_index = _index_of(tx_plans, plan)
+        self._columns(plan.ncols)  # where each value's JSON is, for the key
         while pos < end:
             slot = self._slot()
             slot.op, slot.plan, slot.pos, slot.row, slot.sql = \
@@ -358,22 +360,16 @@ cdef class SegmentEncoder:
             if kind == K_INT:
                 if pos + size > end:
                     raise NotPlain()
-                u = 0
-                for n in range(size - 1, -1, -1):
-                    u = (u << 8) | b[pos + n]
+                u = little_endian(b + pos, size)
                 if extra:
                     out.put_uint(u)
                 else:
-                    if size < 8 and u >> (size * 8 - 1):
-                        u |= ~((<uint64_t>1 << (size * 8)) - 1)
-                    out.put_int(<int64_t>u)
+                    out.put_int(<int64_t>sign_extended(u, size))
                 pos += size
             elif kind == K_UTF8 or kind == K_ASCII or kind == K_BYTES:
                 if pos + size > end:
                     raise NotPlain()
-                n = 0
-                for used in range(size - 1, -1, -1):
-                    n = (n << 8) | b[pos + used]
+                n = <Py_ssize_t>little_endian(b + pos, size)
                 if pos + size + n > end:
                     raise NotPlain()
                 if kind == K_BYTES:
@@ -509,7 +505,6 @@ cdef class SegmentEncoder:
                     raise NotPlain()
                 # the column count and the present-columns bitmaps: every column
                 pos = self._full_images(plan, b, pos, body_end, kind)
-                self._columns(plan.ncols)
                 self._body_start, self._body_end, self._body = at + header, body_end, None
                 row = self._read_rows(plan, b, pos, body_end, kind, offset, tx_plans,
                                       sql_index)

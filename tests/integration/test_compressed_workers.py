@@ -83,8 +83,9 @@ def test_compressed_transactions_go_to_the_workers(mysql: Any, tmp_path: Path) -
     # The fast path takes the compressed segments and writes what the general path writes.
     assert compare_worker_paths(compressed, ChangeFilter(include=[db])) == len(compressed)
     # And the compiled Arrow path (the Spark sink's frames) what its general path makes.
-    assert compare_arrow_paths(compressed, ChangeFilter(include=[db])) in (None,
-                                                                            len(compressed))
+    taken = compare_arrow_paths(compressed, ChangeFilter(include=[db]))
+    if taken is not None:  # None: not built (and allowed to be missing in this run)
+        assert taken == len(compressed)
 
 
 def test_a_damaged_payload_is_left_to_the_general_path(mysql: Any) -> None:

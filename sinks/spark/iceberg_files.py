@@ -119,6 +119,15 @@ class ArrowAppender:
     def _table(self, name: str) -> Any:
         return load_table(self.spark, name)
 
+    def mark(self, name: str, properties: dict[str, str]) -> None:
+        """Commit a snapshot of Iceberg table ``name`` that adds no file and has
+        ``properties`` in its summary (works on any storage: nothing is written but
+        Iceberg's own metadata)."""
+        update = self._table(name).newAppend()
+        for key, value in properties.items():
+            update.set(key, value)
+        update.commit()
+
     def append(self, name: str, rows: pa.Table, properties: dict[str, str]) -> bool:
         """Append ``rows`` to Iceberg table ``name`` in one commit whose snapshot summary
         has ``properties``; ``False`` (nothing written) when this writer cannot."""

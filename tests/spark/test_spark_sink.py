@@ -277,6 +277,14 @@ def test_iceberg_keeps_a_mirror_and_a_changelog_with_the_position(
                        f"{catalog}.shop.items.snapshots ORDER BY committed_at").collect()
     assert json.loads(stored[-1]["p"])["pos"] == b2.position.pos
 
+    # each batch is one snapshot of the control table, without rows, naming the batch
+    marks = spark.sql("SELECT summary['changestream.batch'] b, summary['changestream.position'] "
+                      f"p FROM {catalog}._changestream.batches.snapshots ORDER BY committed_at"
+                      ).collect()
+    assert [int(m["b"]) for m in marks] == [b1.id, b2.id]
+    assert json.loads(marks[-1]["p"])["pos"] == b2.position.pos
+    assert spark.table(f"{catalog}._changestream.batches").count() == 0
+
     sink.write(b2)  # replayed batch: no new snapshot anywhere
     snapshots = spark.sql(f"SELECT count(*) c FROM {catalog}.shop.items.snapshots") \
         .collect()[0]["c"]

@@ -12,6 +12,8 @@ from typing import Any
 
 from changestream.model.errors import SinkError
 
+from .local_files import local_files_conf
+
 logger = logging.getLogger("changestream.sinks.spark")
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -66,7 +68,9 @@ def start_session(master: str | None = None, conf: Mapping[str, Any] | None = No
                   jars: list[Path] | None = None, app_name: str = "changestream",
                   quiet: bool | None = None) -> Any:
     """A new Spark session: ``master`` (default ``local[N]``, N = CPUs), ``conf`` passed
-    through, ``jars`` on its class path (and Iceberg's SQL extensions when given).
+    through, ``jars`` on its class path (and Iceberg's SQL extensions when given). On a
+    local master, ``file:`` paths go through :mod:`.local_files`' file system unless
+    ``conf`` names one (``spark.hadoop.fs.file.impl``).
     ``quiet`` (default: unless this module's logger shows INFO, as ``-v`` makes it)
     keeps Spark's progress bars and its INFO/WARN lines out of stderr."""
     if quiet is None:
@@ -82,7 +86,8 @@ def start_session(master: str | None = None, conf: Mapping[str, Any] | None = No
         raise SinkError("spark sink: a Spark session is already active in this process; "
                         "pass it as spark=SESSION (with the Iceberg jar and extensions "
                         "loaded for the iceberg mode) instead of starting another")
-    builder = SparkSession.builder.master(master or f"local[{os.cpu_count() or 1}]") \
+    master = master or f"local[{os.cpu_count() or 1}]"
+    builder = SparkSession.builder.master(master) \
         .appName(app_name) \
         .config("spark.sql.session.timeZone", "UTC") \
         .config("spark.ui.enabled", "false") \
@@ -91,6 +96,8 @@ def start_session(master: str | None = None, conf: Mapping[str, Any] | None = No
         builder = builder.config("spark.jars", ",".join(str(j) for j in jars)) \
             .config("spark.sql.extensions", ICEBERG_EXTENSIONS)
     settings = dict(conf or {})
+    if master.startswith("local"):
+        settings.update(local_files_conf(settings))
     if quiet:
         settings.update(quiet_conf(settings))
     for key, value in settings.items():

@@ -222,9 +222,13 @@ class ArrowAppender:
         if source not in rows.column_names:
             raise Unsupported(f"partition source {source} not written")
         days = pc.cast(rows.column(source), pa.date32())
-        parts = []
-        for day in pc.unique(days).to_pylist():
-            piece = rows.filter(pc.is_null(days) if day is None else pc.equal(days, day))
-            parts.append((f"{fields[0].name()}={'null' if day is None else day.isoformat()}",
-                          piece))
-        return parts
+        unique = pc.unique(days).to_pylist()
+        partition = str(fields[0].name())
+
+        def path(day: Any) -> str:
+            return f"{partition}={'null' if day is None else day.isoformat()}"
+
+        if len(unique) == 1:  # the usual batch: one day, and no copy of its rows
+            return [(path(unique[0]), rows)]
+        return [(path(day), rows.filter(pc.is_null(days) if day is None
+                                        else pc.equal(days, day))) for day in unique]

@@ -1,0 +1,79 @@
+"""Iceberg commits made on the driver (sinks/spark/iceberg_files.py): the column metrics
+recorded for a file, day partitions, and the file-less snapshot a batch ends with."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from changestream.sinks.spark.iceberg_files import ArrowAppender, load_table
+from changestream.sinks.spark.session import iceberg_conf
+
+_names = itertools.count(1)
+
+
+def _catalog(spark: Any, warehouse: Path) -> str:
+    name = f"files{next(_names)}"
+    for key, value in iceberg_conf(name, warehouse).items():
+        spark.conf.set(key, value)
+    return name
+
+
+def _rows(days: list[int]) -> pa.Table:
+    at = [dt.datetime(2024, 3, 1 + d, 12, tzinfo=dt.UTC) for d in days]
+    return pa.table({"id": pa.array(range(len(days)), pa.int32()),
+                     "name": pa.array([None if i % 3 == 0 else f"n{i}" for i in range(len(days))]),
+                     "amount": pa.array([i * 1.5 for i in range(len(days))], pa.float64()),
+                     "at": pa.array(at, pa.timestamp("us", tz="UTC"))})
+
+
+def test_metrics_are_iceberg_s_own_and_one_day_lands_in_one_file(spark: Any,
+                                                                  tmp_path: Path) -> None:
+    catalog = _catalog(spark, tmp_path)
+    name = f"{catalog}.db.log"
+    spark.sql(f"CREATE TABLE {name} (id INT, name STRING, amount DOUBLE, at TIMESTAMP) "
+              "USING iceberg PARTITIONED BY (days(at)) TBLPROPERTIES ('format-version'='2')")
+    appender = ArrowAppender(spark)
+    assert appender.append(name, _rows([0] * 50), {"p": "1"})
+    assert appender.append(name, _rows([0, 1, 1, 2, 0]), {"p": "2"})
+
+    files = spark.sql(f"SELECT file_path, partition.at_day AS day, record_count "
+                      f"FROM {name}.files ORDER BY day, record_count").collect()
+    assert [(str(f["day"]), f["record_count"]) for f in files] == [
+        ("2024-03-01", 2), ("2024-03-01", 50), ("2024-03-02", 2), ("2024-03-03", 1)]
+    assert spark.table(name).count() == 55
+
+    table = load_table(spark, name)
+    jvm = spark._jvm
+    config = jvm.org.apache.iceberg.MetricsConfig.forTable(table)
+    bounded = []
+    for f in files:
+        ours = appender._metrics(table, f["file_path"], config)
+        theirs = jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(
+            table.io().newInputFile(f["file_path"]), config)
+        assert ours.recordCount() == theirs.recordCount() == f["record_count"]
+        for part in ("columnSizes", "valueCounts", "nullValueCounts", "lowerBounds",
+                     "upperBounds"):
+            assert getattr(ours, part)().equals(getattr(theirs, part)()), part
+        bounded.append(ours.lowerBounds().size())
+    assert max(bounded) == 4  # every column's bounds (a file of NULL names has none)
+    nulls = spark.sql(f"SELECT null_value_counts FROM {name}.files WHERE record_count = 50"
+                      ).collect()[0][0]
+    assert nulls[2] == 17  # ids 0, 3, ..., 48 have no name
+
+
+def test_a_batch_mark_is_a_snapshot_without_files(spark: Any, tmp_path: Path) -> None:
+    catalog = _catalog(spark, tmp_path)
+    name = f"{catalog}.db.marks"
+    spark.sql(f"CREATE TABLE {name} (batch BIGINT) USING iceberg")
+    appender = ArrowAppender(spark)
+    appender.mark(name, {"changestream.position": "p1", "changestream.batch": "7"})
+    appender.mark(name, {"changestream.position": "p2", "changestream.batch": "8"})
+    marks = spark.sql(f"SELECT summary['changestream.position'] p, summary['added-data-files'] "
+                      f"f FROM {name}.snapshots ORDER BY committed_at").collect()
+    assert [(m["p"], m["f"]) for m in marks] == [("p1", None), ("p2", None)]
+    assert spark.table(name).count() == 0

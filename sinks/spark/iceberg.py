@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import pyarrow as pa
@@ -94,6 +95,7 @@ class IcebergLanding(MirroredDdl):
         self.position: Position | None = None
         self.clock = StageClock()
         self._shared: tuple[pa.Table, Any] | None = None  # rows -> their DataFrame
+        self._pool: ThreadPoolExecutor | None = None  # lands two tables at once
 
     # -- names and state -------------------------------------------------------------
 
@@ -266,8 +268,9 @@ class IcebergLanding(MirroredDdl):
     def _dataframe(self, spark: Any, run: TableRun, rows: pa.Table) -> Any:
         """``rows`` of ``run`` as a DataFrame (see :func:`frame_dataframe`), made once for
         the changelog and the mirror when both take the same rows."""
-        if self._shared is not None and self._shared[0] is rows:
-            return self._shared[1]
+        shared = self._shared  # read once: the changelog and the mirror land on two threads
+        if shared is not None and shared[0] is rows:
+            return shared[1]
         df = frame_dataframe(spark, run, rows)
         self._shared = (rows, df)
         return df
@@ -281,12 +284,42 @@ class IcebergLanding(MirroredDdl):
         return df.select([F.col(c) if c in present else F.lit(None).cast(t).alias(c)
                           for c, t in have.items()])
 
-    def land_table(self, spark: Any, run: TableRun) -> int:
-        """Land ``run`` into its changelog, then its mirror; returns the changelog's new
-        rows."""
-        landed = self.land_changelog(spark, run)
-        self.land_mirror(spark, run)
-        return landed
+    def land_runs(self, spark: Any, runs: list[TableRun]) -> dict[str, int]:
+        """Land ``runs`` into their changelogs and mirrors; returns each source table's new
+        changelog rows. Each Iceberg table takes its runs in order, and two tables land at
+        once: most of a landing waits (file writes, Iceberg's commit in the JVM) rather
+        than computes, so a changelog lands while a mirror does. After a failure the other
+        tables finish, then the first failure is raised (each table's commits carry their
+        own position: the batch landed again skips what they hold)."""
+        jobs: dict[str, list[tuple[TableRun, bool]]] = {}  # table -> [(run, changelog?)]
+        for run in runs:
+            jobs.setdefault(self.changelog_name(run), []).append((run, True))
+            jobs.setdefault(self.mirror_name(run), []).append((run, False))
+
+        def land(steps: list[tuple[TableRun, bool]]) -> list[tuple[str, int]]:
+            landed = []
+            for run, changelog in steps:
+                if changelog:
+                    landed.append((run.name, self.land_changelog(spark, run)))
+                else:
+                    self.land_mirror(spark, run)
+            return landed
+
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(2, thread_name_prefix="changestream-iceberg")
+        futures = [self._pool.submit(land, steps) for steps in jobs.values()]
+        wait(futures)
+        rows = {run.name: 0 for run in runs}
+        for future in futures:
+            for name, count in future.result():
+                rows[name] += count
+        return rows
+
+    def close(self) -> None:
+        """Stop the landing's threads."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
     def land_changelog(self, spark: Any, run: TableRun) -> int:
         name = self.changelog_name(run)

@@ -25,6 +25,10 @@ def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
     n = rows.num_rows
     ops = rows.column("_op")
     after = [rows.column(name) for name in names]
+    columns = [f.name for f in run.fields]
+    if _new_distinct_keys(ops, after, n):  # the common batch of inserts: no group-by
+        return rows.select(columns), None if append_new_keys else pa.table(
+            after, names=list(names))
     before = [rows.column(f"{BEFORE_PREFIX}{i}") for i in run.schema.primary_key or ()]
     # Every row is an event of its key, ordered 2i+1; an update that moves a key is also an
     # event of its old key just before it (2i), which leaves that key gone. Per key, its
@@ -46,7 +50,6 @@ def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
                       pc.not_equal(pc.take(ops, last_row), "delete"))
     kept = pc.sort_indices(pc.filter(last_row, present))
     present_rows = pc.take(pc.filter(last_row, present), kept)
-    columns = [f.name for f in run.fields]
     if len(present_rows) == n:
         upserts: pa.Table | None = rows.select(columns)
     else:
@@ -60,6 +63,12 @@ def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
     deleted = pa.table([keys.column(name).cast(rows.schema.field(name).type)
                         for name in names], names=list(names))
     return upserts, deleted
+
+
+def _new_distinct_keys(ops: Any, after: list[Any], n: int) -> bool:
+    """Whether every change is an INSERT and no key comes twice (one key column)."""
+    return n > 0 and len(after) == 1 and pc.all(pc.equal(ops, "insert")).as_py() \
+        and pc.count_distinct(after[0], mode="all").as_py() == n
 
 
 def _differs(before: list[Any], after: list[Any]) -> Any:

@@ -235,6 +235,8 @@ class SparkSink:
 
     def close(self) -> None:
         self._held = []
+        if self.mode == "iceberg" and self._landing is not None:
+            self._landing.close()  # its threads
         if self.spark is not None and self._owns_session:
             self.spark.stop()
             self.spark = None
@@ -266,9 +268,8 @@ class SparkSink:
             runs = table_runs(parts)
 
         def land(stretch: list[TableRun]) -> None:
-            for run in stretch:
-                landed = landing.land_table(self.spark, run)
-                rows[run.name] = rows.get(run.name, 0) + landed
+            for name, landed in landing.land_runs(self.spark, stretch).items():
+                rows[name] = rows.get(name, 0) + landed
 
         cuts = [(i, c) for i, part in enumerate(parts) for c in _changes(part)
                 if c.op == "ddl" and mirrored_ddl(c)]

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 
 class StageClock:
-    """Adds up the seconds spent in named stages (``with clock("mirror merge"): ...``)."""
+    """Adds up the seconds spent in named stages (``with clock("mirror merge"): ...``);
+    stages timed on several threads at once add up to more than the time that passed."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self._lock = threading.Lock()
 
     @contextmanager
     def __call__(self, stage: str) -> Iterator[None]:
@@ -19,9 +22,12 @@ class StageClock:
         try:
             yield
         finally:
-            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - began
+            spent = time.perf_counter() - began
+            with self._lock:
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + spent
 
     def take(self) -> dict[str, float]:
         """The seconds so far, and a fresh start."""
-        seconds, self.seconds = self.seconds, {}
+        with self._lock:
+            seconds, self.seconds = self.seconds, {}
         return seconds

@@ -175,3 +175,20 @@ def test_the_row_delta_is_what_a_row_by_row_walk_gives(seed: int) -> None:
         assert (None if upserts is None else upserts.to_pylist()) == want
         assert (None if deleted is None else [list(r.values()) for r in deleted.to_pylist()]) \
             == (gone or None)
+
+
+@pytest.mark.parametrize("keys", [[3, 1, 2], [5], [1, 2, 1]])
+def test_a_batch_of_inserts_takes_the_walk_s_delta(keys: list[int]) -> None:
+    """Inserts only (the delta made without a group-by when their keys are distinct; a key
+    inserted twice takes the general path)."""
+    log = Binlog()
+    (run,) = table_runs([log.transaction([("insert", T, None, _row(k, i))])
+                         for i, k in enumerate(keys)])
+    rows = run.frame
+    for append_new_keys in (True, False):
+        upserts, deleted = mirror_delta(run, rows, append_new_keys)
+        at, gone = _delta_by_rows(run, rows, append_new_keys)
+        assert upserts is not None
+        assert upserts.to_pylist() == rows.take(at).select(["id", "name", "qty"]).to_pylist()
+        assert (None if deleted is None else [list(r.values()) for r in deleted.to_pylist()]) \
+            == (gone or None)

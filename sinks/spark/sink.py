@@ -235,8 +235,6 @@ class SparkSink:
 
     def close(self) -> None:
         self._held = []
-        if self.mode == "iceberg" and self._landing is not None:
-            self._landing.close()  # its threads
         if self.spark is not None and self._owns_session:
             self.spark.stop()
             self.spark = None

@@ -109,16 +109,80 @@ def positioned_snapshot(table: Any, property_name: str) -> Any:
     return None
 
 
+class _Java:
+    """The Java classes an append calls, each looked up once: every name in a Py4J path
+    (``jvm.org.apache.iceberg.DataFiles``) is a round trip to the JVM, and a round trip
+    waits for the GIL when the router's threads are busy (several ms each)."""
+
+    def __init__(self, spark: Any):
+        jvm = spark._jvm
+        iceberg = jvm.org.apache.iceberg
+        parquet = iceberg.shaded.org.apache.parquet
+        self.spark3_util = iceberg.spark.Spark3Util
+        self.schema_parser = iceberg.SchemaParser
+        self.metrics_config = iceberg.MetricsConfig
+        self.data_files = iceberg.DataFiles
+        self.file_metadata = iceberg.FileMetadata
+        self.parquet_format = iceberg.FileFormat.PARQUET
+        self.parquet_util = iceberg.parquet.ParquetUtil
+        self.input_file = parquet.hadoop.util.HadoopInputFile
+        self.file_reader = parquet.hadoop.ParquetFileReader
+        self.path = jvm.org.apache.hadoop.fs.Path
+        self.no_field_metrics = jvm.java.util.stream.Stream
+        self.int = jvm.int
+        self.hadoop = spark._jsc.hadoopConfiguration()
+        # Parquet's default read options parse Hadoop's XML defaults again for every file
+        # (10-20 ms); these are made once from the session's settings.
+        self.read_options = parquet.HadoopReadOptions.builder(self.hadoop).build()
+
+
+class _TableFacts:
+    """What appending to one table needs from it, kept while the table (a table dropped and
+    made again has a new uuid), its schema and its partition spec stay the same (``ids``)."""
+
+    def __init__(self, ids: tuple[str, int, int], table: Any, java: _Java):
+        self.ids = ids
+        self.root = str(table.location()).rstrip("/")
+        self.base = local_path(self.root) if str(
+            table.io().getClass().getName()).endswith("HadoopFileIO") else None
+        self.schema = json.loads(java.schema_parser.toJson(table.schema()))
+        self.spec = table.spec()
+        self.partition: tuple[str, str] | None = None  # (partition field, source column)
+        self.unsupported: str | None = None
+        self.partitioned = bool(self.spec.isPartitioned())
+        if self.partitioned:
+            fields = list(self.spec.fields())
+            if len(fields) != 1 or str(fields[0].transform()) != "day":
+                self.unsupported = str(self.spec)
+            else:
+                self.partition = (str(fields[0].name()),
+                                  str(table.schema().findColumnName(fields[0].sourceId())))
+
+
 class ArrowAppender:
     """Appends Arrow tables to the Iceberg tables of a Spark session (module docstring)."""
 
     def __init__(self, spark: Any):
         self.spark = spark
         self.jvm = spark._jvm
-        self._read_options: Any = None  # Parquet's options for reading footers, made once
+        self._java: _Java | None = None
+        self._facts: dict[str, _TableFacts] = {}
+
+    @property
+    def java(self) -> _Java:
+        if self._java is None:
+            self._java = _Java(self.spark)
+        return self._java
 
     def _table(self, name: str) -> Any:
-        return load_table(self.spark, name)
+        return self.java.spark3_util.loadIcebergTable(self.spark._jsparkSession, name)
+
+    def _facts_of(self, name: str, table: Any) -> _TableFacts:
+        ids = (str(table.uuid()), int(table.schema().schemaId()), int(table.spec().specId()))
+        facts = self._facts.get(name)
+        if facts is None or facts.ids != ids:
+            facts = self._facts[name] = _TableFacts(ids, table, self.java)
+        return facts
 
     def mark(self, name: str, properties: dict[str, str]) -> None:
         """Commit a snapshot of Iceberg table ``name`` that adds no file and has
@@ -141,36 +205,34 @@ class ArrowAppender:
         to the rows committed before, not to this commit's) are deleted and ``rows`` added.
         ``False`` (nothing written) when this writer cannot."""
         table = self._table(name)
-        root = str(table.location()).rstrip("/")
-        base = local_path(root)
-        if base is None or not str(table.io().getClass().getName()).endswith("HadoopFileIO"):
+        facts = self._facts_of(name, table)
+        base, root = facts.base, facts.root
+        if base is None:
             return False
-        table_schema = json.loads(self.jvm.org.apache.iceberg.SchemaParser.toJson(
-            table.schema()))
         try:
             partitions = [] if rows is None or not rows.num_rows else \
-                self._partitions(table, _with_ids(rows, table_schema))
+                self._partitions(facts, _with_ids(rows, facts.schema))
             if deleted is not None and deleted.num_rows:
-                if table.spec().isPartitioned():
+                if facts.partitioned:
                     raise Unsupported("equality deletes of a partitioned table")
-                deleted = _with_ids(deleted, table_schema)
+                deleted = _with_ids(deleted, facts.schema)
         except Unsupported:
             return False
-        jvm = self.jvm
-        spec = table.spec()
-        metrics_config = jvm.org.apache.iceberg.MetricsConfig.forTable(table)
+        java = self.java
+        spec = facts.spec
+        metrics_config = java.metrics_config.forTable(table)
         if deleted is not None and deleted.num_rows:
             update = table.newRowDelta()
             location, size = self._write(base, root, "data/", deleted)
             ids = [int(f.metadata[FIELD_ID]) for f in deleted.schema]
-            field_ids = self.spark.sparkContext._gateway.new_array(jvm.int, len(ids))
+            field_ids = self.spark.sparkContext._gateway.new_array(java.int, len(ids))
             for i, field_id in enumerate(ids):
                 field_ids[i] = field_id
-            update.addDeletes(jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(spec)
+            update.addDeletes(java.file_metadata.deleteFileBuilder(spec)
                               .ofEqualityDeletes(field_ids).withPath(location)
-                              .withFormat(jvm.org.apache.iceberg.FileFormat.PARQUET)
+                              .withFormat(java.parquet_format)
                               .withFileSizeInBytes(size).withRecordCount(deleted.num_rows)
-                              .withMetrics(self._metrics(table, location, metrics_config))
+                              .withMetrics(self._metrics(location, metrics_config))
                               .build())
             add = update.addRows
         else:
@@ -179,10 +241,9 @@ class ArrowAppender:
         for partition, piece in partitions:
             location, size = self._write(
                 base, root, f"data/{partition}/" if partition else "data/", piece)
-            builder = jvm.org.apache.iceberg.DataFiles.builder(spec) \
-                .withPath(location).withFormat(jvm.org.apache.iceberg.FileFormat.PARQUET) \
-                .withFileSizeInBytes(size) \
-                .withMetrics(self._metrics(table, location, metrics_config))
+            builder = java.data_files.builder(spec).withPath(location) \
+                .withFormat(java.parquet_format).withFileSizeInBytes(size) \
+                .withMetrics(self._metrics(location, metrics_config))
             if partition:
                 builder = builder.withPartitionPath(partition)
             add(builder.build())
@@ -205,41 +266,31 @@ class ArrowAppender:
             os.fsync(f.fileno())
         return f"{root}/{relative}{file_name}", path.stat().st_size
 
-    def _metrics(self, table: Any, location: str, config: Any) -> Any:
-        """A file's column metrics, read back from its footer by Iceberg. The footer is read
-        with options made once from the session's Hadoop settings: Iceberg's own
-        ``ParquetUtil.fileMetrics`` makes Parquet's default options, which parse Hadoop's
-        XML defaults again for every file (10-20 ms a file)."""
-        jvm = self.jvm
-        parquet = jvm.org.apache.iceberg.shaded.org.apache.parquet
-        hadoop = self.spark._jsc.hadoopConfiguration()
-        if self._read_options is None:
-            self._read_options = parquet.HadoopReadOptions.builder(hadoop).build()
-        reader = parquet.hadoop.ParquetFileReader.open(
-            parquet.hadoop.util.HadoopInputFile.fromPath(
-                jvm.org.apache.hadoop.fs.Path(location), hadoop), self._read_options)
+    def _metrics(self, location: str, config: Any) -> Any:
+        """A file's column metrics, read back from its footer by Iceberg (as
+        ``ParquetUtil.fileMetrics`` does, with the read options made once)."""
+        java = self.java
+        reader = java.file_reader.open(
+            java.input_file.fromPath(java.path(location), java.hadoop), java.read_options)
         try:
             footer = reader.getFooter()
         finally:
             reader.close()
-        return jvm.org.apache.iceberg.parquet.ParquetUtil.footerMetrics(
-            footer, jvm.java.util.stream.Stream.empty(), config)
+        return java.parquet_util.footerMetrics(footer, java.no_field_metrics.empty(), config)
 
-    def _partitions(self, table: Any, rows: pa.Table) -> list[tuple[str, pa.Table]]:
+    @staticmethod
+    def _partitions(facts: _TableFacts, rows: pa.Table) -> list[tuple[str, pa.Table]]:
         """``rows`` split by the table's partition (``""``: unpartitioned); the only
         partitioning handled is one ``day`` transform of a timestamp column."""
-        spec = table.spec()
-        if not spec.isPartitioned():
+        if facts.unsupported is not None:
+            raise Unsupported(facts.unsupported)
+        if facts.partition is None:
             return [("", rows)]
-        fields = list(spec.fields())
-        if len(fields) != 1 or str(fields[0].transform()) != "day":
-            raise Unsupported(str(spec))
-        source = str(table.schema().findColumnName(fields[0].sourceId()))
+        partition, source = facts.partition
         if source not in rows.column_names:
             raise Unsupported(f"partition source {source} not written")
         days = pc.cast(rows.column(source), pa.date32())
         unique = pc.unique(days).to_pylist()
-        partition = str(fields[0].name())
 
         def path(day: Any) -> str:
             return f"{partition}={'null' if day is None else day.isoformat()}"

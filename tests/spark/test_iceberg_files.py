@@ -52,7 +52,7 @@ def test_metrics_are_iceberg_s_own_and_one_day_lands_in_one_file(spark: Any,
     config = jvm.org.apache.iceberg.MetricsConfig.forTable(table)
     bounded = []
     for f in files:
-        ours = appender._metrics(table, f["file_path"], config)
+        ours = appender._metrics(f["file_path"], config)
         theirs = jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(
             table.io().newInputFile(f["file_path"]), config)
         assert ours.recordCount() == theirs.recordCount() == f["record_count"]
@@ -77,3 +77,20 @@ def test_a_batch_mark_is_a_snapshot_without_files(spark: Any, tmp_path: Path) ->
                       f"f FROM {name}.snapshots ORDER BY committed_at").collect()
     assert [(m["p"], m["f"]) for m in marks] == [("p1", None), ("p2", None)]
     assert spark.table(name).count() == 0
+
+
+def test_a_table_made_again_under_its_name_is_not_taken_for_the_old_one(
+        spark: Any, tmp_path: Path) -> None:
+    catalog = _catalog(spark, tmp_path)
+    name = f"{catalog}.db.again"
+    spark.sql(f"CREATE TABLE {name} (id INT, name STRING) USING iceberg")
+    appender = ArrowAppender(spark)
+    assert appender.append(name, pa.table({"id": pa.array([1], pa.int32()), "name": ["a"]}), {})
+    spark.sql(f"DROP TABLE {name}")
+    spark.sql(f"CREATE TABLE {name} (name STRING, id INT) USING iceberg")  # ids swapped
+    assert appender.append(name, pa.table({"id": pa.array([2], pa.int32()), "name": ["b"]}), {})
+    assert [tuple(r) for r in spark.table(name).collect()] == [("b", 2)]
+    spark.sql(f"ALTER TABLE {name} RENAME COLUMN name TO label")
+    assert appender.append(name, pa.table({"id": pa.array([3], pa.int32()),
+                                           "label": ["c"]}), {})
+    assert sorted(tuple(r) for r in spark.table(name).collect()) == [("b", 2), ("c", 3)]

@@ -180,7 +180,9 @@ class SparkSink:
             return None
         from .history import WarehouseHistoryStore
 
-        return WarehouseHistoryStore(self.spark, self.catalog)
+        store = WarehouseHistoryStore(self.spark, self.catalog)
+        store.read_digests()
+        return store
 
     def store_position(self, position: Position) -> None:
         """Commit ``position`` alone as the warehouse's position (iceberg; for

@@ -21,6 +21,7 @@ import os
 import re
 import struct
 import zipfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from changestream.model.errors import SinkError
@@ -74,18 +75,32 @@ def _pyspark_jackson() -> list[Path]:
     return found
 
 
+def jar_cache(cache: Path | None = None) -> Path:
+    """The folder of the jars changestream makes (``~/.cache/changestream/jars``)."""
+    return cache or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) \
+        / "changestream" / "jars"
+
+
+def made_once(target: Path, entries: Callable[[], Iterator[tuple[str, bytes]]]) -> Path:
+    """Jar ``target``, written from ``entries`` (name, bytes) unless it is there already
+    (written beside it and moved into place: no reader sees half a jar)."""
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as out:
+        for name, data in entries():
+            out.writestr(name, data)
+    os.replace(tmp, target)
+    return target
+
+
 def shaded_jackson_jar(cache: Path | None = None) -> Path:
     """A jar of PySpark's Jackson relocated under ``org.apache.iceberg.shaded`` (cached)."""
     sources = _pyspark_jackson()
     digest = hashlib.sha256("|".join(p.name for p in sources).encode()).hexdigest()[:12]
-    cache = cache or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) \
-        / "changestream" / "jars"
-    target = cache / f"iceberg-shaded-jackson-{digest}.jar"
-    if target.is_file():
-        return target
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(f".{os.getpid()}.tmp")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as out:
+
+    def relocated() -> Iterator[tuple[str, bytes]]:
         seen: set[str] = set()
         for source in sources:
             with zipfile.ZipFile(source) as z:
@@ -94,9 +109,9 @@ def shaded_jackson_jar(cache: Path | None = None) -> Path:
                     if new_name is None or new_name in seen:
                         continue
                     seen.add(new_name)
-                    out.writestr(new_name, data)
-    os.replace(tmp, target)
-    return target
+                    yield new_name, data
+
+    return made_once(jar_cache(cache) / f"iceberg-shaded-jackson-{digest}.jar", relocated)
 
 
 _SLASH = (b"com/fasterxml/jackson/", (_SHADED + "com/fasterxml/jackson/").encode())

@@ -25,10 +25,11 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from .jars import jar_cache, made_once
 
 CLASS_NAME = "changestream.hadoop.NioLocalFileSystem"
 _THIS = CLASS_NAME.replace(".", "/")
@@ -125,18 +126,10 @@ def file_system_class() -> bytes:
 def local_files_jar(cache: Path | None = None) -> Path:
     """The jar holding ``NioLocalFileSystem`` (made once, cached by its content)."""
     data = file_system_class()
-    cache = cache or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) \
-        / "changestream" / "jars"
-    target = cache / f"changestream-local-files-{hashlib.sha256(data).hexdigest()[:12]}.jar"
-    if target.is_file():
-        return target
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(f".{os.getpid()}.tmp")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as out:
-        out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
-        out.writestr(f"{_THIS}.class", data)
-    os.replace(tmp, target)
-    return target
+    digest = hashlib.sha256(data).hexdigest()[:12]
+    return made_once(jar_cache(cache) / f"changestream-local-files-{digest}.jar",
+                     lambda: iter([("META-INF/MANIFEST.MF", b"Manifest-Version: 1.0\r\n\r\n"),
+                                   (f"{_THIS}.class", data)]))
 
 
 def local_files_conf(conf: Mapping[str, Any], cache: Path | None = None) -> dict[str, str]:

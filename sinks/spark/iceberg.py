@@ -46,8 +46,8 @@ from .mirror_plan import (
 from .positions import PROPERTY
 from .types import METADATA, METADATA_NAMES, FieldMapping
 
-#: changestream's own tables in a catalog (``namespace.table``, quoted): a row per batch
-#: with its position, and a row per DDL applied to the mirrors (made at the first one).
+#: changestream's own tables in a catalog (``namespace.table``, quoted): a snapshot per
+#: batch with its position, and a row per DDL applied to the mirrors (made at the first one).
 CONTROL_TABLES = ("`_changestream`.`batches`", "`_changestream`.`ddl`")
 #: The batch id in the summary of a control table's snapshot.
 BATCH_PROPERTY = "changestream.batch"
@@ -266,9 +266,8 @@ class IcebergLanding(MirroredDdl):
     def _dataframe(self, spark: Any, run: TableRun, rows: pa.Table) -> Any:
         """``rows`` of ``run`` as a DataFrame (see :func:`frame_dataframe`), made once for
         the changelog and the mirror when both take the same rows."""
-        shared = self._shared  # read once: the changelog and the mirror land on two threads
-        if shared is not None and shared[0] is rows:
-            return shared[1]
+        if self._shared is not None and self._shared[0] is rows:
+            return self._shared[1]
         df = frame_dataframe(spark, run, rows)
         self._shared = (rows, df)
         return df

@@ -5,6 +5,7 @@ frame, without Spark."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -26,7 +27,8 @@ def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
     ops = rows.column("_op")
     after = [rows.column(name) for name in names]
     columns = [f.name for f in run.fields]
-    if _new_distinct_keys(ops, after, n):  # the common batch of inserts: no group-by
+    if pc.all(pc.equal(ops, "insert")).as_py() and distinct_keys(rows, names) == n:
+        # the common batch of inserts, each of a key of its own: no group-by
         return rows.select(columns), None if append_new_keys else pa.table(
             after, names=list(names))
     before = [rows.column(f"{BEFORE_PREFIX}{i}") for i in run.schema.primary_key or ()]
@@ -34,7 +36,7 @@ def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
     # event of its old key just before it (2i), which leaves that key gone. Per key, its
     # last event says what is left of it and its first one how the batch found it.
     rank = pa.array(range(n), pa.int64())
-    moved = pc.and_(pc.equal(ops, "update"), _differs(before, after))
+    moved = key_moves(run, rows)
     events = pa.table([*after, pc.add(pc.multiply(rank, 2), 1)], names=[*names, "_event"])
     if pc.any(moved).as_py():
         old = pa.table([pc.filter(b, moved).cast(a.type) for b, a in zip(before, after)]
@@ -65,21 +67,22 @@ def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
     return upserts, deleted
 
 
-def _new_distinct_keys(ops: Any, after: list[Any], n: int) -> bool:
-    """Whether every change is an INSERT and no key comes twice (one key column)."""
-    return n > 0 and len(after) == 1 and pc.all(pc.equal(ops, "insert")).as_py() \
-        and pc.count_distinct(after[0], mode="all").as_py() == n
+def key_moves(run: TableRun, rows: pa.Table) -> Any:
+    """Per row of ``rows`` (keyed ``run``'s changes), whether it is an update that changes
+    its key (a NULL on one side only counts as a change)."""
+    differs: Any = pa.scalar(False)
+    for i in run.schema.primary_key or ():
+        b, a = rows.column(f"{BEFORE_PREFIX}{i}"), rows.column(run.fields[i].name)
+        differs = pc.or_(differs, pc.fill_null(pc.or_kleene(
+            pc.not_equal(b, a), pc.xor(pc.is_null(b), pc.is_null(a))), False))
+    return pc.and_(pc.equal(rows.column("_op"), "update"), differs)
 
 
-def _differs(before: list[Any], after: list[Any]) -> Any:
-    """Per row, whether the key columns ``before`` differ from ``after`` (a missing value
-    differs from a present one)."""
-    differs = None
-    for b, a in zip(before, after):
-        column = pc.fill_null(pc.or_kleene(pc.not_equal(b, a),
-                                           pc.xor(pc.is_null(b), pc.is_null(a))), False)
-        differs = column if differs is None else pc.or_(differs, column)
-    return differs
+def distinct_keys(rows: pa.Table, names: Sequence[str]) -> int:
+    """How many distinct values columns ``names`` of ``rows`` hold together."""
+    if len(names) == 1:
+        return int(pc.count_distinct(rows.column(names[0]), mode="all").as_py())
+    return rows.select(list(names)).group_by(list(names)).aggregate([]).num_rows
 
 
 def split_new_keys(run: TableRun, rows: pa.Table
@@ -117,26 +120,16 @@ def split_new_keys(run: TableRun, rows: pa.Table
 
 def moves_a_key(run: TableRun, rows: pa.Table) -> bool:
     """Whether an update among ``rows`` (keyed ``run``'s changes) changes its key."""
-    updates = pc.equal(rows.column("_op"), "update")
-    for i in run.schema.primary_key or ():
-        same = pc.equal(rows.column(f"{BEFORE_PREFIX}{i}"), rows.column(run.fields[i].name))
-        if pc.any(pc.and_(updates, pc.invert(pc.fill_null(same, False)))).as_py():
-            return True
-    return False
+    return bool(pc.any(key_moves(run, rows)).as_py())
 
 
 def one_change_per_key(run: TableRun, rows: pa.Table) -> bool:
     """Whether each primary key value of keyed ``run`` occurs once among ``rows`` (its
     frame's rows) and no update among them changes a key."""
-    pk = run.schema.primary_key or ()
-    names = [run.fields[i].name for i in pk]
+    names = run.key_names
     if not names:
         return False
-    if len(names) == 1:
-        distinct = pc.count_distinct(rows.column(names[0]), mode="all").as_py()
-    else:
-        distinct = rows.select(names).group_by(names).aggregate([]).num_rows
-    return distinct == rows.num_rows and not moves_a_key(run, rows)
+    return distinct_keys(rows, names) == rows.num_rows and not moves_a_key(run, rows)
 
 
 def hashable(value: Any) -> Any:

@@ -192,3 +192,22 @@ def test_a_batch_of_inserts_takes_the_walk_s_delta(keys: list[int]) -> None:
         assert upserts.to_pylist() == rows.take(at).select(["id", "name", "qty"]).to_pylist()
         assert (None if deleted is None else [list(r.values()) for r in deleted.to_pylist()]) \
             == (gone or None)
+
+
+def test_a_batch_of_inserts_of_a_composite_key_takes_the_walk_s_delta() -> None:
+    schema = simple_schema("lines", ("id", "qty", "name"))
+    schema = type(schema)(schema.database, schema.table, schema.columns, primary_key=(0, 1),
+                          names_logged=True)
+    for keys in ([(1, 1), (1, 2), (2, 1)], [(1, 1), (1, 2), (1, 1)]):  # the last: twice
+        log = Binlog()
+        (run,) = table_runs([log.transaction([
+            ("insert", schema, None, {"id": i, "qty": q, "name": f"r{n}"})
+            for n, (i, q) in enumerate(keys)])])
+        rows = run.frame
+        for append_new_keys in (True, False):
+            upserts, deleted = mirror_delta(run, rows, append_new_keys)
+            at, gone = _delta_by_rows(run, rows, append_new_keys)
+            assert upserts is not None
+            assert upserts.to_pylist() == rows.take(at).select(["id", "qty", "name"]).to_pylist()
+            assert (None if deleted is None else [list(r.values()) for r in deleted.to_pylist()]) \
+                == (gone or None)

@@ -20,7 +20,7 @@ from changestream.schema.history import SchemaState
 from changestream.schema.store import decode_state
 
 from .iceberg_ddl import CONTROL_PROPERTIES
-from .iceberg_files import ArrowAppender
+from .iceberg_files import ArrowAppender, append_rows
 
 
 def _q(name: str) -> str:
@@ -65,19 +65,10 @@ class WarehouseHistoryStore:
         row = pa.table({"digest": [digest], "state": [data.decode()],
                         "stored_at": pa.array([datetime.now(UTC)],
                                               pa.timestamp("us", tz="UTC"))})
-        # Written by the driver and committed with Iceberg's API where the warehouse allows
-        # (a Spark append took 1.5-2 s, on the first batch after every start with DDL or a
-        # new seed); else by Spark.
         if self._appender is None:
             self._appender = ArrowAppender(self.spark)
-        if not self._appender.append(self.table, row, {}):
-            from pyspark.sql import functions as F
-            from pyspark.sql import types as T
-
-            frame = self.spark.createDataFrame([(digest, data.decode())], T.StructType([
-                T.StructField("digest", T.StringType()),
-                T.StructField("state", T.StringType())]))
-            frame.withColumn("stored_at", F.current_timestamp()).writeTo(self.table).append()
+        # before the first batch after a start that brings a new state (DDL, a new seed)
+        append_rows(self.spark, self._appender, self.table, row, {})
         self._digests().add(digest)
 
     def load(self, digest: str) -> tuple[str, SchemaState]:

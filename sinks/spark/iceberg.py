@@ -284,7 +284,7 @@ class IcebergLanding(MirroredDdl):
     def land_runs(self, spark: Any, runs: list[TableRun]) -> dict[str, int]:
         """Land ``runs`` in order, each into its changelog, then its mirror; returns each
         source table's new changelog rows. (Landing two tables at once on two threads was
-        tried: 15% faster, but Spark-written tables then got a row twice now and then, a
+        tried: faster, but Spark-written tables then got a row twice now and then, a
         cause not found; see docs/internals.md.)"""
         rows: dict[str, int] = {}
         for run in runs:
@@ -410,12 +410,6 @@ class IcebergLanding(MirroredDdl):
             return
         self._with_properties(spark, last, lambda: spark.sql(sql))
         self.committed[name] = last
-
-    def _arrow_append(self, spark: Any, name: str, rows: pa.Table, encoded: str) -> bool:
-        """Append ``rows`` to control table ``name`` in a commit carrying the encoded
-        position, written with pyarrow (``False``: nothing done, append with Spark)."""
-        return self.arrow_appends and self._appender_for(spark).append(
-            name, rows, {PROPERTY: encoded})
 
     def commit_batch(self, spark: Any, batch_id: int, position: Position) -> None:
         """Mark the batch done: a snapshot of the control table with ``position``."""

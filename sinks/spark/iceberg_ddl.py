@@ -16,6 +16,7 @@ from changestream.model.changes import Change, Position, ddl_database
 
 from . import positions
 from .frames import TableRun
+from .iceberg_files import ArrowAppender, append_rows
 from .positions import PROPERTY
 from .types import table_mappings
 
@@ -76,6 +77,7 @@ class MirroredDdl:
     schemas: dict[str, dict[str, str]]
     renames: dict[str, dict[str, str]]
     defaults: dict[str, dict[str, str | None]]
+    arrow_appends: bool
 
     if TYPE_CHECKING:
         def mirror_name(self, run: TableRun) -> str: ...
@@ -85,7 +87,7 @@ class MirroredDdl:
         def _table_columns(self, spark: Any, name: str) -> dict[str, str]: ...
         def _evolve(self, spark: Any, name: str, run: TableRun, changelog: bool) -> None: ...
         def _with_properties(self, spark: Any, position: Position, action: Any) -> None: ...
-        def _arrow_append(self, spark: Any, name: str, rows: Any, encoded: str) -> bool: ...
+        def _appender_for(self, spark: Any) -> ArrowAppender: ...
 
     def apply_ddl(self, spark: Any, change: Change, position: Position | None) -> None:
         """Apply a TRUNCATE, RENAME or DROP (logged in ``change``, its transaction ending at
@@ -130,21 +132,14 @@ class MirroredDdl:
 
     def record_ddl(self, spark: Any, change: Change, position: Position) -> None:
         """Note that everything up to ``position`` (a DDL just applied) is landed."""
-        from pyspark.sql import types as T
-
         if not self._exists(spark, self.ddl_log):
             spark.sql(f"CREATE TABLE {self.ddl_log} (position STRING, statement STRING) "
                       f"USING iceberg TBLPROPERTIES ({CONTROL_PROPERTIES})")
         encoded = positions.encode(position)
-        row = pa.table({"position": pa.array([encoded], pa.string()),
-                        "statement": pa.array([change.sql], pa.string())})
-        if self._arrow_append(spark, self.ddl_log, row, encoded):
-            self.ddl_done = position
-            return
-        spark.createDataFrame([(encoded, change.sql)], T.StructType([
-            T.StructField("position", T.StringType()),
-            T.StructField("statement", T.StringType())])) \
-            .writeTo(self.ddl_log).option(f"snapshot-property.{PROPERTY}", encoded).append()
+        append_rows(spark, self._appender_for(spark) if self.arrow_appends else None,
+                    self.ddl_log, pa.table({"position": pa.array([encoded], pa.string()),
+                                            "statement": pa.array([change.sql], pa.string())}),
+                    {PROPERTY: encoded})
         self.ddl_done = position
 
     def _names(self, table: tuple[str, str]) -> tuple[str, str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+import weakref
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -91,8 +92,7 @@ def local_path(location: str) -> Path | None:
 def load_table(spark: Any, name: str) -> Any:
     """Iceberg table ``name`` (``catalog.db.table``, quoted as in SQL) as the Java object
     Spark's catalog holds (commits made through it are what Spark reads next)."""
-    return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-        spark._jsparkSession, name)
+    return java_of(spark).spark3_util.loadIcebergTable(spark._jsparkSession, name)
 
 
 def positioned_snapshot(table: Any, property_name: str) -> Any:
@@ -136,6 +136,17 @@ class _Java:
         self.read_options = parquet.HadoopReadOptions.builder(self.hadoop).build()
 
 
+_JAVA: weakref.WeakKeyDictionary[Any, _Java] = weakref.WeakKeyDictionary()
+
+
+def java_of(spark: Any) -> _Java:
+    """The Java classes of ``spark``'s JVM that this module calls (looked up once)."""
+    java = _JAVA.get(spark._jvm)
+    if java is None:
+        java = _JAVA[spark._jvm] = _Java(spark)
+    return java
+
+
 class _TableFacts:
     """What appending to one table needs from it, kept while the table (a table dropped and
     made again has a new uuid), its schema and its partition spec stay the same (``ids``)."""
@@ -148,7 +159,7 @@ class _TableFacts:
         self.schema = json.loads(java.schema_parser.toJson(table.schema()))
         self.spec = table.spec()
         self.partition: tuple[str, str] | None = None  # (partition field, source column)
-        self.unsupported: str | None = None
+        self.unsupported: str | None = None  # a partitioning this writer does not handle
         self.partitioned = bool(self.spec.isPartitioned())
         if self.partitioned:
             fields = list(self.spec.fields())
@@ -165,17 +176,14 @@ class ArrowAppender:
     def __init__(self, spark: Any):
         self.spark = spark
         self.jvm = spark._jvm
-        self._java: _Java | None = None
         self._facts: dict[str, _TableFacts] = {}
 
     @property
     def java(self) -> _Java:
-        if self._java is None:
-            self._java = _Java(self.spark)
-        return self._java
+        return java_of(self.spark)
 
     def _table(self, name: str) -> Any:
-        return self.java.spark3_util.loadIcebergTable(self.spark._jsparkSession, name)
+        return load_table(self.spark, name)
 
     def _facts_of(self, name: str, table: Any) -> _TableFacts:
         ids = (str(table.uuid()), int(table.schema().schemaId()), int(table.spec().specId()))
@@ -299,3 +307,16 @@ class ArrowAppender:
             return [(path(unique[0]), rows)]
         return [(path(day), rows.filter(pc.is_null(days) if day is None
                                         else pc.equal(days, day))) for day in unique]
+
+
+def append_rows(spark: Any, appender: ArrowAppender | None, name: str, rows: pa.Table,
+                properties: dict[str, str]) -> None:
+    """Append a few ``rows`` (changestream's own bookkeeping) to Iceberg table ``name`` in
+    one commit with ``properties`` in its summary: written by the driver where ``appender``
+    can (a Spark job cost 1-2 s for one row), else by Spark."""
+    if appender is not None and appender.append(name, rows, properties):
+        return
+    writer = spark.createDataFrame(rows.to_pylist(), spark.table(name).schema).writeTo(name)
+    for key, value in properties.items():
+        writer = writer.option(f"snapshot-property.{key}", value)
+    writer.append()

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from changestream.sinks.spark.iceberg_files import ArrowAppender, load_table
+from changestream.sinks.spark.iceberg_files import ArrowAppender, append_rows, load_table
 from changestream.sinks.spark.session import iceberg_conf
 
 _names = itertools.count(1)
@@ -94,3 +95,25 @@ def test_a_table_made_again_under_its_name_is_not_taken_for_the_old_one(
     assert appender.append(name, pa.table({"id": pa.array([3], pa.int32()),
                                            "label": ["c"]}), {})
     assert sorted(tuple(r) for r in spark.table(name).collect()) == [("b", 2), ("c", 3)]
+
+
+def test_bookkeeping_rows_are_appended_by_spark_where_the_driver_cannot(
+        spark: Any, tmp_path: Path) -> None:
+    catalog = _catalog(spark, tmp_path)
+    name = f"{catalog}.db.states"
+    spark.sql(f"CREATE TABLE {name} (digest STRING, at TIMESTAMP) USING iceberg")
+    at = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    rows = pa.table({"digest": ["d1"], "at": pa.array([at], pa.timestamp("us", tz="UTC"))})
+    append_rows(spark, None, name, rows, {"changestream.position": "p1"})  # Spark's job
+    append_rows(spark, ArrowAppender(spark), name, rows.set_column(
+        0, "digest", pa.array(["d2"])), {"changestream.position": "p2"})  # the driver's
+    got = spark.sql(f"SELECT digest, at FROM {name} ORDER BY digest").collect()
+    assert [(r["digest"], r["at"].replace(tzinfo=dt.UTC)) for r in got] == [("d1", at),
+                                                                             ("d2", at)]
+    marks = spark.sql(f"SELECT summary['changestream.position'] p FROM {name}.snapshots "
+                      "ORDER BY committed_at").collect()
+    assert [m["p"] for m in marks] == ["p1", "p2"]
+    files = spark.sql(f"SELECT file_path FROM {name}.files").collect()
+    writers = {pq.ParquetFile(f["file_path"].removeprefix("file:")).metadata.created_by
+               .split(" ")[0] for f in files}
+    assert writers == {"parquet-mr", "parquet-cpp-arrow"}  # Spark's file and the driver's

@@ -4,8 +4,8 @@ Hadoop sets the permissions of every file it creates on the local file system. W
 native library (PySpark ships none) ``RawLocalFileSystem.setPermission`` runs ``chmod`` in a
 new process, and the checksummed ``LocalFileSystem`` does it twice per file (the file and
 its ``.crc``). An Iceberg commit in a local warehouse creates four to eight files (manifest,
-manifest list, metadata, version hint, and their checksums): measured here, each
-``chmod`` process costs the JVM 3-5 ms, half of an empty Iceberg commit's time.
+manifest list, metadata, version hint, and their checksums), each a process start from
+a large JVM.
 
 :func:`local_files_jar` makes (once, cached beside the shaded Jackson jar) a jar holding
 ``changestream.hadoop.NioLocalFileSystem``: ``RawLocalFileSystem`` whose ``setPermission``

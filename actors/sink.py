@@ -54,6 +54,8 @@ class BatchSettings:
 
 
 DEFAULT_BATCH_CHANGES = 10_000
+#: An idle writer takes a batch once it holds 1/IDLE_WRITER_SHARE of a full one.
+IDLE_WRITER_SHARE = 10
 
 
 @dataclass(slots=True)
@@ -69,10 +71,13 @@ class SinkActor(pykka.ThreadingActor):
     Batches are written by a thread of its own, one at a time and in order, while the next
     batch fills: reading and decoding go on while a sink lands (a Spark job, an fsync). A
     batch is handed to the writer when it is free and the batch is full (``max_changes`` or
-    ``max_bytes``), old enough (``max_seconds`` since its first part), the reader has caught
-    up with its source (nothing to wait for: a change at a low rate goes at once) or the
-    stream ends; so a batch that fills while the writer is busy grows until the writer is
-    free or it is full, and batches are as big as the sink's pace asks. A full batch
+    ``max_bytes``), holds a tenth of that (an idle writer is not kept waiting for a full
+    batch while a backlog is read: the writes overlap the reading, and the last batch,
+    written after the reader is done, is small), is old enough (``max_seconds`` since its
+    first part), the reader has caught up with its source (nothing to wait for: a change at
+    a low rate goes at once) or the stream ends; so a batch that fills while the writer is
+    busy grows until the writer is free or it is full, and batches are as big as the
+    sink's pace asks. A full batch
     waiting for the writer takes no more messages: they wait unacknowledged, which holds
     the reader back (:class:`PartsTaken`).
     """
@@ -145,6 +150,14 @@ class SinkActor(pykka.ThreadingActor):
         assert s.max_changes is not None
         return self._changes >= s.max_changes or self._bytes >= s.max_bytes
 
+    @property
+    def _worth_a_write(self) -> bool:
+        """Big enough to hand to an idle writer: a tenth of a full batch."""
+        s = self.settings
+        assert s.max_changes is not None
+        return self._changes * IDLE_WRITER_SHARE >= s.max_changes or \
+            self._bytes * IDLE_WRITER_SHARE >= s.max_bytes
+
     def _add(self, message: Parts) -> None:
         try:
             if not self._parts and self._position is None:
@@ -165,7 +178,7 @@ class SinkActor(pykka.ThreadingActor):
         messages that waited for room; at the end of the stream, say when all is written."""
         while not self._writing:
             pending = bool(self._parts) or self._position is not None
-            due = self._ending or self._full or self.stats.caught_up or \
+            due = self._ending or self._worth_a_write or self.stats.caught_up or \
                 time.monotonic() - self._since >= self.settings.max_seconds
             if not pending or not due:
                 if self._ending and not pending and not self._held:

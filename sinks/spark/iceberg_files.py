@@ -130,6 +130,13 @@ class _Java:
         self.path = jvm.org.apache.hadoop.fs.Path
         self.no_field_metrics = jvm.java.util.stream.Stream
         self.int = jvm.int
+        self.table_util = iceberg.TableUtil
+        self.manifest_files = iceberg.ManifestFiles
+        # Iceberg runs a commit's steps (writing the manifest list, filtering and merging
+        # manifests) as tasks of its worker pool and polls them every 10 ms: most of a
+        # small commit was that wait. Run on this executor, they run in the calling thread.
+        self.direct = iceberg.relocated.com.google.common.util.concurrent.MoreExecutors \
+            .newDirectExecutorService()
         self.hadoop = spark._jsc.hadoopConfiguration()
         # Parquet's default read options parse Hadoop's XML defaults again for every file
         # (10-20 ms); these are made once from the session's settings.
@@ -151,13 +158,17 @@ class _TableFacts:
     """What appending to one table needs from it, kept while the table (a table dropped and
     made again has a new uuid), its schema and its partition spec stay the same (``ids``)."""
 
-    def __init__(self, ids: tuple[str, int, int], table: Any, java: _Java):
+    def __init__(self, ids: tuple[str, int, int, int], table: Any, java: _Java):
         self.ids = ids
+        self.format_version = ids[3]
         self.root = str(table.location()).rstrip("/")
         self.base = local_path(self.root) if str(
             table.io().getClass().getName()).endswith("HadoopFileIO") else None
         self.schema = json.loads(java.schema_parser.toJson(table.schema()))
         self.spec = table.spec()
+        # Where the table's metadata (and so an append's manifest) goes.
+        self.metadata_root = str(table.properties().get("write.metadata.path")
+                                 or f"{self.root}/metadata").rstrip("/")
         self.partition: tuple[str, str] | None = None  # (partition field, source column)
         self.unsupported: str | None = None  # a partitioning this writer does not handle
         self.partitioned = bool(self.spec.isPartitioned())
@@ -186,7 +197,8 @@ class ArrowAppender:
         return load_table(self.spark, name)
 
     def _facts_of(self, name: str, table: Any) -> _TableFacts:
-        ids = (str(table.uuid()), int(table.schema().schemaId()), int(table.spec().specId()))
+        ids = (str(table.uuid()), int(table.schema().schemaId()), int(table.spec().specId()),
+               int(self.java.table_util.formatVersion(table)))
         facts = self._facts.get(name)
         if facts is None or facts.ids != ids:
             facts = self._facts[name] = _TableFacts(ids, table, self.java)
@@ -196,7 +208,7 @@ class ArrowAppender:
         """Commit a snapshot of Iceberg table ``name`` that adds no file and has
         ``properties`` in its summary (works on any storage: nothing is written but
         Iceberg's own metadata)."""
-        update = self._table(name).newAppend()
+        update = self._table(name).newAppend().scanManifestsWith(self.java.direct)
         for key, value in properties.items():
             update.set(key, value)
         update.commit()
@@ -230,7 +242,7 @@ class ArrowAppender:
         spec = facts.spec
         metrics_config = java.metrics_config.forTable(table)
         if deleted is not None and deleted.num_rows:
-            update = table.newRowDelta()
+            update = table.newRowDelta().scanManifestsWith(java.direct)
             location, size = self._write(base, root, "data/", deleted)
             ids = [int(f.metadata[FIELD_ID]) for f in deleted.schema]
             field_ids = self.spark.sparkContext._gateway.new_array(java.int, len(ids))
@@ -243,9 +255,13 @@ class ArrowAppender:
                               .withMetrics(self._metrics(location, metrics_config))
                               .build())
             add = update.addRows
+            manifest = None
         else:
-            update = table.newAppend()
+            update = table.newAppend().scanManifestsWith(java.direct)
             add = update.appendFile
+            manifest = self._manifest(table, facts) if partitions else None
+            if manifest is not None:
+                add = manifest.add
         for partition, piece in partitions:
             location, size = self._write(
                 base, root, f"data/{partition}/" if partition else "data/", piece)
@@ -255,10 +271,24 @@ class ArrowAppender:
             if partition:
                 builder = builder.withPartitionPath(partition)
             add(builder.build())
+        if manifest is not None:
+            manifest.close()
+            update.appendManifest(manifest.toManifestFile())
         for key, value in properties.items():
             update.set(key, value)
         update.commit()
         return True
+
+    def _manifest(self, table: Any, facts: _TableFacts) -> Any:
+        """A manifest writer for the files of an append (``None``: let the append write
+        its own). Iceberg writes an append's manifest as a task of its worker pool, which
+        it polls every 10 ms; written here, the manifest is taken as it is (format 2: its
+        files inherit the commit's snapshot id)."""
+        if facts.format_version != 2:
+            return None
+        location = f"{facts.metadata_root}/driver-{uuid.uuid4()}-m0.avro"
+        return self.java.manifest_files.write(2, facts.spec, table.io().newOutputFile(location),
+                                              None)
 
     @staticmethod
     def _write(base: Path, root: str, relative: str, rows: pa.Table) -> tuple[str, int]:

@@ -117,3 +117,38 @@ def test_bookkeeping_rows_are_appended_by_spark_where_the_driver_cannot(
     writers = {pq.ParquetFile(f["file_path"].removeprefix("file:")).metadata.created_by
                .split(" ")[0] for f in files}
     assert writers == {"parquet-mr", "parquet-cpp-arrow"}  # Spark's file and the driver's
+
+
+def test_an_append_commits_the_manifest_the_driver_wrote(spark: Any, tmp_path: Path) -> None:
+    """Format 2: the append's files go into a manifest written here (in the table's
+    metadata folder, named ``driver-<uuid>-m0.avro``), taken as it is, its files
+    inheriting the commit's snapshot id; format 1: Iceberg writes the manifest itself.
+    Either way the rows read back, and many appends are merged into few manifests."""
+    catalog = _catalog(spark, tmp_path)
+    for table, version in (("v2", 2), ("v1", 1)):
+        name = f"{catalog}.db.{table}"
+        spark.sql(f"CREATE TABLE {name} (id INT, name STRING, amount DOUBLE, at TIMESTAMP) "
+                  f"USING iceberg TBLPROPERTIES ('format-version'='{version}')")
+        appender = ArrowAppender(spark)
+        assert appender.append(name, _rows([0] * 7), {"p": "1"})
+        assert appender.append(name, _rows([1] * 5), {"p": "2"})
+        snapshots = spark.sql(f"SELECT snapshot_id, summary['p'] p FROM {name}.snapshots "
+                              "ORDER BY committed_at").collect()
+        assert [s["p"] for s in snapshots] == ["1", "2"]
+        manifests = spark.sql(f"SELECT path, added_snapshot_id, added_data_files_count "
+                              f"FROM {name}.manifests").collect()
+        assert sorted((m["added_snapshot_id"], m["added_data_files_count"]) for m in manifests
+                      ) == sorted((s["snapshot_id"], 1) for s in snapshots)
+        entries = spark.sql(f"SELECT snapshot_id, data_file.record_count n FROM {name}.entries"
+                            ).collect()
+        assert sorted((e["snapshot_id"], e["n"]) for e in entries) == sorted(
+            zip((s["snapshot_id"] for s in snapshots), (7, 5)))
+        ours = [m["path"] for m in manifests if Path(m["path"]).name.startswith("driver-")]
+        assert len(ours) == (2 if version == 2 else 0)
+        metadata = (tmp_path / "db" / table / "metadata").as_posix()
+        assert all(m["path"].removeprefix("file:").startswith(metadata) for m in manifests)
+        assert spark.table(name).count() == 12
+        for n in range(3, 110):  # past commit.manifest.min-count-to-merge (100)
+            assert appender.append(name, _rows([2]), {"p": str(n)})
+        assert spark.table(name).count() == 119
+        assert spark.sql(f"SELECT count(*) FROM {name}.manifests").collect()[0][0] < 100

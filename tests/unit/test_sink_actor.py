@@ -85,21 +85,41 @@ def test_the_next_batch_fills_while_one_is_written() -> None:
                 n += 1
                 actor.tell(Parts([_part(n)], Position("bin.000001", n * 100 + 99), acks))
 
-        send(10)  # 100 changes: the first batch, whose write is held
-        _wait(lambda: acks.ask(None) == 10)
+        send(1)  # 10 changes, a tenth of a full batch: the idle writer takes it (held)
+        _wait(lambda: acks.ask(None) == 1)
         send(15)  # the next batch fills to 100 changes, then messages wait
-        _wait(lambda: acks.ask(None) == 20)
+        _wait(lambda: acks.ask(None) == 11)
         time.sleep(0.2)
-        assert acks.ask(None) == 20, "messages were taken beyond a full batch"
+        assert acks.ask(None) == 11, "messages were taken beyond a full batch"
         assert sink.batches == []
         sink.release.set()
-        _wait(lambda: acks.ask(None) == 25)
+        _wait(lambda: acks.ask(None) == 16)
         actor.tell(Tick())
         actor.tell(EndOfStream())
         assert finished.wait(10)
-        assert [(b[0], b[1]) for b in sink.batches] == [(1, 100), (2, 100), (3, 50)]
+        assert [(b[0], b[1]) for b in sink.batches] == [(1, 10), (2, 100), (3, 50)]
         assert [b[2] for b in sink.batches] == [Position("bin.000001", k * 100 + 99)
-                                                for k in (10, 20, 25)]
+                                                for k in (1, 11, 16)]
+        assert errors == []
+    finally:
+        actor.stop()
+        acks.stop()
+
+
+def test_an_idle_writer_waits_for_a_tenth_of_a_batch() -> None:
+    """Below a tenth of ``max_changes`` a batch waits (for more, the timer, or the reader
+    to catch up); at a tenth an idle writer takes it, so writing overlaps reading."""
+    sink, errors, finished = _HeldSink(), [], threading.Event()
+    sink.release.set()
+    actor, acks = _start(sink, errors, finished, max_changes=200), _Acks.start()
+    try:
+        actor.tell(Parts([_part(1)], Position("bin.000001", 199), acks))  # 10 of 200
+        _wait(lambda: acks.ask(None) == 1)
+        time.sleep(0.2)
+        assert sink.batches == [], "a batch under a tenth went to the writer"
+        actor.tell(Parts([_part(2)], Position("bin.000001", 299), acks))  # 20: a tenth
+        _wait(lambda: len(sink.batches) == 1)
+        assert sink.batches[0][:2] == (1, 20)
         assert errors == []
     finally:
         actor.stop()

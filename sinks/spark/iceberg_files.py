@@ -28,6 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .types import PARQUET_DICTIONARY_PAGE_BYTES
+
 FIELD_ID = b"PARQUET:field_id"
 _PRIMITIVES: dict[str, pa.DataType] = {
     "boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "float": pa.float32(),
@@ -299,7 +301,8 @@ class ArrowAppender:
         path = folder / file_name
         folder.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as f:
-            pq.write_table(rows, f, compression="zstd", store_decimal_as_integer=True)
+            pq.write_table(rows, f, compression="zstd", store_decimal_as_integer=True,
+                           dictionary_pagesize_limit=PARQUET_DICTIONARY_PAGE_BYTES)
             f.flush()
             os.fsync(f.fileno())
         return f"{root}/{relative}{file_name}", path.stat().st_size

@@ -65,7 +65,13 @@ from changestream.model.errors import SinkError
 from . import positions
 from .frames import TableRun, metadata_arrays
 from .stages import StageClock
-from .types import METADATA, FieldMapping, arrow_schema, spark_schema
+from .types import (
+    METADATA,
+    PARQUET_DICTIONARY_PAGE_BYTES,
+    FieldMapping,
+    arrow_schema,
+    spark_schema,
+)
 
 _FILE = re.compile(r"^b(\d{10})-")
 #: Where Spark's Parquet writer keeps the Spark schema of a file, and reads it back from.
@@ -213,13 +219,16 @@ class ParquetLanding:
                     SPARK_VERSION_KEY: spark_version.encode()}
         table = table.replace_schema_metadata(metadata)
         days = pc.cast(table.column("_commit_ts"), pa.date32())
-        for day in pc.unique(days).to_pylist():
-            rows = table.filter(pc.is_null(days) if day is None else pc.equal(days, day))
+        unique = pc.unique(days).to_pylist()
+        for day in unique:
+            rows = table if len(unique) == 1 else \
+                table.filter(pc.is_null(days) if day is None else pc.equal(days, day))
             folder = f"_commit_date={NULL_PARTITION if day is None else day.isoformat()}"
             staged = stage / folder / name
             staged.parent.mkdir(parents=True, exist_ok=True)
             with open(staged, "wb") as f:
-                pq.write_table(rows, f, compression="snappy")
+                pq.write_table(rows, f, compression="snappy",
+                               dictionary_pagesize_limit=PARQUET_DICTIONARY_PAGE_BYTES)
                 f.flush()
                 os.fsync(f.fileno())
             dest = target / folder / name

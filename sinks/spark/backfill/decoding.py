@@ -31,7 +31,7 @@ from changestream.transactions.assembler import TransactionAssembler
 from changestream.transactions.filters import ChangeFilter
 
 from ..frames import TableRun, table_runs, transaction_positions
-from ..types import signature
+from ..types import PARQUET_DICTIONARY_PAGE_BYTES, signature
 from .names import UnitNames
 from .planning import BackfillUnit
 
@@ -235,7 +235,8 @@ class _Stager:
         self.next_row += rows
         path = self.folder / f"piece-{self.pieces:05d}.parquet"
         self.pieces += 1
-        pq.write_table(numbered, path, compression="zstd")
+        pq.write_table(numbered, path, compression="zstd",
+                       dictionary_pagesize_limit=PARQUET_DICTIONARY_PAGE_BYTES)
         first, last = spans[0].position, spans[-1].position
         assert first is not None and last is not None
         self.manifest.items.append(StagedPiece(

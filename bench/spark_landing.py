@@ -160,6 +160,7 @@ class TimedSink:
         self.write_seconds = 0.0
         self.stages: dict[str, float] = {}  # seconds per landing stage, over all batches
         self.batch_changes = getattr(adapter, "batch_changes", None)  # its batch size
+        self.writer_cpus = getattr(adapter, "writer_cpus", 0)  # the CPUs it keeps
         # What it takes from decode workers (the router asks its sink for this).
         encoded = getattr(adapter, "encoded_format", None)
         if encoded is not None:
@@ -348,8 +349,10 @@ def main(argv: list[str] | None = None) -> int:
                              "(its option arrow_workers=false) instead of the decode "
                              "workers' Arrow frames")
     parser.add_argument("--decode-workers", type=int, default=-1,
-                        help="the router's decode workers in the Spark run (default -1: one "
-                             "per CPU, as changestream run has it; 0: none)")
+                        help="the router's decode workers in the Spark run (default -1: as "
+                             "changestream run has them, one per CPU but the one the Spark "
+                             "sink keeps for its writing; 0: none). The router alone always "
+                             "has one per CPU.")
     parser.add_argument("--cold-cli", action="store_true",
                         help="also land the rows with a new `changestream run` process")
     parser.add_argument("--repeat", type=int, default=3,

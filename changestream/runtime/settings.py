@@ -99,12 +99,15 @@ def sink_options(config: Config) -> dict[str, Any]:
 def decode_workers_for(settings: RouterSettings, sink: Any,
                        run_changes: int = 5_000) -> DecodeWorkers | None:
     """Worker processes for plain DML transactions, when the sink takes encoded records
-    (``decode_workers``: how many; -1: one per CPU, none on a single CPU); they answer in
-    runs of about ``run_changes`` changes (no bigger than a batch)."""
+    (``decode_workers``: how many; -1: one per CPU less the CPUs the sink's own writing
+    takes, its ``writer_cpus``, at least one; none on a single CPU); they answer in runs of
+    about ``run_changes`` changes (no bigger than a batch)."""
     record_format = getattr(sink, "encoded_format", None)
     cpus = os.cpu_count() or 1
+    writer_cpus = getattr(sink, "writer_cpus", 0)
     count = settings.decode_workers if settings.decode_workers >= 0 else (
-        cpus if cpus > 1 else 0)
+        max(1, cpus - (writer_cpus if isinstance(writer_cpus, int) else 0))
+        if cpus > 1 else 0)
     if not record_format or count == 0:
         return None
     log.info("decoding plain DML transactions in %d worker processes", count)

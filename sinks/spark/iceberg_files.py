@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .iceberg_commits import driver_commits, encode_properties
 from .types import PARQUET_DICTIONARY_PAGE_BYTES
 
 FIELD_ID = b"PARQUET:field_id"
@@ -112,37 +113,14 @@ def positioned_snapshot(table: Any, property_name: str) -> Any:
 
 
 class _Java:
-    """The Java classes an append calls, each looked up once: every name in a Py4J path
-    (``jvm.org.apache.iceberg.DataFiles``) is a round trip to the JVM, and a round trip
-    waits for the GIL when the router's threads are busy (several ms each)."""
+    """The Java classes this module calls from Python, each looked up once: every name in
+    a Py4J path (``jvm.org.apache.iceberg.SchemaParser``) is a round trip to the JVM, and a
+    round trip waits for the GIL when the router's threads are busy (several ms each)."""
 
     def __init__(self, spark: Any):
-        jvm = spark._jvm
-        iceberg = jvm.org.apache.iceberg
-        parquet = iceberg.shaded.org.apache.parquet
+        iceberg = spark._jvm.org.apache.iceberg
         self.spark3_util = iceberg.spark.Spark3Util
         self.schema_parser = iceberg.SchemaParser
-        self.metrics_config = iceberg.MetricsConfig
-        self.data_files = iceberg.DataFiles
-        self.file_metadata = iceberg.FileMetadata
-        self.parquet_format = iceberg.FileFormat.PARQUET
-        self.parquet_util = iceberg.parquet.ParquetUtil
-        self.input_file = parquet.hadoop.util.HadoopInputFile
-        self.file_reader = parquet.hadoop.ParquetFileReader
-        self.path = jvm.org.apache.hadoop.fs.Path
-        self.no_field_metrics = jvm.java.util.stream.Stream
-        self.int = jvm.int
-        self.table_util = iceberg.TableUtil
-        self.manifest_files = iceberg.ManifestFiles
-        # Iceberg runs a commit's steps (writing the manifest list, filtering and merging
-        # manifests) as tasks of its worker pool and polls them every 10 ms: most of a
-        # small commit was that wait. Run on this executor, they run in the calling thread.
-        self.direct = iceberg.relocated.com.google.common.util.concurrent.MoreExecutors \
-            .newDirectExecutorService()
-        self.hadoop = spark._jsc.hadoopConfiguration()
-        # Parquet's default read options parse Hadoop's XML defaults again for every file
-        # (10-20 ms); these are made once from the session's settings.
-        self.read_options = parquet.HadoopReadOptions.builder(self.hadoop).build()
 
 
 _JAVA: weakref.WeakKeyDictionary[Any, _Java] = weakref.WeakKeyDictionary()
@@ -198,9 +176,12 @@ class ArrowAppender:
     def _table(self, name: str) -> Any:
         return load_table(self.spark, name)
 
+    def _commits(self, table: Any) -> Any:
+        return driver_commits(self.spark, table)
+
     def _facts_of(self, name: str, table: Any) -> _TableFacts:
-        ids = (str(table.uuid()), int(table.schema().schemaId()), int(table.spec().specId()),
-               int(self.java.table_util.formatVersion(table)))
+        uuid_text, schema_id, spec_id, version = str(self._commits(table).ids(table)).split()
+        ids = (uuid_text, int(schema_id), int(spec_id), int(version))
         facts = self._facts.get(name)
         if facts is None or facts.ids != ids:
             facts = self._facts[name] = _TableFacts(ids, table, self.java)
@@ -210,10 +191,8 @@ class ArrowAppender:
         """Commit a snapshot of Iceberg table ``name`` that adds no file and has
         ``properties`` in its summary (works on any storage: nothing is written but
         Iceberg's own metadata)."""
-        update = self._table(name).newAppend().scanManifestsWith(self.java.direct)
-        for key, value in properties.items():
-            update.set(key, value)
-        update.commit()
+        table = self._table(name)
+        self._commits(table).mark(table, encode_properties(properties))
 
     def append(self, name: str, rows: pa.Table, properties: dict[str, str]) -> bool:
         """Append ``rows`` to Iceberg table ``name`` in one commit whose snapshot summary
@@ -240,57 +219,24 @@ class ArrowAppender:
                 deleted = _with_ids(deleted, facts.schema)
         except Unsupported:
             return False
-        java = self.java
-        spec = facts.spec
-        metrics_config = java.metrics_config.forTable(table)
+        delete_location, delete_size, delete_rows, equality_ids = None, 0, 0, None
         if deleted is not None and deleted.num_rows:
-            update = table.newRowDelta().scanManifestsWith(java.direct)
-            location, size = self._write(base, root, "data/", deleted)
-            ids = [int(f.metadata[FIELD_ID]) for f in deleted.schema]
-            field_ids = self.spark.sparkContext._gateway.new_array(java.int, len(ids))
-            for i, field_id in enumerate(ids):
-                field_ids[i] = field_id
-            update.addDeletes(java.file_metadata.deleteFileBuilder(spec)
-                              .ofEqualityDeletes(field_ids).withPath(location)
-                              .withFormat(java.parquet_format)
-                              .withFileSizeInBytes(size).withRecordCount(deleted.num_rows)
-                              .withMetrics(self._metrics(location, metrics_config))
-                              .build())
-            add = update.addRows
-            manifest = None
-        else:
-            update = table.newAppend().scanManifestsWith(java.direct)
-            add = update.appendFile
-            manifest = self._manifest(table, facts) if partitions else None
-            if manifest is not None:
-                add = manifest.add
+            delete_location, delete_size = self._write(base, root, "data/", deleted)
+            delete_rows = deleted.num_rows
+            equality_ids = ",".join(str(int(f.metadata[FIELD_ID])) for f in deleted.schema)
+        files = []
         for partition, piece in partitions:
             location, size = self._write(
                 base, root, f"data/{partition}/" if partition else "data/", piece)
-            builder = java.data_files.builder(spec).withPath(location) \
-                .withFormat(java.parquet_format).withFileSizeInBytes(size) \
-                .withMetrics(self._metrics(location, metrics_config))
-            if partition:
-                builder = builder.withPartitionPath(partition)
-            add(builder.build())
-        if manifest is not None:
-            manifest.close()
-            update.appendManifest(manifest.toManifestFile())
-        for key, value in properties.items():
-            update.set(key, value)
-        update.commit()
+            files.append(f"{location}\t{size}\t{partition}")
+        # An append's manifest is written by the commit itself (format 2; see
+        # iceberg_commits), named apart from the ones Iceberg writes.
+        manifest = f"{facts.metadata_root}/driver-{uuid.uuid4()}-m0.avro" \
+            if delete_location is None and files and facts.format_version == 2 else None
+        self._commits(table).commitFiles(table, "\n".join(files), delete_location, delete_size,
+                                         delete_rows, equality_ids, manifest,
+                                         encode_properties(properties))
         return True
-
-    def _manifest(self, table: Any, facts: _TableFacts) -> Any:
-        """A manifest writer for the files of an append (``None``: let the append write
-        its own). Iceberg writes an append's manifest as a task of its worker pool, which
-        it polls every 10 ms; written here, the manifest is taken as it is (format 2: its
-        files inherit the commit's snapshot id)."""
-        if facts.format_version != 2:
-            return None
-        location = f"{facts.metadata_root}/driver-{uuid.uuid4()}-m0.avro"
-        return self.java.manifest_files.write(2, facts.spec, table.io().newOutputFile(location),
-                                              None)
 
     @staticmethod
     def _write(base: Path, root: str, relative: str, rows: pa.Table) -> tuple[str, int]:
@@ -306,18 +252,6 @@ class ArrowAppender:
             f.flush()
             os.fsync(f.fileno())
         return f"{root}/{relative}{file_name}", path.stat().st_size
-
-    def _metrics(self, location: str, config: Any) -> Any:
-        """A file's column metrics, read back from its footer by Iceberg (as
-        ``ParquetUtil.fileMetrics`` does, with the read options made once)."""
-        java = self.java
-        reader = java.file_reader.open(
-            java.input_file.fromPath(java.path(location), java.hadoop), java.read_options)
-        try:
-            footer = reader.getFooter()
-        finally:
-            reader.close()
-        return java.parquet_util.footerMetrics(footer, java.no_field_metrics.empty(), config)
 
     @staticmethod
     def _partitions(facts: _TableFacts, rows: pa.Table) -> list[tuple[str, pa.Table]]:

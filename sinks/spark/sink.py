@@ -81,6 +81,9 @@ class SparkSink:
     """
 
     batch_changes = 100_000
+    #: CPUs the router leaves to the sink's writing (Parquet encoding, the JVM's commits)
+    #: when it sizes its decode workers: on 2 CPUs, workers on both starved the writer.
+    writer_cpus = 1
 
     def __init__(self, mode: str = "callback", *, function: Callable[..., Any] | None = None,
                  path: str | os.PathLike[str] | None = None,

@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from changestream.sinks.spark.iceberg_commits import driver_commits
 from changestream.sinks.spark.iceberg_files import ArrowAppender, append_rows, load_table
 from changestream.sinks.spark.session import iceberg_conf
 
@@ -53,7 +54,7 @@ def test_metrics_are_iceberg_s_own_and_one_day_lands_in_one_file(spark: Any,
     config = jvm.org.apache.iceberg.MetricsConfig.forTable(table)
     bounded = []
     for f in files:
-        ours = appender._metrics(f["file_path"], config)
+        ours = driver_commits(spark, table).metrics(f["file_path"], config)
         theirs = jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(
             table.io().newInputFile(f["file_path"]), config)
         assert ours.recordCount() == theirs.recordCount() == f["record_count"]

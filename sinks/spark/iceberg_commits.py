@@ -1,4 +1,4 @@
-"""The driver's Iceberg commits as one call into the JVM each.
+"""The driver's Iceberg commits (and table creations) as one call into the JVM each.
 
 A commit made from Python through Py4J was some 35 round trips (the table's ids, the
 metrics of each file read from its footer, a builder call per field of each data file, the
@@ -40,12 +40,21 @@ import org.apache.iceberg.ManifestFiles;
 import org.apache.iceberg.ManifestWriter;
 import org.apache.iceberg.Metrics;
 import org.apache.iceberg.MetricsConfig;
+import org.apache.iceberg.PartitionField;
 import org.apache.iceberg.PartitionSpec;
+import org.apache.iceberg.SchemaParser;
 import org.apache.iceberg.RowDelta;
 import org.apache.iceberg.SnapshotUpdate;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableUtil;
 import org.apache.iceberg.parquet.ParquetUtil;
+import org.apache.iceberg.util.JsonUtil;
+import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.connector.catalog.TableCatalog;
+import org.apache.spark.sql.connector.expressions.Expressions;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
 import org.apache.iceberg.relocated.com.google.common.util.concurrent.MoreExecutors;
 import org.apache.iceberg.shaded.org.apache.parquet.HadoopReadOptions;
 import org.apache.iceberg.shaded.org.apache.parquet.ParquetReadOptions;
@@ -69,6 +78,31 @@ public class DriverCommits {
             + table.spec().specId() + "\n" + TableUtil.formatVersion(table);
     }
 
+    /** What an append needs to know of the table, as JSON: its location, file IO class,
+     *  schema (Iceberg's JSON, with field ids), metadata folder property, and partition
+     *  spec (its text and fields). */
+    public String facts(Table table) throws Exception {
+        java.util.Map facts = new java.util.LinkedHashMap();
+        facts.put("location", table.location());
+        facts.put("io", table.io().getClass().getName());
+        facts.put("schema", SchemaParser.toJson(table.schema()));
+        facts.put("metadata_path", table.properties().get("write.metadata.path"));
+        PartitionSpec spec = table.spec();
+        facts.put("spec", spec.toString());
+        java.util.List fields = new java.util.ArrayList();
+        java.util.Iterator it = spec.fields().iterator();
+        while (it.hasNext()) {
+            PartitionField field = (PartitionField) it.next();
+            java.util.Map one = new java.util.LinkedHashMap();
+            one.put("name", field.name());
+            one.put("transform", field.transform().toString());
+            one.put("source", table.schema().findColumnName(field.sourceId()));
+            fields.add(one);
+        }
+        facts.put("partition_fields", fields);
+        return JsonUtil.mapper().writeValueAsString(facts);
+    }
+
     /** A Parquet file's column metrics, read from its footer as Iceberg's writers do. */
     public Metrics metrics(String location, MetricsConfig config) throws java.io.IOException {
         ParquetFileReader reader = ParquetFileReader.open(HadoopInputFile.fromPath(
@@ -79,6 +113,26 @@ public class DriverCommits {
         } finally {
             reader.close();
         }
+    }
+
+    /** Create table namespace.name in catalog as Spark's CREATE TABLE does (the same
+     *  catalog call, with the owner Spark adds), without its SQL parse and plan: the
+     *  columns of the Spark schema (JSON), partitioned by day of dayColumn when that is
+     *  not null, with the properties ("key\nvalue\n..."). */
+    public void createTable(TableCatalog catalog, String namespace, String name,
+                            String schemaJson, String dayColumn, String properties)
+            throws Exception {
+        StructType schema = (StructType) DataType.fromJson(schemaJson);
+        Transform[] partitioning = dayColumn == null ? new Transform[0]
+            : new Transform[] {Expressions.days(dayColumn)};
+        java.util.Map props = new java.util.HashMap();
+        String[] items = properties.split("\n", -1);
+        for (int i = 0; i + 1 < items.length; i += 2) {
+            props.put(items[i], items[i + 1]);
+        }
+        props.put(TableCatalog.PROP_OWNER, org.apache.spark.util.Utils.getCurrentUserName());
+        catalog.createTable(Identifier.of(new String[] {namespace}, name), schema,
+            partitioning, props);
     }
 
     /** A snapshot that adds nothing, with the properties ("key\nvalue\n...") in its
@@ -172,14 +226,15 @@ public class DriverCommits {
 _COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
-def driver_commits(spark: Any, table: Any) -> Any:
+def driver_commits(spark: Any, anchor: Any) -> Any:
     """The :class:`DriverCommits` object of ``spark``'s JVM (compiled at the first call,
-    with the class loader that loaded Iceberg's ``table``)."""
+    with the class loader that loaded ``anchor``, a Java object of Iceberg's: a table, a
+    catalog)."""
     jvm = spark._jvm
     commits = _COMPILED.get(jvm)
     if commits is None:
         compiler = jvm.org.codehaus.janino.SimpleCompiler()
-        compiler.setParentClassLoader(table.getClass().getClassLoader())
+        compiler.setParentClassLoader(anchor.getClass().getClassLoader())
         compiler.setTargetVersion(8)  # static interface methods (Stream.empty)
         compiler.cook(SOURCE)
         commits = compiler.getClassLoader().loadClass(CLASS_NAME).newInstance()

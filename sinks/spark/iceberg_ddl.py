@@ -43,19 +43,27 @@ CHANGELOG_SUFFIX = "__changelog"
 #: snapshot, and a router commits once a batch: kept, they would fill the disk).
 METADATA_RETENTION = {"write.metadata.delete-after-commit.enabled": "true",
                       "write.metadata.previous-versions-max": "20"}
-CONTROL_PROPERTIES = "'format-version'='2', " + ", ".join(
-    f"'{key}'='{value}'" for key, value in METADATA_RETENTION.items())
+CONTROL_TABLE_PROPERTIES = {"format-version": "2", **METADATA_RETENTION}
 #: The properties of every mirror and changelog table: those, row-level changes as
 #: delete files (merge-on-read), and no shuffle before a write (distribution mode ``none``;
 #: ``fanout`` lets a task write several day partitions unsorted). A batch is small and
 #: mostly one day, so a shuffle buys little; the more files it would save are what
 #: ``changestream maintain`` compacts.
-TABLE_PROPERTIES = (
-    f"{CONTROL_PROPERTIES}, 'write.delete.mode'='merge-on-read', "
-    "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read', "
-    "'write.distribution-mode'='none', 'write.merge.distribution-mode'='none', "
-    "'write.update.distribution-mode'='none', 'write.delete.distribution-mode'='none', "
-    "'write.spark.fanout.enabled'='true'")
+MIRROR_TABLE_PROPERTIES = {
+    **CONTROL_TABLE_PROPERTIES, "write.delete.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read", "write.merge.mode": "merge-on-read",
+    "write.distribution-mode": "none", "write.merge.distribution-mode": "none",
+    "write.update.distribution-mode": "none", "write.delete.distribution-mode": "none",
+    "write.spark.fanout.enabled": "true"}
+
+
+def sql_properties(properties: dict[str, str]) -> str:
+    """``properties`` as the inside of ``TBLPROPERTIES (...)``."""
+    return ", ".join(f"'{key}'='{value}'" for key, value in properties.items())
+
+
+CONTROL_PROPERTIES = sql_properties(CONTROL_TABLE_PROPERTIES)
+TABLE_PROPERTIES = sql_properties(MIRROR_TABLE_PROPERTIES)
 
 
 def quote(name: str) -> str:

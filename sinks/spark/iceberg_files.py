@@ -118,9 +118,7 @@ class _Java:
     round trip waits for the GIL when the router's threads are busy (several ms each)."""
 
     def __init__(self, spark: Any):
-        iceberg = spark._jvm.org.apache.iceberg
-        self.spark3_util = iceberg.spark.Spark3Util
-        self.schema_parser = iceberg.SchemaParser
+        self.spark3_util = spark._jvm.org.apache.iceberg.spark.Spark3Util
 
 
 _JAVA: weakref.WeakKeyDictionary[Any, _Java] = weakref.WeakKeyDictionary()
@@ -135,30 +133,29 @@ def java_of(spark: Any) -> _Java:
 
 
 class _TableFacts:
-    """What appending to one table needs from it, kept while the table (a table dropped and
-    made again has a new uuid), its schema and its partition spec stay the same (``ids``)."""
+    """What appending to one table needs from it (``facts``: the JSON
+    ``DriverCommits.facts`` gives), kept while the table (a table dropped and made again
+    has a new uuid), its schema, its partition spec and its format version stay the same
+    (``ids``)."""
 
-    def __init__(self, ids: tuple[str, int, int, int], table: Any, java: _Java):
+    def __init__(self, ids: tuple[str, int, int, int], facts: dict[str, Any]):
         self.ids = ids
         self.format_version = ids[3]
-        self.root = str(table.location()).rstrip("/")
-        self.base = local_path(self.root) if str(
-            table.io().getClass().getName()).endswith("HadoopFileIO") else None
-        self.schema = json.loads(java.schema_parser.toJson(table.schema()))
-        self.spec = table.spec()
+        self.root = str(facts["location"]).rstrip("/")
+        self.base = local_path(self.root) if str(facts["io"]).endswith("HadoopFileIO") \
+            else None
+        self.schema = json.loads(facts["schema"])
         # Where the table's metadata (and so an append's manifest) goes.
-        self.metadata_root = str(table.properties().get("write.metadata.path")
-                                 or f"{self.root}/metadata").rstrip("/")
+        self.metadata_root = str(facts["metadata_path"] or f"{self.root}/metadata").rstrip("/")
         self.partition: tuple[str, str] | None = None  # (partition field, source column)
         self.unsupported: str | None = None  # a partitioning this writer does not handle
-        self.partitioned = bool(self.spec.isPartitioned())
+        fields = facts["partition_fields"]
+        self.partitioned = bool(fields)
         if self.partitioned:
-            fields = list(self.spec.fields())
-            if len(fields) != 1 or str(fields[0].transform()) != "day":
-                self.unsupported = str(self.spec)
+            if len(fields) != 1 or fields[0]["transform"] != "day":
+                self.unsupported = str(facts["spec"])
             else:
-                self.partition = (str(fields[0].name()),
-                                  str(table.schema().findColumnName(fields[0].sourceId())))
+                self.partition = (str(fields[0]["name"]), str(fields[0]["source"]))
 
 
 class ArrowAppender:
@@ -166,12 +163,7 @@ class ArrowAppender:
 
     def __init__(self, spark: Any):
         self.spark = spark
-        self.jvm = spark._jvm
         self._facts: dict[str, _TableFacts] = {}
-
-    @property
-    def java(self) -> _Java:
-        return java_of(self.spark)
 
     def _table(self, name: str) -> Any:
         return load_table(self.spark, name)
@@ -184,7 +176,8 @@ class ArrowAppender:
         ids = (uuid_text, int(schema_id), int(spec_id), int(version))
         facts = self._facts.get(name)
         if facts is None or facts.ids != ids:
-            facts = self._facts[name] = _TableFacts(ids, table, self.java)
+            facts = self._facts[name] = _TableFacts(
+                ids, json.loads(self._commits(table).facts(table)))
         return facts
 
     def mark(self, name: str, properties: dict[str, str]) -> None:

@@ -198,6 +198,8 @@ class IcebergLanding(MirroredDdl):
         # catalog round trip, ~20 ms a table, in the next batch).
         self.schemas[name] = {f.name: iceberg_type(f.spark.simpleString()) for f in fields}
         self.committed[name] = None  # a new table holds nothing yet
+        if not self._in_ddl:
+            self.existing.add(name)  # no catalog lookup for it in the next batch
 
     def _evolve(self, spark: Any, name: str, run: TableRun, changelog: bool) -> None:
         """Make table ``name`` hold ``run``'s columns: renames (named by DDL in this run of

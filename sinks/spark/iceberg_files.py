@@ -1,12 +1,13 @@
 """Appends to Iceberg tables without a Spark job: the rows, already Arrow, are written as
 Parquet data files by pyarrow on the driver and committed with Iceberg's own Java API in
-the session's JVM (``AppendFiles``, one commit per append, carrying the position).
+the session's JVM, one call per commit (:mod:`.iceberg_commits`: an append, or a row delta
+for a mirror, carrying the position).
 
 A Spark append of a ~75,000-row batch costs a job, a conversion of every row from Arrow to
 Spark's rows and back to Parquet; pyarrow writes the same file in a few hundredths of a
 second. The files carry Iceberg's field ids, so columns are found by id as in any Iceberg
 file, and their column metrics (what scans and MERGEs prune with) are read back from the
-footer by Iceberg (``ParquetUtil.fileMetrics``) as its own writers record them.
+footer by Iceberg (``ParquetUtil.footerMetrics``) as its own writers record them.
 
 It works where the driver can write the table's files itself: a warehouse on a local or
 mounted file system (``file:`` locations). For other storage, an unpartitioned or a

@@ -22,6 +22,8 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from changestream.model.errors import SinkError
+
 CLASS_NAME = "changestream.iceberg.DriverCommits"
 
 # Janino compiles Java with a few limits: no lambdas, no diamond, generics as raw types.
@@ -236,16 +238,33 @@ def driver_commits(spark: Any, anchor: Any) -> Any:
         compiler = jvm.org.codehaus.janino.SimpleCompiler()
         compiler.setParentClassLoader(anchor.getClass().getClassLoader())
         compiler.setTargetVersion(8)  # static interface methods (Stream.empty)
-        compiler.cook(SOURCE)
+        try:
+            compiler.cook(SOURCE)
+        except Exception as exc:  # Py4JJavaError: an Iceberg without an API it calls
+            message = str(getattr(exc, "java_exception", exc)).splitlines()[0]
+            raise SinkError(
+                "spark sink (iceberg): the driver's commit class does not compile against "
+                f"the Iceberg runtime on Spark's class path ({message}); changestream's "
+                "Iceberg landing is built for Iceberg 1.10 (see the sink's jar option)"
+            ) from None
         commits = compiler.getClassLoader().loadClass(CLASS_NAME).newInstance()
         commits.init(spark._jsc.hadoopConfiguration())
         _COMPILED[jvm] = commits
     return commits
 
 
+def check_location(location: str) -> str:
+    """``location``, which :class:`DriverCommits` takes one a line, tab-separated."""
+    if "\n" in location or "\t" in location:
+        raise SinkError(f"spark sink (iceberg): a tab or line break in file location "
+                        f"{location!r}: the driver's commits cannot name it")
+    return location
+
+
 def encode_properties(properties: dict[str, str]) -> str:
     """``properties`` as :class:`DriverCommits` takes them: key and value, one a line."""
     for key, value in properties.items():
         if "\n" in key or "\n" in value:
-            raise ValueError(f"snapshot property {key!r}: a line break in it")
+            raise SinkError(f"spark sink (iceberg): snapshot property {key!r}: a line break "
+                            "in it")
     return "".join(f"{key}\n{value}\n" for key, value in properties.items())

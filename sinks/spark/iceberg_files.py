@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .iceberg_commits import driver_commits, encode_properties
+from .iceberg_commits import check_location, driver_commits, encode_properties
 from .types import PARQUET_DICTIONARY_PAGE_BYTES
 
 FIELD_ID = b"PARQUET:field_id"
@@ -245,7 +245,7 @@ class ArrowAppender:
                            dictionary_pagesize_limit=PARQUET_DICTIONARY_PAGE_BYTES)
             f.flush()
             os.fsync(f.fileno())
-        return f"{root}/{relative}{file_name}", path.stat().st_size
+        return check_location(f"{root}/{relative}{file_name}"), path.stat().st_size
 
     @staticmethod
     def _partitions(facts: _TableFacts, rows: pa.Table) -> list[tuple[str, pa.Table]]:

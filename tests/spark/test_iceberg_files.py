@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from changestream.sinks.spark.iceberg_commits import driver_commits
 from changestream.sinks.spark.iceberg_files import ArrowAppender, append_rows, load_table
@@ -153,3 +154,23 @@ def test_an_append_commits_the_manifest_the_driver_wrote(spark: Any, tmp_path: P
             assert appender.append(name, _rows([2]), {"p": str(n)})
         assert spark.table(name).count() == 119
         assert spark.sql(f"SELECT count(*) FROM {name}.manifests").collect()[0][0] < 100
+
+
+def test_an_iceberg_runtime_the_commit_class_does_not_fit_is_named(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver's commit class compiled against an Iceberg that lacks an API it calls:
+    a SinkError that says so and names the compiler's complaint, not a Java trace."""
+    import weakref
+
+    from changestream.model.errors import SinkError
+    from changestream.sinks.spark import iceberg_commits
+
+    catalog = _catalog(spark, tmp_path)
+    name = f"{catalog}.db.t"
+    spark.sql(f"CREATE TABLE {name} (id INT) USING iceberg")
+    monkeypatch.setattr(iceberg_commits, "_COMPILED", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(iceberg_commits, "SOURCE", iceberg_commits.SOURCE.replace(
+        "TableUtil.formatVersion(table)", "TableUtil.formatVersionOf(table)"))
+    with pytest.raises(SinkError, match=r"does not compile against the Iceberg runtime .*"
+                                        r"formatVersionOf.*built for Iceberg 1\.10"):
+        ArrowAppender(spark).append(name, pa.table({"id": pa.array([1], pa.int32())}), {})

@@ -152,6 +152,9 @@ class IcebergLanding(MirroredDdl):
             self.position = self._stored_position(spark, self.control)
         self.ddl_done = self._stored_position(spark, self.ddl_log) \
             if self._exists(spark, self.ddl_log) else None
+        # The class that makes the driver's commits and tables is compiled now (~0.3 s
+        # once per JVM), a start's cost, not the first batch's.
+        driver_commits(spark, load_table(spark, self.control))
         return self.position
 
     def _committed(self, spark: Any, name: str) -> Position | None:

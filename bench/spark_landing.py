@@ -191,6 +191,12 @@ def router_alone(server: EmbeddedMariaDB, db: str, start: tuple[str, int], out: 
     return router.stats.changes_delivered / (time.perf_counter() - began)
 
 
+def _workers(sink: TimedSink, decode_workers: int) -> int:
+    """The decode workers asked for a landing: none for a sink that takes no encoded
+    records (the router starts them only for one that does)."""
+    return decode_workers if getattr(sink.adapter, "encoded_format", None) else 0
+
+
 def _land(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, present: int,
           start: tuple[str, int], batch_seconds: float, batch_changes: int | None,
           decode_workers: int) -> tuple[float, int, TimedSink]:
@@ -198,9 +204,8 @@ def _land(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, presen
     batches and the timed sink."""
     db = target.db
     sink = TimedSink(target.sink(spark))
-    # The router starts decode workers only for a sink that takes their output.
-    workers = decode_workers if getattr(sink.adapter, "encoded_format", None) else 0
-    router = Router(_settings(server, db, start, batch_seconds, "caught-up", workers,
+    router = Router(_settings(server, db, start, batch_seconds, "caught-up",
+                              _workers(sink, decode_workers),
                               batch_changes=batch_changes), sink)
     began = time.perf_counter()
     router.run()
@@ -243,7 +248,8 @@ def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, t
     if not compare:
         return {"router_seconds": seconds}
     alone = router_alone(server, db, start, out, 0)
-    workers = decode_workers if getattr(sink.adapter, "encoded_format", None) else 0
+    workers = _workers(sink, decode_workers)
+    alone_median = statistics.median_low(alone_workers)  # the landings' rule, too
     return {"rows": rows, "shape": shape, "transactions": -(-rows // tx_rows),
             "write_seconds": write_seconds,
             "start": f"{start[0]}:{start[1]}",
@@ -255,12 +261,11 @@ def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, t
             "sink_write_seconds": sink.write_seconds,
             "sink_stage_seconds": {k: round(v, 2) for k, v in sink.stages.items()},
             "router_alone_rows_per_second": alone,
-            "router_alone_workers_rows_per_second": statistics.median(alone_workers),
+            "router_alone_workers_rows_per_second": alone_median,
             "each_router_alone_workers_rows_per_second": alone_workers,
             "decode_workers": workers,
             # The router alone as the Spark run was set up: with or without decode workers.
-            "router_alone_same_rows_per_second": alone if workers == 0
-            else statistics.median(alone_workers)}
+            "router_alone_same_rows_per_second": alone if workers == 0 else alone_median}
 
 
 def cold_cli(server: EmbeddedMariaDB, target: Target, base: Path, start: str, end: str,

@@ -95,8 +95,16 @@ def local_path(location: str) -> Path | None:
 
 def load_table(spark: Any, name: str) -> Any:
     """Iceberg table ``name`` (``catalog.db.table``, quoted as in SQL) as the Java object
-    Spark's catalog holds (commits made through it are what Spark reads next)."""
-    return java_of(spark).spark3_util.loadIcebergTable(spark._jsparkSession, name)
+    Spark's catalog holds (commits made through it are what Spark reads next). The class
+    is looked up once per JVM: every name in a Py4J path is a round trip, and a round trip
+    waits for the interpreter lock while the router's threads are busy."""
+    util = _SPARK3_UTIL.get(spark._jvm)
+    if util is None:
+        util = _SPARK3_UTIL[spark._jvm] = spark._jvm.org.apache.iceberg.spark.Spark3Util
+    return util.loadIcebergTable(spark._jsparkSession, name)
+
+
+_SPARK3_UTIL: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def positioned_snapshot(table: Any, property_name: str) -> Any:
@@ -113,26 +121,6 @@ def positioned_snapshot(table: Any, property_name: str) -> Any:
     return None
 
 
-class _Java:
-    """The Java classes this module calls from Python, each looked up once: every name in
-    a Py4J path (``jvm.org.apache.iceberg.SchemaParser``) is a round trip to the JVM, and a
-    round trip waits for the GIL when the router's threads are busy (several ms each)."""
-
-    def __init__(self, spark: Any):
-        self.spark3_util = spark._jvm.org.apache.iceberg.spark.Spark3Util
-
-
-_JAVA: weakref.WeakKeyDictionary[Any, _Java] = weakref.WeakKeyDictionary()
-
-
-def java_of(spark: Any) -> _Java:
-    """The Java classes of ``spark``'s JVM that this module calls (looked up once)."""
-    java = _JAVA.get(spark._jvm)
-    if java is None:
-        java = _JAVA[spark._jvm] = _Java(spark)
-    return java
-
-
 class _TableFacts:
     """What appending to one table needs from it (``facts``: the JSON
     ``DriverCommits.facts`` gives), kept while the table (a table dropped and made again
@@ -141,7 +129,6 @@ class _TableFacts:
 
     def __init__(self, ids: tuple[str, int, int, int], facts: dict[str, Any]):
         self.ids = ids
-        self.format_version = ids[3]
         self.root = str(facts["location"]).rstrip("/")
         self.base = local_path(self.root) if str(facts["io"]).endswith("HadoopFileIO") \
             else None
@@ -157,6 +144,10 @@ class _TableFacts:
                 self.unsupported = str(facts["spec"])
             else:
                 self.partition = (str(fields[0]["name"]), str(fields[0]["source"]))
+
+    @property
+    def format_version(self) -> int:
+        return self.ids[3]
 
 
 class ArrowAppender:

@@ -31,8 +31,9 @@ Convert = Callable[[Any], Any]
 MAX_DECIMAL_PRECISION = 38
 #: How big a Parquet column chunk's dictionary page may grow before the writer falls back
 #: to plain encoding. At Arrow's default, 1 MB, a column of mostly distinct values (keys,
-#: amounts, times) had every value hashed before the fallback: a changelog file took twice
-#: as long to write (64,200 rows: 31 -> 17 ms) and came out bigger (2.4 -> 1.9 MB).
+#: amounts, times) had every value hashed before the fallback: a changelog file took half
+#: as long again to write and came out bigger (64,200 rows, one ad hoc timing: 25 -> 17
+#: ms, 2.4 -> 1.9 MB).
 #: Columns of few values (the change metadata, codes) stay dictionary-encoded.
 PARQUET_DICTIONARY_PAGE_BYTES = 64 << 10
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from changestream.sinks.spark.frames import table_runs
+from changestream.sinks.spark.frames import TableRun, table_runs
 from changestream.sinks.spark.mirror_plan import (
     last_change_per_key,
     mirror_delta,
@@ -184,12 +184,19 @@ def test_a_batch_of_inserts_takes_the_walk_s_delta(keys: list[int]) -> None:
     log = Binlog()
     (run,) = table_runs([log.transaction([("insert", T, None, _row(k, i))])
                          for i, k in enumerate(keys)])
+    _assert_the_walk_s_delta(run)
+
+
+def _assert_the_walk_s_delta(run: TableRun) -> None:
+    """``mirror_delta`` of ``run``'s frame, either way of ``append_new_keys``, is what the
+    row-by-row walk gives."""
     rows = run.frame
+    columns = [f.name for f in run.fields]
     for append_new_keys in (True, False):
         upserts, deleted = mirror_delta(run, rows, append_new_keys)
         at, gone = _delta_by_rows(run, rows, append_new_keys)
         assert upserts is not None
-        assert upserts.to_pylist() == rows.take(at).select(["id", "name", "qty"]).to_pylist()
+        assert upserts.to_pylist() == rows.take(at).select(columns).to_pylist()
         assert (None if deleted is None else [list(r.values()) for r in deleted.to_pylist()]) \
             == (gone or None)
 
@@ -203,11 +210,4 @@ def test_a_batch_of_inserts_of_a_composite_key_takes_the_walk_s_delta() -> None:
         (run,) = table_runs([log.transaction([
             ("insert", schema, None, {"id": i, "qty": q, "name": f"r{n}"})
             for n, (i, q) in enumerate(keys)])])
-        rows = run.frame
-        for append_new_keys in (True, False):
-            upserts, deleted = mirror_delta(run, rows, append_new_keys)
-            at, gone = _delta_by_rows(run, rows, append_new_keys)
-            assert upserts is not None
-            assert upserts.to_pylist() == rows.take(at).select(["id", "qty", "name"]).to_pylist()
-            assert (None if deleted is None else [list(r.values()) for r in deleted.to_pylist()]) \
-                == (gone or None)
+        _assert_the_walk_s_delta(run)

@@ -228,7 +228,15 @@ class Router:
     def run(self) -> None:
         """Run until the end (see the class docstring); raise what made it fail."""
         saved = self.store.load() if self.store else None
-        sink_position = open_sink(self.sink, self.store, saved)
+        # The decode workers start first: each is a new interpreter with its imports (a
+        # tenth of a second or more), which runs beside the sink's open (a Spark sink's
+        # catalog calls) and the start point's lookups instead of after them.
+        self._workers = decode_workers_for(self.settings, self.sink, self._message_changes())
+        try:
+            sink_position = open_sink(self.sink, self.store, saved)
+        except BaseException:
+            self._shutdown()
+            raise
         try:
             self._saved = saved
             self._sink_position = sink_position
@@ -272,18 +280,13 @@ class Router:
         elif resume is not None and resume.file:  # resumed by GTID: it was there
             assembler.resume.start = (resume.file, resume.pos)
         snapshot = snapshots.prepare(progress, assembler)
-        batch = s.batch.for_sink(self.sink)
-        assert batch.max_changes is not None
-        sink_ref = SinkActor.start(self.sink, self.store, batch, self.stats,
-                                   self._fail, self._ended,
+        sink_ref = SinkActor.start(self.sink, self.store, s.batch.for_sink(self.sink),
+                                   self.stats, self._fail, self._ended,
                                    (self.store.last_batch_id + 1) if self.store else 1,
                                    self._history)
-        # Messages no bigger than a batch, so batches are cut close to their size limit.
-        message_changes = max(1, min(s.message_changes, batch.max_changes))
-        self._workers = decode_workers_for(self.settings, self.sink, message_changes)
         transaction_ref = TransactionActor.start(assembler, sink_ref, credits_in, credits_out,
-                                                 self._fail, message_changes, self._workers,
-                                                 snapshot)
+                                                 self._fail, self._message_changes(),
+                                                 self._workers, snapshot)
         self._actors = [transaction_ref, sink_ref]
         live = self.spec.kind == "server"
 
@@ -322,6 +325,13 @@ class Router:
         log.info("stopped: %d transactions, %d changes delivered in %d batches; position %s",
                  st.transactions_delivered, st.changes_delivered, st.batches_delivered,
                  st.delivered or "unchanged")
+
+    def _message_changes(self) -> int:
+        """Changes per message to the sink actor (and per decode worker answer): no more
+        than a batch, so batches are cut close to their size limit."""
+        batch = self.settings.batch.for_sink(self.sink)
+        assert batch.max_changes is not None
+        return max(1, min(self.settings.message_changes, batch.max_changes))
 
     def _tick(self, sink_ref: pykka.ActorRef[Any]) -> None:
         interval = max(0.02, min(self.settings.batch.max_seconds / 2, 0.25))

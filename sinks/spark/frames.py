@@ -14,11 +14,9 @@ from __future__ import annotations
 import pickle
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.serializers import ArrowStreamSerializer
 
 from changestream.decoding.table_schema import TableSchema
 from changestream.model.changes import Change, EncodedRun, Position, TransactionPart
@@ -33,6 +31,9 @@ from .types import (
     spark_schema,
     table_mappings,
 )
+
+if TYPE_CHECKING:  # the decode workers import this module without PySpark
+    from pyspark.sql import DataFrame, SparkSession
 
 #: Where a run's frame keeps the before image of an update (the key columns of a keyed
 #: table, every column of a keyless one): ``__before_<field index>``. The mirror needs it
@@ -276,7 +277,7 @@ def _columns(fields: tuple[FieldMapping, ...], images: list[dict[str, Any]]) -> 
         try:
             arrays.append(pa.array(values, type=f.arrow))
         except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-            raise SinkError(f"spark sink: column {f.name!r} ({f.spark.simpleString()}): "
+            raise SinkError(f"spark sink: column {f.name!r} ({f.spark_type}): "
                             f"{exc}") from None
     return arrays
 
@@ -311,7 +312,9 @@ def to_dataframe(spark: SparkSession, table: pa.Table, fields: tuple[FieldMappin
                  extra: tuple[tuple[str, Any], ...] = ()) -> DataFrame:
     """A DataFrame of the Arrow ``table`` whose columns are ``fields`` (+ ``extra`` Spark
     fields), one partition per record batch."""
+    from pyspark.sql import DataFrame
     from pyspark.sql import types as T
+    from pyspark.sql.pandas.serializers import ArrowStreamSerializer
 
     schema = spark_schema(fields)
     for name, dtype in extra:
@@ -333,7 +336,7 @@ def frame_dataframe(spark: SparkSession, run: TableRun, rows: pa.Table) -> DataF
     row's place among them."""
     from pyspark.sql import types as T
 
-    before = tuple(FieldMapping(f"{BEFORE_PREFIX}{i}", run.fields[i].spark,
+    before = tuple(FieldMapping(f"{BEFORE_PREFIX}{i}", run.fields[i].spark_type,
                                 run.fields[i].arrow, None) for i in run.before_fields)
     numbered = rows.append_column("_row", pa.array(range(rows.num_rows), pa.int64()))
     return to_dataframe(spark, numbered, METADATA + run.fields + before,

@@ -199,7 +199,7 @@ class IcebergLanding(MirroredDdl):
             encode_properties(MIRROR_TABLE_PROPERTIES))
         # What Spark would read back from the new table (a lookup of its schema cost a
         # catalog round trip, ~20 ms a table, in the next batch).
-        self.schemas[name] = {f.name: iceberg_type(f.spark.simpleString()) for f in fields}
+        self.schemas[name] = {f.name: iceberg_type(f.spark_type) for f in fields}
         self.committed[name] = None  # a new table holds nothing yet
         if not self._in_ddl:
             self.existing.add(name)  # no catalog lookup for it in the next batch
@@ -214,7 +214,7 @@ class IcebergLanding(MirroredDdl):
             self._create(spark, name, run, fields, changelog)
             return
         have = self._table_columns(spark, name)
-        want = {f.name: iceberg_type(f.spark.simpleString()) for f in fields}
+        want = {f.name: iceberg_type(f.spark_type) for f in fields}
         if {k: iceberg_type(v) for k, v in have.items()} == want:
             return
         hints = self.renames.get(run.name, {})
@@ -232,9 +232,8 @@ class IcebergLanding(MirroredDdl):
                 statements.append(f"ALTER TABLE {name} RENAME COLUMN {_q(old)} TO {_q(col)}")
                 have = {(col if k == old else k): v for k, v in have.items()}
             else:
-                spark_type = next(f for f in run.fields if f.name == col).spark
-                statements.append(f"ALTER TABLE {name} ADD COLUMN {_q(col)} "
-                                  f"{spark_type.simpleString()}")
+                spark_type = next(f for f in run.fields if f.name == col).spark_type
+                statements.append(f"ALTER TABLE {name} ADD COLUMN {_q(col)} {spark_type}")
                 default = self.defaults.get(run.name, {}).get(col)
                 if default is not None and not changelog:
                     # The server filled the rows it had with the column's default.

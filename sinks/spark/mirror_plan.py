@@ -171,7 +171,7 @@ def last_change_per_key(run: TableRun, view: str, rows: pa.Table | None = None) 
     keys = [_q(run.fields[i].name) for i in pk]
     befores = {i: _q(f"{BEFORE_PREFIX}{i}") for i in pk}
     old_key = [f"{befores[i]} AS {cols[i]}" if i in befores else
-               f"CAST(NULL AS {f.spark.simpleString()}) AS {cols[i]}"
+               f"CAST(NULL AS {f.spark_type}) AS {cols[i]}"
                for i, f in enumerate(run.fields)]
     moved = " OR ".join(f"NOT ({befores[i]} <=> {cols[i]})" for i in pk)
     changes = (f"SELECT {', '.join(cols)}, {op}, _row * 2 + 1 AS _order FROM {view} "

@@ -14,11 +14,10 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pyarrow as pa
-from pyspark.sql import types as T
 
 from changestream.decoding import field_types as ft
 from changestream.decoding.charsets import codec_for_collation
@@ -26,6 +25,9 @@ from changestream.decoding.json_binary import JSON_NULL
 from changestream.decoding.table_schema import Column, TableSchema
 from changestream.delivery.records import json_default
 from changestream.delivery.temporal_text import time_text
+
+if TYPE_CHECKING:
+    from pyspark.sql import types as T
 
 Convert = Callable[[Any], Any]
 MAX_DECIMAL_PRECISION = 38
@@ -43,9 +45,16 @@ class FieldMapping:
     """How one column lands: its Spark type, Arrow type, and value conversion."""
 
     name: str
-    spark: T.DataType
+    # Spark's name of the type (``simpleString``: int, decimal(20,0), array<string>):
+    # the decode workers map columns too, and they do without importing PySpark.
+    spark_type: str
     arrow: pa.DataType
     convert: Convert | None  # None: the decoded value is already right for Arrow
+
+    @property
+    def spark(self) -> T.DataType:
+        """The Spark type."""
+        return spark_type(self.spark_type)
 
 
 def _json_text(value: Any) -> str:
@@ -127,75 +136,75 @@ def column_mapping(column: Column) -> FieldMapping:
     t = column.type_code
     unsigned = bool(column.unsigned)
 
-    def m(spark: T.DataType, arrow: pa.DataType, convert: Convert | None = None) -> FieldMapping:
+    def m(spark: str, arrow: pa.DataType, convert: Convert | None = None) -> FieldMapping:
         return FieldMapping(name, spark, arrow, convert)
 
     if t == ft.TINY:
-        return m(T.ShortType(), pa.int16()) if unsigned else m(T.ByteType(), pa.int8())
+        return m("smallint", pa.int16()) if unsigned else m("tinyint", pa.int8())
     if t == ft.SHORT:
-        return m(T.IntegerType(), pa.int32()) if unsigned else m(T.ShortType(), pa.int16())
+        return m("int", pa.int32()) if unsigned else m("smallint", pa.int16())
     if t == ft.INT24:
-        return m(T.IntegerType(), pa.int32())
+        return m("int", pa.int32())
     if t == ft.LONG:
-        return m(T.LongType(), pa.int64()) if unsigned else m(T.IntegerType(), pa.int32())
+        return m("bigint", pa.int64()) if unsigned else m("int", pa.int32())
     if t == ft.LONGLONG:
         if unsigned:
-            return m(T.DecimalType(20, 0), pa.decimal128(20, 0), _unsigned_bigint)
-        return m(T.LongType(), pa.int64())
+            return m("decimal(20,0)", pa.decimal128(20, 0), _unsigned_bigint)
+        return m("bigint", pa.int64())
     if t == ft.FLOAT:
-        return m(T.FloatType(), pa.float32())
+        return m("float", pa.float32())
     if t == ft.DOUBLE:
-        return m(T.DoubleType(), pa.float64())
+        return m("double", pa.float64())
     if t in (ft.NEWDECIMAL, ft.DECIMAL):
         p, s = column.precision, column.scale
         if 0 < p <= MAX_DECIMAL_PRECISION:
-            return m(T.DecimalType(p, s), pa.decimal128(p, s), _only(Decimal))
-        return m(T.StringType(), pa.string(), _decimal_text)
+            return m(f"decimal({p},{s})", pa.decimal128(p, s), _only(Decimal))
+        return m("string", pa.string(), _decimal_text)
     if t in (ft.DATE, ft.NEWDATE):
-        return m(T.DateType(), pa.date32(), _only(dt.date))
+        return m("date", pa.date32(), _only(dt.date))
     if t in (ft.DATETIME, ft.DATETIME2):
-        return m(T.TimestampNTZType(), pa.timestamp("us"), _datetime_ntz)
+        return m("timestamp_ntz", pa.timestamp("us"), _datetime_ntz)
     if t in (ft.TIMESTAMP, ft.TIMESTAMP2):
-        return m(T.TimestampType(), pa.timestamp("us", tz="UTC"), _timestamp)
+        return m("timestamp", pa.timestamp("us", tz="UTC"), _timestamp)
     if t in (ft.TIME, ft.TIME2):
-        return m(T.StringType(), pa.string(), _time_text)
+        return m("string", pa.string(), _time_text)
     if t == ft.YEAR:
-        return m(T.IntegerType(), pa.int32())
+        return m("int", pa.int32())
     if t == ft.BIT:
-        return m(T.LongType(), pa.int64(), _bit)
+        return m("bigint", pa.int64(), _bit)
     if t == ft.JSON:
-        return m(T.StringType(), pa.string(), _json_text)
+        return m("string", pa.string(), _json_text)
     if t == ft.ENUM:
-        return m(T.StringType(), pa.string(), _enum)
+        return m("string", pa.string(), _enum)
     if t == ft.SET:
-        return m(T.ArrayType(T.StringType()), pa.list_(pa.string()), _set)
+        return m("array<string>", pa.list_(pa.string()), _set)
     if t == ft.GEOMETRY:
-        return m(T.BinaryType(), pa.binary(), _binary)
+        return m("binary", pa.binary(), _binary)
     if t == ft.VECTOR:
-        return m(T.ArrayType(T.FloatType()), pa.list_(pa.float32()))
+        return m("array<float>", pa.list_(pa.float32()))
     if t == ft.BOOL:
-        return m(T.BooleanType(), pa.bool_(), bool)
+        return m("boolean", pa.bool_(), bool)
     if t in ft.CHARACTER_TYPES:
         if column.text_type is not None:  # MariaDB UUID, INET6, INET4: their text
-            return m(T.StringType(), pa.string(), _text)
+            return m("string", pa.string(), _text)
         if _is_binary(column):
-            return m(T.BinaryType(), pa.binary(), _binary)
-        return m(T.StringType(), pa.string(), _text)
+            return m("binary", pa.binary(), _binary)
+        return m("string", pa.string(), _text)
     if t == ft.NULL:
-        return m(T.StringType(), pa.string(), lambda v: None)
-    return m(T.StringType(), pa.string(), _text)  # unknown types: their text
+        return m("string", pa.string(), lambda v: None)
+    return m("string", pa.string(), _text)  # unknown types: their text
 
 
 # The change metadata every landed row carries, before the table's own columns.
 METADATA: tuple[FieldMapping, ...] = (
-    FieldMapping("_op", T.StringType(), pa.string(), None),
-    FieldMapping("_transaction_id", T.StringType(), pa.string(), None),
-    FieldMapping("_gtid", T.StringType(), pa.string(), None),
-    FieldMapping("_xid", T.StringType(), pa.string(), None),
-    FieldMapping("_commit_ts", T.TimestampType(), pa.timestamp("us", tz="UTC"), None),
-    FieldMapping("_seq", T.LongType(), pa.int64(), None),
-    FieldMapping("_binlog_file", T.StringType(), pa.string(), None),
-    FieldMapping("_binlog_pos", T.LongType(), pa.int64(), None),
+    FieldMapping("_op", "string", pa.string(), None),
+    FieldMapping("_transaction_id", "string", pa.string(), None),
+    FieldMapping("_gtid", "string", pa.string(), None),
+    FieldMapping("_xid", "string", pa.string(), None),
+    FieldMapping("_commit_ts", "timestamp", pa.timestamp("us", tz="UTC"), None),
+    FieldMapping("_seq", "bigint", pa.int64(), None),
+    FieldMapping("_binlog_file", "string", pa.string(), None),
+    FieldMapping("_binlog_pos", "bigint", pa.int64(), None),
 )
 METADATA_NAMES = tuple(f.name for f in METADATA)
 
@@ -206,7 +215,31 @@ def table_mappings(schema: TableSchema) -> tuple[FieldMapping, ...]:
 
 
 def spark_schema(fields: tuple[FieldMapping, ...]) -> T.StructType:
+    from pyspark.sql import types as T
+
     return T.StructType([T.StructField(f.name, f.spark, True) for f in fields])
+
+
+_SIMPLE_TYPES = {"tinyint": "ByteType", "smallint": "ShortType", "int": "IntegerType",
+                 "bigint": "LongType", "float": "FloatType", "double": "DoubleType",
+                 "date": "DateType", "timestamp_ntz": "TimestampNTZType",
+                 "timestamp": "TimestampType", "string": "StringType", "binary": "BinaryType",
+                 "boolean": "BooleanType"}
+
+
+def spark_type(text: str) -> T.DataType:
+    """The Spark type named ``text`` (one of the names :func:`column_mapping` gives)."""
+    from pyspark.sql import types as T
+
+    if text.startswith("array<") and text.endswith(">"):
+        return T.ArrayType(spark_type(text[6:-1]))
+    if text.startswith("decimal(") and text.endswith(")"):
+        precision, scale = text[8:-1].split(",")
+        return T.DecimalType(int(precision), int(scale))
+    simple = _SIMPLE_TYPES.get(text)
+    if simple is None:
+        raise ValueError(f"no Spark type is named {text!r} here")
+    return getattr(T, simple)()
 
 
 def arrow_schema(fields: tuple[FieldMapping, ...]) -> pa.Schema:
@@ -215,4 +248,4 @@ def arrow_schema(fields: tuple[FieldMapping, ...]) -> pa.Schema:
 
 def signature(fields: tuple[FieldMapping, ...]) -> tuple[tuple[str, str], ...]:
     """What decides whether two schemas land as one DataFrame."""
-    return tuple((f.name, f.spark.simpleString()) for f in fields)
+    return tuple((f.name, f.spark_type) for f in fields)

@@ -54,7 +54,7 @@ class BackfillLanding(IcebergLanding):
     def _staged_frame(self, spark: Any, run: StagedRun, pieces: list[StagedPiece]) -> Any:
         from pyspark.sql import types as T
 
-        before = tuple(FieldMapping(f"{BEFORE_PREFIX}{i}", run.fields[i].spark,
+        before = tuple(FieldMapping(f"{BEFORE_PREFIX}{i}", run.fields[i].spark_type,
                                     run.fields[i].arrow, None) for i in run.before_fields)
         schema = spark_schema(METADATA + run.fields + before) \
             .add(T.StructField("_row", T.LongType(), True))

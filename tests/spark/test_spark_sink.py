@@ -309,14 +309,14 @@ def test_iceberg_resumes_a_batch_cut_short_without_doubling_rows(
     sink.write(b1)
     from changestream.sinks.spark import iceberg
 
-    real = iceberg.IcebergLanding.land_mirror
+    real = iceberg.IcebergLanding._land_mirror_rows
 
-    def flaky(self: Any, s: Any, run: Any) -> int:
+    def flaky(self: Any, s: Any, name: str, run: Any, *rest: Any) -> None:
         if run.table == "b":
             raise RuntimeError("killed")
-        return real(self, s, run)
+        real(self, s, name, run, *rest)
 
-    monkeypatch.setattr(iceberg.IcebergLanding, "land_mirror", flaky)
+    monkeypatch.setattr(iceberg.IcebergLanding, "_land_mirror_rows", flaky)
     with pytest.raises(Exception, match="killed"):
         sink.write(b2)
     monkeypatch.undo()

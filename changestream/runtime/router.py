@@ -232,11 +232,13 @@ class Router:
         # tenth of a second or more), which runs beside the sink's open (a Spark sink's
         # catalog calls) and the start point's lookups instead of after them.
         self._workers = decode_workers_for(self.settings, self.sink, self._message_changes())
+        opening = time.monotonic()
         try:
             sink_position = open_sink(self.sink, self.store, saved)
         except BaseException:
             self._shutdown()
             raise
+        log.info("%s opened in %.2f s", type(self.sink).__name__, time.monotonic() - opening)
         try:
             self._saved = saved
             self._sink_position = sink_position
@@ -255,6 +257,7 @@ class Router:
             raise self._error
 
     def _run(self, resume: Position | None) -> None:
+        began = time.monotonic()
         s = self.settings
         snapshots = self._snapshots
         progress, resume = snapshots.plan(resume)
@@ -322,8 +325,9 @@ class Router:
             self._listener.stop()
         self._listener.join(10)
         st = self.stats
-        log.info("stopped: %d transactions, %d changes delivered in %d batches; position %s",
-                 st.transactions_delivered, st.changes_delivered, st.batches_delivered,
+        log.info("stopped: %d transactions, %d changes delivered in %d batches in %.2f s "
+                 "(the sink's open not counted); position %s", st.transactions_delivered,
+                 st.changes_delivered, st.batches_delivered, time.monotonic() - began,
                  st.delivered or "unchanged")
 
     def _message_changes(self) -> int:

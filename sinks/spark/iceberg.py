@@ -21,8 +21,6 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -77,25 +75,6 @@ class _Callable:
         implements = ["java.util.concurrent.Callable"]
 
 
-class _ChangelogAppend:
-    """A changelog append under way: the driver's commit on the helper thread (``None``:
-    not tried), and the Spark append that lands the rows when the driver could not."""
-
-    def __init__(self, by_driver: Future[bool] | None, through_spark: Callable[[], None]):
-        self.by_driver = by_driver
-        self.through_spark = through_spark
-        self.finished = False
-
-    def finish(self) -> None:
-        """Wait for the driver's commit, else append through Spark (once; raises what
-        failed)."""
-        if self.finished:
-            return
-        self.finished = True
-        if self.by_driver is None or not self.by_driver.result():
-            self.through_spark()
-
-
 class IcebergLanding(MirroredDdl):
     """The landing (see the module docstring); DDL the mirrors follow is
     :class:`changestream.sinks.spark.iceberg_ddl.MirroredDdl`'s."""
@@ -121,7 +100,6 @@ class IcebergLanding(MirroredDdl):
         self.position: Position | None = None
         self.clock = StageClock()
         self._shared: tuple[pa.Table, Any] | None = None  # rows -> their DataFrame
-        self._commit_thread: ThreadPoolExecutor | None = None  # see land_run
 
     # -- names and state -------------------------------------------------------------
 
@@ -321,105 +299,27 @@ class IcebergLanding(MirroredDdl):
                           for c, t in have.items()])
 
     def land_runs(self, spark: Any, runs: list[TableRun]) -> dict[str, int]:
-        """Land ``runs`` in order, each into its changelog and its mirror; returns each
-        source table's new changelog rows."""
+        """Land ``runs`` in order, each into its changelog, then its mirror; returns each
+        source table's new changelog rows. (Landing two tables at once on two threads was
+        tried: faster, but Spark-written tables then got a row twice now and then, a
+        cause not found; see docs/internals.md.)"""
         rows: dict[str, int] = {}
         for run in runs:
-            rows[run.name] = rows.get(run.name, 0) + self.land_run(spark, run)
+            rows[run.name] = rows.get(run.name, 0) + self.land_changelog(spark, run)
+            self.land_mirror(spark, run)
         return rows
 
-    def land_run(self, spark: Any, run: TableRun) -> int:
-        """Land ``run`` into its changelog and its mirror; its new changelog rows.
-
-        Both tables are evolved first. When the changelog's rows are committed by the
-        driver (:mod:`.iceberg_files`: pyarrow files and one Iceberg call), that commit
-        runs on a helper thread beside the mirror's; a Spark job never runs beside
-        anything (landing two tables at once with Spark jobs was tried: faster, but
-        Spark-written tables then got a row twice now and then, a cause not found; see
-        docs/internals.md), so the mirror's Spark paths wait for the changelog first."""
-        changelog, mirror = self.changelog_name(run), self.mirror_name(run)
-        with self.clock("evolve"):
-            self._evolve(spark, changelog, run, changelog=True)
-            log_rows, log_last = self._pending(spark, changelog, run)
-            self._evolve(spark, mirror, run, changelog=False)
-            mirror_rows, mirror_last = self._pending(spark, mirror, run)
-        appending = None
-        if log_rows is not None and log_last is not None:
-            appending = self._changelog_append(spark, changelog, run, log_rows, log_last,
-                                               self._helper())
-        try:
-            if mirror_rows is not None and mirror_last is not None:
-                self._land_mirror_rows(spark, mirror, run, mirror_rows, mirror_last,
-                                       appending.finish if appending is not None else None)
-        finally:
-            if appending is not None:
-                appending.finish()
-        return 0 if log_rows is None or log_last is None else log_rows.num_rows
-
     def land_changelog(self, spark: Any, run: TableRun) -> int:
-        """Land ``run`` into its changelog alone; its new rows."""
         name = self.changelog_name(run)
-        with self.clock("evolve"):
+        clock = self.clock
+        with clock("evolve"):
             self._evolve(spark, name, run, changelog=True)
             rows, last = self._pending(spark, name, run)
         if rows is None or last is None:
             return 0
-        self._changelog_append(spark, name, run, rows, last, None).finish()
+        with clock("changelog append"):
+            self._append(spark, name, run, rows, [f.name for f in METADATA + run.fields], last)
         return rows.num_rows
-
-    def land_mirror(self, spark: Any, run: TableRun) -> int:
-        """Land ``run`` into its mirror alone; the changes it took."""
-        name = self.mirror_name(run)
-        with self.clock("evolve"):
-            self._evolve(spark, name, run, changelog=False)
-            rows, last = self._pending(spark, name, run)
-        if rows is None or last is None:
-            return 0
-        self._land_mirror_rows(spark, name, run, rows, last)
-        return rows.num_rows
-
-    def _changelog_append(self, spark: Any, name: str, run: TableRun, rows: pa.Table,
-                          last: Position, helper: ThreadPoolExecutor | None
-                          ) -> _ChangelogAppend:
-        """Start appending ``rows`` of ``run`` to changelog ``name`` (committed with
-        ``last``): the driver's commit, where the landing makes them, on ``helper`` (else
-        at once); :meth:`_ChangelogAppend.finish` ends it."""
-        columns = [f.name for f in METADATA + run.fields]
-
-        def through_spark() -> None:
-            with self.clock("changelog append"):
-                self._spark_append(spark, name, self._dataframe(spark, run, rows)
-                                   .select([_q(c) for c in columns]), last)
-
-        if not self.arrow_appends:
-            return _ChangelogAppend(None, through_spark)
-        appender = self._appender_for(spark)
-        properties = {PROPERTY: positions.encode(last)}
-
-        def by_driver() -> bool:
-            with self.clock("changelog append"):
-                done = appender.append(name, rows.select(columns), properties)
-            if done:
-                self.committed[name] = last
-            return done
-
-        if helper is None:
-            done: Future[bool] = Future()
-            done.set_result(by_driver())
-            return _ChangelogAppend(done, through_spark)
-        return _ChangelogAppend(helper.submit(by_driver), through_spark)
-
-    def _helper(self) -> ThreadPoolExecutor:
-        if self._commit_thread is None:
-            self._commit_thread = ThreadPoolExecutor(
-                1, thread_name_prefix="changestream-iceberg-commits")
-        return self._commit_thread
-
-    def close(self) -> None:
-        """Stop the helper thread (idle between batches)."""
-        if self._commit_thread is not None:
-            self._commit_thread.shutdown()
-            self._commit_thread = None
 
     def _append(self, spark: Any, name: str, run: TableRun, rows: pa.Table,
                 columns: list[str], last: Position) -> None:
@@ -445,33 +345,34 @@ class IcebergLanding(MirroredDdl):
             self._appender = ArrowAppender(spark)
         return self._appender
 
-    def _land_mirror_rows(self, spark: Any, name: str, run: TableRun, rows: pa.Table,
-                          last: Position, before_spark: Callable[[], None] | None = None
-                          ) -> None:
-        """Land ``rows`` of ``run`` (not yet in mirror ``name``), committed with ``last``;
-        ``before_spark`` is called before a Spark job would start."""
+    def land_mirror(self, spark: Any, run: TableRun) -> int:
+        name = self.mirror_name(run)
         clock = self.clock
+        with clock("evolve"):
+            self._evolve(spark, name, run, changelog=False)
+            rows, last = self._pending(spark, name, run)
+        if rows is None or last is None:
+            return 0
         keys = run.key_names
         if keys and self.arrow_appends:
             with clock("mirror plan"):
                 upserts, deleted = mirror_delta(run, rows, self.append_new_keys)
             if upserts is None and deleted is None:
-                return  # keys the batch inserted and deleted again
+                return rows.num_rows  # keys the batch inserted and deleted again
             with clock("mirror delta"):
                 done = self._appender_for(spark).row_delta(
                     name, upserts, deleted, {PROPERTY: positions.encode(last)})
             if done:
                 self.committed[name] = last
-                return
-        if before_spark is not None:
-            before_spark()
+                return rows.num_rows
         if keys and self.append_new_keys:
             split = split_new_keys(run, rows)
             if split is not None:
                 appended, merged = split
                 self._land_split(spark, name, run, appended, merged, last)
-                return
+                return rows.num_rows
         self._merge_rows(spark, name, run, rows, last)
+        return rows.num_rows
 
     def _land_split(self, spark: Any, name: str, run: TableRun, appended: pa.Table | None,
                     merged: pa.Table | None, last: Position) -> None:

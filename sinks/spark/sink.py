@@ -240,9 +240,6 @@ class SparkSink:
 
     def close(self) -> None:
         self._held = []
-        close_landing = getattr(self._landing, "close", None)
-        if callable(close_landing):
-            close_landing()
         if self.spark is not None and self._owns_session:
             self.spark.stop()
             self.spark = None

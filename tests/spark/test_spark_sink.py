@@ -309,14 +309,14 @@ def test_iceberg_resumes_a_batch_cut_short_without_doubling_rows(
     sink.write(b1)
     from changestream.sinks.spark import iceberg
 
-    real = iceberg.IcebergLanding._land_mirror_rows
+    real = iceberg.IcebergLanding.land_mirror
 
-    def flaky(self: Any, s: Any, name: str, run: Any, *rest: Any) -> None:
+    def flaky(self: Any, s: Any, run: Any) -> int:
         if run.table == "b":
             raise RuntimeError("killed")
-        real(self, s, name, run, *rest)
+        return real(self, s, run)
 
-    monkeypatch.setattr(iceberg.IcebergLanding, "_land_mirror_rows", flaky)
+    monkeypatch.setattr(iceberg.IcebergLanding, "land_mirror", flaky)
     with pytest.raises(Exception, match="killed"):
         sink.write(b2)
     monkeypatch.undo()

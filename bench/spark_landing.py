@@ -25,6 +25,9 @@ session, then for each landing mode (``parquet``, ``iceberg``):
    (Spark compiles its query then: a second or more on 2 CPUs, which the first probe's
    delay would otherwise carry); ``delays_seconds`` in the JSON lists every probe's delay
    in the order they were made.
+3. **From a cold start** (``--cold-cli``): the same rows landed by new ``changestream run
+   --until caught-up`` processes (``--repeat`` of them, each on a new warehouse) and as many
+   runs with nothing to land; see :func:`cold_cli`. Spark's start is reported apart.
 
 Prints the figures and writes them as JSON (``--json``)::
 
@@ -39,6 +42,7 @@ import json
 import os
 import platform
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -269,27 +273,60 @@ def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, t
 
 
 def cold_cli(server: EmbeddedMariaDB, target: Target, base: Path, start: str, end: str,
-             rows: int) -> dict[str, Any]:
-    """``changestream run ... --until caught-up`` as a new process on a new warehouse, twice:
-    from ``end`` (nothing to land: Python's and Spark's start, the sink's open and close)
-    and from ``start`` (the workload's ``rows`` too). Rows/s = rows / the difference."""
-    def run(begin: str, folder: Path) -> float:
+             rows: int, repeat: int) -> dict[str, Any]:
+    """``changestream run ... --until caught-up`` as new processes, each on a new warehouse,
+    ``repeat`` times each way: from ``start`` (the workload's ``rows``) and from ``end``
+    (nothing to land: Python's and Spark's start, the sink's open and close). Each run's
+    own log (``-v --log-json``; Spark kept quiet by its log4j2 file, as without ``-v``)
+    gives its sink's open, Spark's start with it, and its reading and landing apart:
+    rows/s = rows / the median reading and landing of the full runs. The difference of the
+    whole processes' median times is reported beside it."""
+    from changestream.sinks.spark.session import quiet_log4j2
+
+    def run(begin: str, folder: Path) -> dict[str, float]:
         option = "warehouse" if target.mode == "iceberg" else "path"
         command = [sys.executable, "-c", "import sys; from changestream.cli import main; "
-                   "sys.exit(main())", "run", "--source", server.url,
+                   "sys.exit(main())", "run", "-v", "--log-json", "--source", server.url,
                    "--start", begin, "--until", "caught-up", "--include", target.db,
                    "--sink", f"spark:{target.mode}", "--sink-option", f"{option}={folder}",
+                   "--sink-option", "conf.spark.driver.extraJavaOptions="
+                   f"-Dlog4j2.configurationFile=file:{quiet_log4j2()}",
+                   "--sink-option", "conf.spark.ui.showConsoleProgress=false",
                    "--position-file", str(folder) + ".position"]
         began = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+        whole = time.perf_counter() - began
         if done.returncode != 0:
             raise SystemExit(f"{target.mode}: the cold CLI run failed: {done.stderr[-2000:]}")
-        return time.perf_counter() - began
+        found: dict[str, float] = {"whole": whole}
+        for line in done.stderr.splitlines():
+            if not line.startswith("{"):
+                continue
+            message = json.loads(line).get("message", "")
+            opened = re.search(r" opened in ([0-9.]+) s$", message)
+            if opened:
+                found["open"] = float(opened.group(1))
+            stopped = re.match(r"stopped: .* in ([0-9.]+) s \(", message)
+            if stopped:
+                found["landing"] = float(stopped.group(1))
+        if "open" not in found or "landing" not in found:
+            raise SystemExit(f"{target.mode}: the cold CLI run logged no open or stop time: "
+                             f"{done.stderr[-2000:]}")
+        return found
 
-    fixed = run(end, base / f"cold_empty_{target.mode}")
-    whole = run(start, base / f"cold_{target.mode}")
-    return {"fixed_seconds": fixed, "whole_seconds": whole,
-            "rows_per_second": rows / max(whole - fixed, 1e-9)}
+    empty = [run(end, base / f"cold_empty_{target.mode}_{n}") for n in range(repeat)]
+    full = [run(start, base / f"cold_{target.mode}_{n}") for n in range(repeat)]
+
+    def median(runs: list[dict[str, float]], key: str) -> float:
+        return statistics.median_low([r[key] for r in runs])
+
+    return {"repeat": repeat, "full_runs": full, "empty_runs": empty,
+            "whole_seconds": median(full, "whole"), "fixed_seconds": median(empty, "whole"),
+            "open_seconds": median(full, "open"), "landing_seconds": median(full, "landing"),
+            "empty_landing_seconds": median(empty, "landing"),
+            "rows_per_second": rows / median(full, "landing"),
+            "difference_rows_per_second": rows / max(
+                median(full, "whole") - median(empty, "whole"), 1e-9)}
 
 
 def delay(server: EmbeddedMariaDB, spark: Any, target: Target, first_id: int, probes: int,
@@ -359,7 +396,8 @@ def main(argv: list[str] | None = None) -> int:
                              "sink keeps for its writing; 0: none). The router alone always "
                              "has one per CPU.")
     parser.add_argument("--cold-cli", action="store_true",
-                        help="also land the rows with a new `changestream run` process")
+                        help="also land the rows with new `changestream run` processes "
+                             "(--repeat of them, and as many with nothing to land)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="land the workload this many times, each followed by the router "
                              "alone; the figures are the medians (default 3)")
@@ -410,7 +448,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{mode}: the same rows from a cold `changestream run` ...",
                           file=sys.stderr)
                     results["modes"][mode]["cold_cli"] = cold_cli(
-                        server, target, Path(tmp), bulk["start"], bulk["end"], args.rows)
+                        server, target, Path(tmp), bulk["start"], bulk["end"], args.rows,
+                        args.repeat)
         finally:
             spark.stop()
     Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
@@ -443,14 +482,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{k} {v:.1f} s" for k, v in b["sink_stage_seconds"].items()))
         cold = r.get("cold_cli")
         if cold:
-            print(f"{mode}: cold `changestream run --until caught-up`: "
-                  f"{cold['whole_seconds']:.1f} s in all, of which {cold['fixed_seconds']:.1f} "
-                  "s start and stop (Python, Spark, the sink's open; measured on an empty "
-                  f"run): {cold['rows_per_second']:,.0f} rows/s "
-                  f"({cold['rows_per_second'] / b['router_alone_rows_per_second']:.2f}x the "
-                  "router alone in one process, "
-                  f"{cold['rows_per_second'] / b['router_alone_workers_rows_per_second']:.2f}x "
-                  "with decode workers)")
+            alone = b["router_alone_workers_rows_per_second"]
+            print(f"{mode}: cold `changestream run --until caught-up` (medians of "
+                  f"{cold['repeat']} new processes): {cold['whole_seconds']:.1f} s in all, of "
+                  f"which the sink's open (Spark's start with it) {cold['open_seconds']:.1f} s "
+                  f"and reading and landing {cold['landing_seconds']:.2f} s: "
+                  f"{cold['rows_per_second']:,.0f} rows/s ({cold['rows_per_second'] / alone:.2f}x "
+                  "the router alone with decode workers); an empty run took "
+                  f"{cold['fixed_seconds']:.1f} s, so the whole processes differ by "
+                  f"{cold['whole_seconds'] - cold['fixed_seconds']:.2f} s "
+                  f"({cold['difference_rows_per_second'] / alone:.2f}x)")
     print(f"figures written to {args.json}")
     return 0
 

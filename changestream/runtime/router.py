@@ -38,7 +38,9 @@ from changestream.runtime.stats import RouterStats
 from changestream.runtime.xa_reload import reload_prepared_xa
 from changestream.schema.column_info import ColumnInfo, information_schema_lookup
 from changestream.schema.file_opener import FileHistoryOpener
-from changestream.schema.opener import HistoryOpener
+from changestream.schema.opener import HistoryOpener, history_settings, opens_at_start
+from changestream.schema.shadow import ShadowServer
+from changestream.schema.shadow_prestart import ShadowPrestart
 from changestream.sources import server
 from changestream.sources.live import StartPosition
 from changestream.sources.source_url import SourceSpec, parse_source_url
@@ -85,6 +87,7 @@ class Router:
         self._credits: list[Credits | CreditLine] = []
         self._workers: DecodeWorkers | None = None
         self._history: HistoryOpener | FileHistoryOpener | None = None
+        self._shadow_start: ShadowPrestart | None = None
         self._saved: Position | None = None  # what the position file held at the start
         self._sink_position: Position | None = None  # what the sink's open() returned
         self._snapshots = RouterSnapshots(settings, self.spec, sink, self._connect,
@@ -232,6 +235,7 @@ class Router:
         # tenth of a second or more), which runs beside the sink's open (a Spark sink's
         # catalog calls) and the start point's lookups instead of after them.
         self._workers = decode_workers_for(self.settings, self.sink, self._message_changes())
+        self._shadow_start = self._prestart_shadow(saved)
         opening = time.monotonic()
         try:
             sink_position = open_sink(self.sink, self.store, saved)
@@ -361,6 +365,9 @@ class Router:
             self._workers = None
         if self._history is not None:
             self._history.close()
+        if self._shadow_start is not None:
+            self._shadow_start.close()
+            self._shadow_start = None
 
     # -- sources ---------------------------------------------------------------------------
 
@@ -383,8 +390,21 @@ class Router:
             self.settings.schema, self.spec.connection, self._connect, self.settings.server_id,
             self.settings.verify_checksums, self.store, self.settings.filter.database,
             self._sink_position if sink_storage is not None else self._saved,
-            bool(getattr(self.sink, "wants_schema_history", False)), sink_storage)
+            self._sink_wants_history(), sink_storage,
+            self._shadow_start.server if self._shadow_start is not None else ShadowServer)
         return self._history.column_info(resume, start, self._catalog_lookup)
+
+    def _sink_wants_history(self) -> bool:
+        return bool(getattr(self.sink, "wants_schema_history", False))
+
+    def _prestart_shadow(self, saved: Position | None) -> ShadowPrestart | None:
+        """The schema history's shadow server, started beside the sink's open when the
+        history will open at the start (see :mod:`changestream.schema.shadow_prestart`)."""
+        settings = history_settings(self.settings.schema, self.store)
+        if self.spec.kind != "server" or not opens_at_start(settings, saved,
+                                                            self._sink_wants_history()):
+            return None
+        return ShadowPrestart(settings, self._connect)
 
     def _catalog_lookup(self) -> Any:
         if self.spec.kind != "server" or not self.settings.schema_from_server:

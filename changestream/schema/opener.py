@@ -22,9 +22,10 @@ from changestream.delivery.position_store import PositionStore
 from changestream.model.changes import Position
 from changestream.model.errors import ConfigError
 from changestream.schema.column_info import CatalogLookup, ColumnInfo
-from changestream.schema.shadow import remove_stale
+from changestream.schema.shadow import ShadowServer, remove_stale
 from changestream.schema.startup import (
     HistorySettings,
+    ShadowStart,
     open_history,
     open_history_at,
     scan_queries,
@@ -35,6 +36,25 @@ from changestream.schema.tracker import SchemaTracker
 from changestream.sources.live import LiveSource, StartPosition
 
 log = logging.getLogger("changestream")
+
+
+def history_settings(settings: HistorySettings, store: PositionStore | None
+                     ) -> HistorySettings:
+    """``settings`` as a router uses them: the shadow's files beside the position file
+    when no folder is set."""
+    if settings.shadow_dir is None and store is not None:
+        return replace(settings, shadow_dir=str(store.path) + ".shadow")
+    return settings
+
+
+def opens_at_start(settings: HistorySettings, saved: Position | None, wanted: bool) -> bool:
+    """Whether the history of a router reading a server opens before the first event
+    (:func:`~changestream.schema.startup.open_history`; ``wanted``: the sink asks for
+    it), not when the first rows without column names come."""
+    if settings.mode == "off":
+        return False
+    return settings.mode == "on" or wanted or (
+        saved is not None and saved.schema_history is not None)
 
 
 class HistoryOpener:
@@ -55,11 +75,12 @@ class HistoryOpener:
                  connect: Callable[[], pymysql.Connection[Any]], server_id: int,
                  verify_checksums: bool, store: PositionStore | None,
                  scope: Callable[[str], bool], saved: Position | None, wanted: bool,
-                 sink_storage: HistoryStorage | None = None):
-        if settings.shadow_dir is None and store is not None:
-            settings = replace(settings, shadow_dir=str(store.path) + ".shadow")
+                 sink_storage: HistoryStorage | None = None,
+                 shadows: ShadowStart = ShadowServer):
+        settings = history_settings(settings, store)
         if settings.shadow_dir is not None:
             remove_stale(Path(settings.shadow_dir))
+        self.shadows = shadows
         self.sink_storage = sink_storage
         self.storage: HistoryStorage | None = sink_storage or (
             store.history_store if store is not None else None)
@@ -87,20 +108,21 @@ class HistoryOpener:
             at = start if from_start else StartPosition("file", file=header.file,
                                                         pos=header.offset)
             return self._opened(open_history_at(self.settings, self._connect, self._scan, at,
-                                                None, history_store, self.scope))
+                                                None, history_store, self.scope,
+                                                shadows=self.shadows))
 
         if self.wanted and self.settings.mode == "auto":
             try:
                 tracker = self._opened(open_history_at(
                     self.settings, self._connect, self._scan, start, resume, history_store,
-                    self.scope, self.saved))
+                    self.scope, self.saved, self.shadows))
                 return ColumnInfo(None, tracker, mariadb=tracker.history.flavor == "mariadb")
             except ConfigError as exc:
                 log.warning("the sink follows DDL best with a schema history, which cannot be "
                             "kept: %s; its tables change shape when rows of the new shape "
                             "come", exc)
         result = open_history(self.settings, self._connect, self._scan, start, resume,
-                              history_store, self.scope, self.saved)
+                              history_store, self.scope, self.saved, self.shadows)
         mariadb = result.flavor == "mariadb"
         if result.tracker is not None:
             return ColumnInfo(None, self._opened(result.tracker), mariadb=mariadb)

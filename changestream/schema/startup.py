@@ -58,6 +58,10 @@ log = logging.getLogger("changestream")
 HISTORY_MODES = ("auto", "on", "off")
 _U16 = struct.Struct("<H").unpack_from
 
+ShadowStart = Callable[[ShadowSettings], ShadowServer]
+"""What starts a shadow server with given settings (:class:`ShadowServer` itself, or a
+prestart's :meth:`~changestream.schema.shadow_prestart.ShadowPrestart.server`)."""
+
 QueryScan = Callable[[StartPosition, tuple[str, int]], Iterator[QueryEvent]]
 """``(from, to) -> the QUERY events of the binlog between the two positions``."""
 
@@ -93,7 +97,8 @@ def open_history(settings: HistorySettings, connect: Callable[[], pymysql.Connec
                  scan: QueryScan, start: StartPosition, resume: Position | None,
                  store: HistoryStorage | None,
                  scope: Callable[[str], bool] | None = None,
-                 saved: Position | None = None) -> OpenedHistory:
+                 saved: Position | None = None,
+                 shadows: ShadowStart = ShadowServer) -> OpenedHistory:
     """The schema history for a router reading a server from ``start`` (see the module
     docstring); ``resume`` is the position it resumes from, if any, and ``saved`` the
     position file's (which names the stored state). It keeps the tables of the databases
@@ -105,7 +110,7 @@ def open_history(settings: HistorySettings, connect: Callable[[], pymysql.Connec
     history must be opened now and cannot be."""
     conn = connect()
     try:
-        flavor, _ = _server_facts(conn)
+        flavor, _ = server_facts(conn)
     finally:
         conn.close()
     if settings.mode == "off":
@@ -114,28 +119,30 @@ def open_history(settings: HistorySettings, connect: Callable[[], pymysql.Connec
     if settings.mode == "auto" and not stored:
         return OpenedHistory(None, lazy=True, flavor=flavor)
     return OpenedHistory(open_history_at(settings, connect, scan, start, resume, store, scope,
-                                         saved), flavor=flavor)
+                                         saved, shadows), flavor=flavor)
 
 
 def open_history_at(settings: HistorySettings, connect: Callable[[], pymysql.Connection[Any]],
                     scan: QueryScan, start: StartPosition, resume: Position | None,
                     store: HistoryStorage | None,
                     scope: Callable[[str], bool] | None = None,
-                    saved: Position | None = None) -> SchemaTracker:
+                    saved: Position | None = None,
+                    shadows: ShadowStart = ShadowServer) -> SchemaTracker:
     """A schema history valid at ``start`` (where reading begins; ``resume`` as a
     position, if known). It is the state stored with ``saved`` when that is not after
     ``resume`` (brought forward by the DDL between them: a sink may have landed further
-    than the position file says), else seeded from the server. Raises
-    :class:`ConfigError` when no shadow server can run."""
+    than the position file says), else seeded from the server. ``shadows`` starts its
+    shadow server (or hands over one started already). Raises :class:`ConfigError` when
+    no shadow server can run."""
     scope = scope or (lambda database: True)
     conn = connect()
     try:
-        flavor, lower_case = _server_facts(conn)
+        flavor, lower_case = server_facts(conn)
     finally:
         conn.close()
     try:
-        shadow = ShadowServer(ShadowSettings(flavor, settings.shadow_server, lower_case,
-                                             settings.shadow_dir))
+        shadow = shadows(ShadowSettings(flavor, settings.shadow_server, lower_case,
+                                        settings.shadow_dir))
     except (ServerNotAvailableError, ServerStartError) as exc:
         raise ConfigError(
             f"the schema history needs a {flavor} server program on this host for its shadow "
@@ -167,7 +174,7 @@ def catch_up(tracker: SchemaTracker, events: Iterator[QueryEvent]) -> None:
                           parse_query_status(event.status), h.file or "", h.offset, h.end)
 
 
-def _server_facts(conn: pymysql.Connection[Any]) -> tuple[str, int]:
+def server_facts(conn: pymysql.Connection[Any]) -> tuple[str, int]:
     """Flavor and ``lower_case_table_names``."""
     with conn.cursor() as cur:
         cur.execute("SELECT VERSION(), @@lower_case_table_names")

@@ -273,25 +273,27 @@ def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, t
 
 
 def cold_cli(server: EmbeddedMariaDB, target: Target, base: Path, start: str, end: str,
-             rows: int, repeat: int) -> dict[str, Any]:
+             repeat: int) -> dict[str, Any]:
     """``changestream run ... --until caught-up`` as new processes, each on a new warehouse,
-    ``repeat`` times each way: from ``start`` (the workload's ``rows``) and from ``end``
+    ``repeat`` times each way: from ``start`` (the changes after it) and from ``end``
     (nothing to land: Python's and Spark's start, the sink's open and close). Each run's
     own log (``-v --log-json``; Spark kept quiet by its log4j2 file, as without ``-v``)
     gives its sink's open, Spark's start with it, and its reading and landing apart:
-    rows/s = rows / the median reading and landing of the full runs. The difference of the
-    whole processes' median times is reported beside it."""
+    rows/s = changes / the median reading and landing of the full runs. The difference of the
+    whole processes' median times is reported beside it. The router alone is run the same
+    way too (a new process into JSON lines, ``repeat`` times): the cold ratio's other side."""
     from changestream.sinks.spark.session import quiet_log4j2
 
-    def run(begin: str, folder: Path) -> dict[str, float]:
+    def run(begin: str, folder: Path, spark: bool = True) -> dict[str, float]:
         option = "warehouse" if target.mode == "iceberg" else "path"
+        sink = ["--sink", f"spark:{target.mode}", "--sink-option", f"{option}={folder}",
+                "--sink-option", "conf.spark.driver.extraJavaOptions="
+                f"-Dlog4j2.configurationFile=file:{quiet_log4j2()}",
+                "--sink-option", "conf.spark.ui.showConsoleProgress=false"] if spark else [
+                    "--sink", f"jsonl:{folder}.jsonl"]
         command = [sys.executable, "-c", "import sys; from changestream.cli import main; "
                    "sys.exit(main())", "run", "-v", "--log-json", "--source", server.url,
-                   "--start", begin, "--until", "caught-up", "--include", target.db,
-                   "--sink", f"spark:{target.mode}", "--sink-option", f"{option}={folder}",
-                   "--sink-option", "conf.spark.driver.extraJavaOptions="
-                   f"-Dlog4j2.configurationFile=file:{quiet_log4j2()}",
-                   "--sink-option", "conf.spark.ui.showConsoleProgress=false",
+                   "--start", begin, "--until", "caught-up", "--include", target.db, *sink,
                    "--position-file", str(folder) + ".position"]
         began = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
@@ -306,9 +308,11 @@ def cold_cli(server: EmbeddedMariaDB, target: Target, base: Path, start: str, en
             opened = re.search(r" opened in ([0-9.]+) s$", message)
             if opened:
                 found["open"] = float(opened.group(1))
-            stopped = re.match(r"stopped: .* in ([0-9.]+) s \(", message)
+            stopped = re.match(r"stopped: \d+ transactions, (\d+) changes .* in ([0-9.]+) s \(",
+                               message)
             if stopped:
-                found["landing"] = float(stopped.group(1))
+                found["changes"] = float(stopped.group(1))
+                found["landing"] = float(stopped.group(2))
         if "open" not in found or "landing" not in found:
             raise SystemExit(f"{target.mode}: the cold CLI run logged no open or stop time: "
                              f"{done.stderr[-2000:]}")
@@ -316,6 +320,11 @@ def cold_cli(server: EmbeddedMariaDB, target: Target, base: Path, start: str, en
 
     empty = [run(end, base / f"cold_empty_{target.mode}_{n}") for n in range(repeat)]
     full = [run(start, base / f"cold_{target.mode}_{n}") for n in range(repeat)]
+    alone = [run(start, base / f"cold_alone_{target.mode}_{n}", spark=False)
+             for n in range(repeat)]
+    if any(r["changes"] for r in empty):
+        raise SystemExit(f"{target.mode}: an empty cold run landed changes")
+    changes = int(full[0]["changes"])  # the workload's rows and the delay's probes
 
     def median(runs: list[dict[str, float]], key: str) -> float:
         return statistics.median_low([r[key] for r in runs])
@@ -324,8 +333,10 @@ def cold_cli(server: EmbeddedMariaDB, target: Target, base: Path, start: str, en
             "whole_seconds": median(full, "whole"), "fixed_seconds": median(empty, "whole"),
             "open_seconds": median(full, "open"), "landing_seconds": median(full, "landing"),
             "empty_landing_seconds": median(empty, "landing"),
-            "rows_per_second": rows / median(full, "landing"),
-            "difference_rows_per_second": rows / max(
+            "changes": changes, "rows_per_second": changes / median(full, "landing"),
+            "alone_runs": alone, "alone_landing_seconds": median(alone, "landing"),
+            "alone_rows_per_second": changes / median(alone, "landing"),
+            "difference_rows_per_second": changes / max(
                 median(full, "whole") - median(empty, "whole"), 1e-9)}
 
 
@@ -447,9 +458,11 @@ def main(argv: list[str] | None = None) -> int:
                 if args.cold_cli:
                     print(f"{mode}: the same rows from a cold `changestream run` ...",
                           file=sys.stderr)
+                    # From the workload's start the cold runs land the delay's probes
+                    # too; the empty runs start at the binlog's end as it is now.
                     results["modes"][mode]["cold_cli"] = cold_cli(
-                        server, target, Path(tmp), bulk["start"], bulk["end"], args.rows,
-                        args.repeat)
+                        server, target, Path(tmp), bulk["start"],
+                        "{}:{}".format(*server.binlog_position()), args.repeat)
         finally:
             spark.stop()
     Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
@@ -487,8 +500,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{cold['repeat']} new processes): {cold['whole_seconds']:.1f} s in all, of "
                   f"which the sink's open (Spark's start with it) {cold['open_seconds']:.1f} s "
                   f"and reading and landing {cold['landing_seconds']:.2f} s: "
-                  f"{cold['rows_per_second']:,.0f} rows/s ({cold['rows_per_second'] / alone:.2f}x "
-                  "the router alone with decode workers); an empty run took "
+                  f"{cold['rows_per_second']:,.0f} rows/s; the router alone as a new process "
+                  f"into JSON lines read and delivered them in {cold['alone_landing_seconds']:.2f}"
+                  f" s ({cold['alone_rows_per_second']:,.0f} rows/s): "
+                  f"{cold['rows_per_second'] / cold['alone_rows_per_second']:.2f}x "
+                  f"({cold['rows_per_second'] / alone:.2f}x the warm router alone with decode "
+                  "workers); an empty run took "
                   f"{cold['fixed_seconds']:.1f} s, so the whole processes differ by "
                   f"{cold['whole_seconds'] - cold['fixed_seconds']:.2f} s "
                   f"({cold['difference_rows_per_second'] / alone:.2f}x)")

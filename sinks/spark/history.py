@@ -19,8 +19,12 @@ from changestream.model.errors import ConfigError
 from changestream.schema.history import SchemaState
 from changestream.schema.store import decode_state
 
-from .iceberg_ddl import CONTROL_PROPERTIES
+from .iceberg_commits import create_table
+from .iceberg_ddl import CONTROL_NAMESPACE, CONTROL_TABLE_PROPERTIES
 from .iceberg_files import ArrowAppender, append_rows
+from .types import columns_json
+
+STATES_TABLE = "schema_states"
 
 
 def _q(name: str) -> str:
@@ -32,7 +36,8 @@ class WarehouseHistoryStore:
 
     def __init__(self, spark: Any, catalog: str):
         self.spark = spark
-        self.table = f"{_q(catalog)}.`_changestream`.`schema_states`"
+        self.catalog = catalog
+        self.table = f"{_q(catalog)}.{_q(CONTROL_NAMESPACE)}.{_q(STATES_TABLE)}"
         self._stored: set[str] | None = None
         self._appender: ArrowAppender | None = None
 
@@ -59,9 +64,11 @@ class WarehouseHistoryStore:
     def save(self, digest: str, data: bytes) -> None:
         if digest in self._digests():
             return
-        self.spark.sql(f"CREATE TABLE IF NOT EXISTS {self.table} (digest STRING, "
-                       "state STRING, stored_at TIMESTAMP) USING iceberg "
-                       f"TBLPROPERTIES ({CONTROL_PROPERTIES})")
+        if not self.spark.catalog.tableExists(self.table):
+            create_table(self.spark, self.catalog, CONTROL_NAMESPACE, STATES_TABLE,
+                         columns_json((("digest", "string"), ("state", "string"),
+                                       ("stored_at", "timestamp"))),
+                         CONTROL_TABLE_PROPERTIES)
         row = pa.table({"digest": [digest], "state": [data.decode()],
                         "stored_at": pa.array([datetime.now(UTC)],
                                               pa.timestamp("us", tz="UTC"))})

@@ -32,10 +32,11 @@ from changestream.sinks.spark.stages import StageClock
 from . import positions
 from .frames import TableRun, frame_dataframe, to_dataframe
 from .iceberg_columns import iceberg_type, retyped, widens_in_place
-from .iceberg_commits import driver_commits, encode_properties
+from .iceberg_commits import create_table, driver_commits
 from .iceberg_ddl import (
     CHANGELOG_SUFFIX,
-    CONTROL_PROPERTIES,
+    CONTROL_NAMESPACE,
+    CONTROL_TABLE_PROPERTIES,
     MIRROR_TABLE_PROPERTIES,
     MirroredDdl,
 )
@@ -50,11 +51,11 @@ from .mirror_plan import (
     split_new_keys,
 )
 from .positions import PROPERTY
-from .types import METADATA, METADATA_NAMES, FieldMapping, spark_schema
+from .types import METADATA, METADATA_NAMES, FieldMapping, columns_json, spark_schema
 
 #: changestream's own tables in a catalog (``namespace.table``, quoted): a snapshot per
 #: batch with its position, and a row per DDL applied to the mirrors (made at the first one).
-CONTROL_TABLES = ("`_changestream`.`batches`", "`_changestream`.`ddl`")
+CONTROL_TABLES = (f"{_q(CONTROL_NAMESPACE)}.`batches`", f"{_q(CONTROL_NAMESPACE)}.`ddl`")
 #: The batch id in the summary of a control table's snapshot.
 BATCH_PROPERTY = "changestream.batch"
 
@@ -144,9 +145,10 @@ class IcebergLanding(MirroredDdl):
         self.schemas.clear()
         self.existing.clear()
         if not self._exists(spark, self.control):
-            spark.sql(f"CREATE TABLE {self.control} (batch BIGINT, position STRING, "
-                      "committed_at TIMESTAMP) USING iceberg "
-                      f"TBLPROPERTIES ({CONTROL_PROPERTIES})")
+            create_table(spark, self.catalog, CONTROL_NAMESPACE, "batches",
+                         columns_json((("batch", "bigint"), ("position", "string"),
+                                       ("committed_at", "timestamp"))),
+                         CONTROL_TABLE_PROPERTIES)
             self.position = None
         else:
             self.position = self._stored_position(spark, self.control)
@@ -192,11 +194,10 @@ class IcebergLanding(MirroredDdl):
         partitioned by day of ``_commit_ts``), as ``CREATE TABLE ... USING iceberg`` with
         the tables' properties would, through the catalog's own call (Spark's SQL parse
         and plan of it was half its time, ~25 ms)."""
-        catalog = spark._jsparkSession.sessionState().catalogManager().catalog(self.catalog)
-        driver_commits(spark, catalog).createTable(
-            catalog, run.database, run.table + (CHANGELOG_SUFFIX if changelog else ""),
-            spark_schema(fields).json(), "_commit_ts" if changelog else None,
-            encode_properties(MIRROR_TABLE_PROPERTIES))
+        create_table(spark, self.catalog, run.database,
+                     run.table + (CHANGELOG_SUFFIX if changelog else ""),
+                     spark_schema(fields).json(), MIRROR_TABLE_PROPERTIES,
+                     "_commit_ts" if changelog else None)
         # What Spark would read back from the new table (a lookup of its schema cost a
         # catalog round trip, ~20 ms a table, in the next batch).
         self.schemas[name] = {f.name: iceberg_type(f.spark_type) for f in fields}

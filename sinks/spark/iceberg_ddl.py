@@ -43,6 +43,8 @@ CHANGELOG_SUFFIX = "__changelog"
 #: snapshot, and a router commits once a batch: kept, they would fill the disk).
 METADATA_RETENTION = {"write.metadata.delete-after-commit.enabled": "true",
                       "write.metadata.previous-versions-max": "20"}
+#: The namespace of changestream's own tables in a catalog.
+CONTROL_NAMESPACE = "_changestream"
 CONTROL_TABLE_PROPERTIES = {"format-version": "2", **METADATA_RETENTION}
 #: The properties of every mirror and changelog table: those, row-level changes as
 #: delete files (merge-on-read), and no shuffle before a write (distribution mode ``none``;

@@ -220,6 +220,14 @@ def spark_schema(fields: tuple[FieldMapping, ...]) -> T.StructType:
     return T.StructType([T.StructField(f.name, f.spark, True) for f in fields])
 
 
+def columns_json(columns: tuple[tuple[str, str], ...]) -> str:
+    """The Spark schema (JSON) of ``columns``: (name, Spark type name) pairs."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(name, spark_type(type_name), True)
+                         for name, type_name in columns]).json()
+
+
 _SIMPLE_TYPES = {"tinyint": "ByteType", "smallint": "ShortType", "int": "IntegerType",
                  "bigint": "LongType", "float": "FloatType", "double": "DoubleType",
                  "date": "DateType", "timestamp_ntz": "TimestampNTZType",

@@ -233,6 +233,30 @@ def writers(spark: Any, catalog: str, table: str) -> set[str]:
             .split(" ")[0] for r in files}
 
 
+def test_iceberg_makes_its_own_tables_with_their_columns_and_properties(
+        spark: Any, tmp_path: Any, catalog: str) -> None:
+    """The control table (at the open) and the schema history's table (at its first state)
+    are created through the catalog's call, not SQL: the same columns and properties."""
+    from changestream.sinks.spark.history import WarehouseHistoryStore
+    from changestream.sinks.spark.iceberg_ddl import CONTROL_TABLE_PROPERTIES
+
+    sink = make_sink("spark:iceberg", warehouse=str(tmp_path), spark=spark, catalog=catalog)
+    assert sink.open() is None
+    WarehouseHistoryStore(spark, catalog).save("d1", b'{"tables": []}')
+    for table, columns in (("batches", [("batch", "bigint"), ("position", "string"),
+                                        ("committed_at", "timestamp")]),
+                           ("schema_states", [("digest", "string"), ("state", "string"),
+                                              ("stored_at", "timestamp")])):
+        name = f"{catalog}._changestream.{table}"
+        assert [(f.name, f.dataType.simpleString())
+                for f in spark.table(name).schema.fields] == columns
+        properties = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+        assert {k: properties.get(k) for k in CONTROL_TABLE_PROPERTIES} == \
+            CONTROL_TABLE_PROPERTIES, table
+    assert [r["digest"] for r in spark.table(f"{catalog}._changestream.schema_states")
+            .collect()] == ["d1"]
+
+
 @pytest.mark.parametrize("writer", WRITERS)
 def test_iceberg_keeps_a_mirror_and_a_changelog_with_the_position(
         spark: Any, tmp_path: Any, catalog: str, writer: str) -> None:

@@ -37,6 +37,7 @@ from .iceberg_ddl import (
     CHANGELOG_SUFFIX,
     CONTROL_NAMESPACE,
     CONTROL_TABLE_PROPERTIES,
+    DDL_TABLE,
     MIRROR_TABLE_PROPERTIES,
     MirroredDdl,
 )
@@ -55,7 +56,7 @@ from .types import METADATA, METADATA_NAMES, FieldMapping, columns_json, spark_s
 
 #: changestream's own tables in a catalog (``namespace.table``, quoted): a snapshot per
 #: batch with its position, and a row per DDL applied to the mirrors (made at the first one).
-CONTROL_TABLES = (f"{_q(CONTROL_NAMESPACE)}.`batches`", f"{_q(CONTROL_NAMESPACE)}.`ddl`")
+CONTROL_TABLES = (f"{_q(CONTROL_NAMESPACE)}.`batches`", f"{_q(CONTROL_NAMESPACE)}.{_q(DDL_TABLE)}")
 #: The batch id in the summary of a control table's snapshot.
 BATCH_PROPERTY = "changestream.batch"
 

@@ -16,9 +16,10 @@ from changestream.model.changes import Change, Position, ddl_database
 
 from . import positions
 from .frames import TableRun
+from .iceberg_commits import create_table
 from .iceberg_files import ArrowAppender, append_rows
 from .positions import PROPERTY
-from .types import table_mappings
+from .types import columns_json, table_mappings
 
 #: DDL kinds that change which rows a table holds, what it is called or whether it exists:
 #: the landing applies them to the mirrors (and marks the changelogs) in binlog order.
@@ -43,8 +44,10 @@ CHANGELOG_SUFFIX = "__changelog"
 #: snapshot, and a router commits once a batch: kept, they would fill the disk).
 METADATA_RETENTION = {"write.metadata.delete-after-commit.enabled": "true",
                       "write.metadata.previous-versions-max": "20"}
-#: The namespace of changestream's own tables in a catalog.
+#: The namespace of changestream's own tables in a catalog, and its table of the DDL
+#: applied to the mirrors.
 CONTROL_NAMESPACE = "_changestream"
+DDL_TABLE = "ddl"
 CONTROL_TABLE_PROPERTIES = {"format-version": "2", **METADATA_RETENTION}
 #: The properties of every mirror and changelog table: those, row-level changes as
 #: delete files (merge-on-read), and no shuffle before a write (distribution mode ``none``;
@@ -64,7 +67,6 @@ def sql_properties(properties: dict[str, str]) -> str:
     return ", ".join(f"'{key}'='{value}'" for key, value in properties.items())
 
 
-CONTROL_PROPERTIES = sql_properties(CONTROL_TABLE_PROPERTIES)
 TABLE_PROPERTIES = sql_properties(MIRROR_TABLE_PROPERTIES)
 
 
@@ -143,8 +145,9 @@ class MirroredDdl:
     def record_ddl(self, spark: Any, change: Change, position: Position) -> None:
         """Note that everything up to ``position`` (a DDL just applied) is landed."""
         if not self._exists(spark, self.ddl_log):
-            spark.sql(f"CREATE TABLE {self.ddl_log} (position STRING, statement STRING) "
-                      f"USING iceberg TBLPROPERTIES ({CONTROL_PROPERTIES})")
+            create_table(spark, self.catalog, CONTROL_NAMESPACE, DDL_TABLE,
+                         columns_json((("position", "string"), ("statement", "string"))),
+                         CONTROL_TABLE_PROPERTIES)
         encoded = positions.encode(position)
         append_rows(spark, self._appender_for(spark) if self.arrow_appends else None,
                     self.ddl_log, pa.table({"position": pa.array([encoded], pa.string()),

@@ -4,13 +4,14 @@ the tail of its log, and the last-resort kill and cleanup."""
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import signal
 import socket
 import subprocess
 from pathlib import Path
 
-__all__ = ["die_with_parent", "free_port", "kill_and_clean_up", "log_tail"]
+__all__ = ["alive", "die_with_parent", "free_port", "kill_and_clean_up", "log_tail"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -18,6 +19,17 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def die_with_parent() -> None:

@@ -30,6 +30,7 @@ from changestream.devserver import (
     EmbeddedServer,
     ServerNotAvailableError,
 )
+from changestream.devserver.process import alive
 from changestream.schema.catalog import collation_ids, quote, read_definition
 from changestream.schema.definition import TableDefinition, TableKey
 
@@ -231,7 +232,7 @@ def remove_stale(parent: Path) -> None:
     if not parent.is_dir():
         return
     for stale in parent.iterdir():
-        if stale.name.isdigit() and int(stale.name) != os.getpid() and not _alive(int(stale.name)):
+        if stale.name.isdigit() and int(stale.name) != os.getpid() and not alive(int(stale.name)):
             _remove_while_written(stale)
 
 
@@ -253,16 +254,6 @@ def _private_dir(parent: Path) -> Path:
     own = parent / str(os.getpid())
     shutil.rmtree(own, ignore_errors=True)
     return own
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 

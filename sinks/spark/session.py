@@ -12,7 +12,8 @@ from typing import Any
 
 from changestream.model.errors import SinkError
 
-from .local_files import local_files_conf
+from .class_sharing import ClassSharing
+from .local_files import CLASS_PATH, local_files_conf
 
 logger = logging.getLogger("changestream.sinks.spark")
 
@@ -66,13 +67,15 @@ def quiet_conf(conf: Mapping[str, Any]) -> dict[str, str]:
 
 def start_session(master: str | None = None, conf: Mapping[str, Any] | None = None,
                   jars: list[Path] | None = None, app_name: str = "changestream",
-                  quiet: bool | None = None) -> Any:
+                  quiet: bool | None = None, class_cache: Path | None = None) -> Any:
     """A new Spark session: ``master`` (default ``local[N]``, N = CPUs), ``conf`` passed
     through, ``jars`` on its class path (and Iceberg's SQL extensions when given). On a
     local master, ``file:`` paths go through :mod:`.local_files`' file system unless
     ``conf`` names one (``spark.hadoop.fs.file.impl``).
     ``quiet`` (default: unless this module's logger shows INFO, as ``-v`` makes it)
-    keeps Spark's progress bars and its INFO/WARN lines out of stderr."""
+    keeps Spark's progress bars and its INFO/WARN lines out of stderr. ``class_cache``: a
+    folder of class-data-sharing archives for the driver's JVM (:mod:`.class_sharing`),
+    used when this call starts the process's JVM."""
     if quiet is None:
         quiet = not logger.isEnabledFor(logging.INFO)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -100,14 +103,39 @@ def start_session(master: str | None = None, conf: Mapping[str, Any] | None = No
         settings.update(local_files_conf(settings))
     if quiet:
         settings.update(quiet_conf(settings))
+    sharing = _class_sharing(class_cache, jars or [], settings)
     for key, value in settings.items():
         builder = builder.config(key, str(value))
     session = builder.getOrCreate()
+    if sharing is not None:
+        jvm = session.sparkContext._jvm
+        assert jvm is not None
+        sharing.started(int(jvm.java.lang.ProcessHandle.current().pid()))
     if quiet:
         session.sparkContext.setLogLevel("ERROR")
     logger.info("spark sink: started Spark %s on %s", session.version,
                 session.sparkContext.master)
     return session
+
+
+def _class_sharing(folder: Path | None, jars: list[Path],
+                   settings: dict[str, Any]) -> ClassSharing | None:
+    """Class-data sharing for a JVM this start launches (not one the process has
+    already, nor options the caller set itself): its options go into ``settings``."""
+    from pyspark import SparkContext
+
+    options = str(settings.get("spark.driver.extraJavaOptions", ""))
+    if folder is None or SparkContext._gateway is not None or "SharedArchiveFile" in options \
+            or "ArchiveClassesAtExit" in options:
+        return None
+    # The archive holds the classes of the JVM's own loaders (Spark's; the jars of
+    # spark.jars have a loader of Spark's): it depends on the driver's class path.
+    sharing = ClassSharing(folder, jars, str(settings.get(CLASS_PATH, "")))
+    extra = sharing.options()
+    if not extra:
+        return None
+    settings["spark.driver.extraJavaOptions"] = f"{options} {extra}".strip()
+    return sharing
 
 
 def require_utc(spark: Any) -> None:

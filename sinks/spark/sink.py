@@ -93,7 +93,8 @@ class SparkSink:
                  app_name: str = "changestream", arrow_workers: bool | str = True,
                  append_new_keys: bool | str = True, arrow_appends: bool | str = True,
                  maintain_every: float | str | None = None,
-                 maintain_expire_after: float | str = 3600.0):
+                 maintain_expire_after: float | str = 3600.0,
+                 jvm_class_cache: str | os.PathLike[str] | bool | None = None):
         if mode not in MODES:
             raise SinkError(f"spark sink: unknown mode {mode!r} (use one of {', '.join(MODES)})")
         if mode == "callback" and not callable(function):
@@ -129,6 +130,8 @@ class SparkSink:
             # frames (changestream.sinks.spark.frames.encode_runs).
             self.encoded_format = "arrow"
         self.last: LandedBatch | None = None
+        # Class-data-sharing archives for the JVM the sink starts (None: not used).
+        self.class_cache: Path | None = _class_cache(jvm_class_cache)
 
     # -- SinkAdapter ---------------------------------------------------------------------
 
@@ -146,7 +149,7 @@ class SparkSink:
 
                 jars = iceberg_jars(self.jar)
             self.spark = start_session(self.master, {**catalog_conf, **self.conf}, jars,
-                                       self.app_name)
+                                       self.app_name, class_cache=self.class_cache)
             self._owns_session = True
         else:
             for key, value in catalog_conf.items():
@@ -336,3 +339,20 @@ def _flag(option: str, value: bool | str) -> bool:
     if text in ("false", "0", "no", "off"):
         return False
     raise SinkError(f"spark sink: option {option}={value!r} is not true or false")
+
+
+def _class_cache(value: str | os.PathLike[str] | bool | None) -> Path | None:
+    """The ``jvm_class_cache`` option: a folder, ``true``/``None`` for the default one,
+    ``false`` (or empty) for none (see :mod:`.class_sharing`)."""
+    from .class_sharing import default_folder
+
+    if value is None or value is True:
+        return default_folder()
+    if value is False:
+        return None
+    text = str(value).strip()
+    if text.lower() in ("", "false", "0", "no", "off"):
+        return None
+    if text.lower() in ("true", "1", "yes", "on"):
+        return default_folder()
+    return Path(text).expanduser()

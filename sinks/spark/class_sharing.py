@@ -12,11 +12,12 @@ some seconds longer when its JVM exits.
 The archives live in a folder (the sink's ``jvm_class_cache`` option; default
 ``$XDG_CACHE_HOME/changestream/jvm``, else ``~/.cache/changestream/jvm``), one per key: the
 ``java`` program and Spark's and the sink's jars (an archive only maps into a JVM of the
-same build and class path; a JVM that cannot use one ignores it silently). A JVM writes
-its archive under a name of its own (``<key>.<pid>.jsa.part``, its pid beside it in
-``.pid``); a later start adopts it as ``<key>.jsa`` once that JVM has exited, so no
-archive is read while it is written and two starts never write one file. A part whose JVM
-is still running means another archive is being made: that start runs without one.
+same build and class path; a JVM that cannot use one ignores it silently). One start
+writes it: the one that creates ``<key>.writing`` (it holds that start's pid, then its
+JVM's); its JVM writes ``<key>.jsa.part`` as it exits, and a later start takes that up as
+``<key>.jsa`` once the JVM is gone and the archive's header, written last, is there (a
+part cut short is dropped and written again). Starts while the writer lives run without
+an archive.
 """
 
 from __future__ import annotations
@@ -68,32 +69,28 @@ def archive_key(jars: list[Path], class_path: str = "") -> str:
 
 
 def _adopt(folder: Path, key: str) -> bool:
-    """Take the newest finished part of ``key`` as its archive (removing the others that
-    are finished); whether a part is still being written."""
-    writing = False
-    finished: list[Path] = []
-    for part in folder.glob(f"{key}.*.jsa.part"):
-        pid_file = part.with_suffix(".pid")
-        try:
-            pid: int | None = int(pid_file.read_text())
-        except (OSError, ValueError):  # its JVM has not said who it is yet, or never will
-            pid = None
-        if pid is not None and alive(pid):
-            writing = True
-        elif pid is not None:
-            finished.append(part)
-        elif time.time() - part.stat().st_mtime > ORPHAN_SECONDS:
-            part.unlink(missing_ok=True)  # its start failed before its JVM was known
-        else:
-            writing = True
-    finished.sort(key=lambda p: p.stat().st_mtime)
-    for part in finished:
-        if part is finished[-1] and _whole(part):
+    """Take up the archive of ``key`` its writer left, when that writer is gone (a part
+    cut short is dropped); whether one is being written now."""
+    marker = folder / f"{key}.writing"
+    try:
+        text = marker.read_text()
+        age = time.time() - marker.stat().st_mtime
+    except OSError:
+        return False  # no writer
+    try:
+        pid: int | None = int(text)
+    except ValueError:  # its writer is between creating it and saying who it is
+        pid = None
+    if (pid is not None and alive(pid)) or (pid is None and age < ORPHAN_SECONDS):
+        return True
+    part = folder / f"{key}.jsa.part"
+    if _whole(part):
+        with contextlib.suppress(OSError):  # another start took it up first
             os.replace(part, folder / f"{key}.jsa")
-        else:
-            part.unlink(missing_ok=True)
-        part.with_suffix(".pid").unlink(missing_ok=True)
-    return writing
+    else:
+        part.unlink(missing_ok=True)
+    marker.unlink(missing_ok=True)
+    return False
 
 
 def _whole(archive: Path) -> bool:
@@ -113,27 +110,40 @@ class ClassSharing:
     def __init__(self, folder: Path, jars: list[Path], class_path: str = ""):
         self.folder = folder
         self.key = archive_key(jars, class_path)
-        self.part: Path | None = None
+        self.marker: Path | None = None  # this start writes the archive
 
     def options(self) -> str:
         """``-XX:SharedArchiveFile=...`` when the archive exists, ``-XX:ArchiveClassesAtExit
-        =...`` when none is being made, else nothing."""
+        =...`` when this start is the one to write it, else nothing."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             writing = _adopt(self.folder, self.key)
+            archive = self.folder / f"{self.key}.jsa"
+            if archive.exists():
+                return f"-XX:SharedArchiveFile={archive} {QUIET}"
+            if writing:
+                return ""
+            marker = self.folder / f"{self.key}.writing"
+            # One writer: the start that makes the marker (no other start writes the
+            # archive while its pid is alive).
+            descriptor = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return ""
         except OSError as exc:
             logger.debug("spark sink: no class-data sharing (%s): %s", self.folder, exc)
             return ""
-        archive = self.folder / f"{self.key}.jsa"
-        if archive.exists():
-            return f"-XX:SharedArchiveFile={archive} {QUIET}"
-        if writing:
-            return ""
-        self.part = self.folder / f"{self.key}.{os.getpid()}.jsa.part"
-        return f"-XX:ArchiveClassesAtExit={self.part} {QUIET}"
+        with os.fdopen(descriptor, "w") as f:
+            f.write(str(os.getpid()))
+        self.marker = marker
+        part = self.folder / f"{self.key}.jsa.part"
+        part.unlink(missing_ok=True)
+        return f"-XX:ArchiveClassesAtExit={part} {QUIET}"
 
     def started(self, jvm_pid: int) -> None:
-        """Note which JVM writes the part (a later start adopts it once that JVM is gone)."""
-        if self.part is not None:
+        """Name the JVM that writes the archive as it exits (a later start takes it up once
+        that JVM is gone)."""
+        if self.marker is not None:
             with contextlib.suppress(OSError):
-                self.part.with_suffix(".pid").write_text(str(jvm_pid))
+                staged = self.marker.with_name(f"{self.marker.name}.{os.getpid()}")
+                staged.write_text(str(jvm_pid))
+                os.replace(staged, self.marker)

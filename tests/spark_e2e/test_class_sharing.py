@@ -52,8 +52,8 @@ def test_the_first_start_writes_the_archive_and_the_next_maps_it(tmp_path: Path)
     first_jvm, mapped, out = _start(folder)
     assert mapped == "not-mapped"
     assert out.splitlines()[-1].startswith("RESULT "), out  # the JVM says nothing on stdout
-    [part] = folder.glob("*.jsa.part")
-    assert part.with_suffix(".pid").read_text() == str(first_jvm)
+    [marker] = folder.glob("*.writing")
+    assert marker.read_text() == str(first_jvm)
     deadline = time.monotonic() + 300
     while not _gone(first_jvm):  # it writes the archive as it exits
         assert time.monotonic() < deadline, "the first JVM did not exit"
@@ -63,4 +63,4 @@ def test_the_first_start_writes_the_archive_and_the_next_maps_it(tmp_path: Path)
     assert out.splitlines()[-1].startswith("RESULT "), out
     [archive] = folder.glob("*.jsa")
     assert archive.read_bytes()[:4] == DYNAMIC_ARCHIVE_MAGIC
-    assert not list(folder.glob("*.part")) and not list(folder.glob("*.pid"))
+    assert sorted(p.name for p in folder.iterdir()) == [archive.name]

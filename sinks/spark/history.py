@@ -21,14 +21,11 @@ from changestream.schema.store import decode_state
 
 from .iceberg_commits import create_table
 from .iceberg_ddl import CONTROL_NAMESPACE, CONTROL_TABLE_PROPERTIES
+from .iceberg_ddl import quote as _q
 from .iceberg_files import ArrowAppender, append_rows
 from .types import columns_json
 
 STATES_TABLE = "schema_states"
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 class WarehouseHistoryStore:

@@ -329,14 +329,18 @@ def _age(option: str, value: float | str | None) -> float:
         raise SinkError(f"spark sink: option {exc}") from None
 
 
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+
+
 def _flag(option: str, value: bool | str) -> bool:
     """A boolean sink option given as a bool or as text (``true``/``false``, ...)."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
+    if text in _TRUE:
         return True
-    if text in ("false", "0", "no", "off"):
+    if text in _FALSE:
         return False
     raise SinkError(f"spark sink: option {option}={value!r} is not true or false")
 
@@ -346,13 +350,7 @@ def _class_cache(value: str | os.PathLike[str] | bool | None) -> Path | None:
     ``false`` (or empty) for none (see :mod:`.class_sharing`)."""
     from .class_sharing import default_folder
 
-    if value is None or value is True:
-        return default_folder()
-    if value is False:
-        return None
-    text = str(value).strip()
-    if text.lower() in ("", "false", "0", "no", "off"):
-        return None
-    if text.lower() in ("true", "1", "yes", "on"):
-        return default_folder()
+    text = "true" if value is None else str(value).strip()
+    if isinstance(value, bool) or text.lower() in _TRUE + _FALSE + ("",):
+        return default_folder() if text and _flag("jvm_class_cache", text) else None
     return Path(text).expanduser()

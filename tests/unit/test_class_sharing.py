@@ -101,3 +101,14 @@ def test_a_folder_that_cannot_be_made_means_no_sharing(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert ClassSharing(blocker / "jvm", []).options() == ""
+
+
+def test_the_sink_option_names_a_folder_the_default_or_none() -> None:
+    from changestream.sinks.spark.class_sharing import default_folder
+    from changestream.sinks.spark.sink import _class_cache
+
+    for value in (None, True, "true", " ON "):
+        assert _class_cache(value) == default_folder()
+    for value in (False, "false", "off", "0", ""):
+        assert _class_cache(value) is None
+    assert _class_cache("~/jvm-archives") == Path.home() / "jvm-archives"

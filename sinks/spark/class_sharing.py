@@ -18,6 +18,14 @@ JVM's); its JVM writes ``<key>.jsa.part`` as it exits, and a later start takes t
 ``<key>.jsa`` once the JVM is gone and the archive's header, written last, is there (a
 part cut short is dropped and written again). Starts while the writer lives run without
 an archive.
+
+HotSpot 17 and 21 crash (SIGSEGV in ``check_shared_class_file_load_hook``, JDK-8325536's
+kind) when a dynamic archive is used or written while a class file load hook is on: a Java
+agent (``-javaagent``, ``-agentlib``, ``-agentpath``: most APM agents) or a flight
+recording started with the JVM (``-XX:StartFlightRecording``). A start whose driver
+options name one, wherever they are set (:func:`hooked_options`), runs without sharing; a
+start whose JVM exits while it shares is retried without, and the key turned off
+(:meth:`ClassSharing.failed`).
 """
 
 from __future__ import annotations
@@ -40,6 +48,31 @@ ORPHAN_SECONDS = 600
 QUIET = "-Xlog:cds*=off"
 #: The first bytes of a dynamic CDS archive (HotSpot's CDS_DYNAMIC_ARCHIVE_MAGIC).
 DYNAMIC_ARCHIVE_MAGIC = (0xF00BABA8).to_bytes(4, "little")
+#: JVM options that turn a class file load hook on (see the module docstring).
+HOOKS = ("-javaagent", "-agentlib", "-agentpath", "StartFlightRecording")
+#: Where a driver JVM's options can come from besides the session's settings.
+OPTION_VARIABLES = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS",
+                    "SPARK_SUBMIT_OPTS", "PYSPARK_SUBMIT_ARGS")
+DRIVER_OPTIONS = ("spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions")
+
+
+def hooked_options(settings: dict[str, object]) -> str | None:
+    """Where the driver JVM's options turn a class file load hook on (a setting, an
+    environment variable, Spark's defaults file), or ``None``: the session's driver
+    options, the variables the ``java`` launcher and Spark's scripts read, and
+    ``spark-defaults.conf`` (read whole: a line there may name an agent)."""
+    sources = [(key, str(settings.get(key, ""))) for key in DRIVER_OPTIONS]
+    sources += [(name, os.environ.get(name, "")) for name in OPTION_VARIABLES]
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or (
+        str(Path(os.environ["SPARK_HOME"], "conf")) if os.environ.get("SPARK_HOME") else None)
+    if conf_dir:
+        with contextlib.suppress(OSError):
+            defaults = Path(conf_dir, "spark-defaults.conf")
+            sources.append((str(defaults), defaults.read_text(errors="replace")))
+    for where, text in sources:
+        if any(hook in text for hook in HOOKS):
+            return where
+    return None
 
 
 def default_folder() -> Path:
@@ -117,6 +150,8 @@ class ClassSharing:
         =...`` when this start is the one to write it, else nothing."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
+            if (self.folder / f"{self.key}.off").exists():
+                return ""
             writing = _adopt(self.folder, self.key)
             archive = self.folder / f"{self.key}.jsa"
             if archive.exists():
@@ -138,6 +173,19 @@ class ClassSharing:
         part = self.folder / f"{self.key}.jsa.part"
         part.unlink(missing_ok=True)
         return f"-XX:ArchiveClassesAtExit={part} {QUIET}"
+
+    def failed(self, reason: str) -> None:
+        """This start's JVM exited while it shared (mapped or wrote the archive) and the
+        same start without sharing came up: the key's archive is dropped and its sharing
+        turned off (``<key>.off`` says why; delete it to try again)."""
+        with contextlib.suppress(OSError):
+            (self.folder / f"{self.key}.off").write_text(reason + "\n")
+        for name in (f"{self.key}.jsa", f"{self.key}.jsa.part"):
+            with contextlib.suppress(OSError):
+                (self.folder / name).unlink()
+        if self.marker is not None:
+            self.marker.unlink(missing_ok=True)
+            self.marker = None
 
     def started(self, jvm_pid: int) -> None:
         """Name the JVM that writes the archive as it exits (a later start takes it up once

@@ -12,7 +12,7 @@ from typing import Any
 
 from changestream.model.errors import SinkError
 
-from .class_sharing import ClassSharing
+from .class_sharing import ClassSharing, hooked_options
 from .local_files import CLASS_PATH, local_files_conf
 
 logger = logging.getLogger("changestream.sinks.spark")
@@ -103,10 +103,28 @@ def start_session(master: str | None = None, conf: Mapping[str, Any] | None = No
         settings.update(local_files_conf(settings))
     if quiet:
         settings.update(quiet_conf(settings))
+    options = settings.get("spark.driver.extraJavaOptions")
     sharing = _class_sharing(class_cache, jars or [], settings)
     for key, value in settings.items():
         builder = builder.config(key, str(value))
-    session = builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:
+        from pyspark import SparkContext
+
+        if sharing is None or SparkContext._gateway is not None:
+            raise
+        # Its JVM exited at start: with an agent the options did not show, HotSpot can
+        # crash on a shared class (class_sharing's docstring). Once more without sharing.
+        builder = builder.config("spark.driver.extraJavaOptions", str(options or ""))
+        session = builder.getOrCreate()
+        sharing.failed(f"the driver JVM exited at its start with class-data sharing and "
+                       f"started without it: {str(exc).splitlines()[0] if str(exc) else exc!r}")
+        logger.warning("spark sink: the driver JVM exited at its start with class-data "
+                       "sharing (%s) and started without it; sharing is off for this "
+                       "JVM and class path from now on (%s.off says why)",
+                       sharing.folder, sharing.folder / sharing.key)
+        sharing = None
     if sharing is not None:
         jvm = session.sparkContext._jvm
         assert jvm is not None
@@ -127,6 +145,11 @@ def _class_sharing(folder: Path | None, jars: list[Path],
     options = str(settings.get("spark.driver.extraJavaOptions", ""))
     if folder is None or SparkContext._gateway is not None or "SharedArchiveFile" in options \
             or "ArchiveClassesAtExit" in options:
+        return None
+    hooked = hooked_options(settings)
+    if hooked is not None:
+        logger.info("spark sink: no class-data sharing for the driver JVM: %s starts a Java "
+                    "agent or a flight recording with it", hooked)
         return None
     # The archive holds the classes of the JVM's own loaders (Spark's; the jars of
     # spark.jars have a loader of Spark's): it depends on the driver's class path.

@@ -4,6 +4,7 @@ archive when its JVM exits, the next maps it (sinks/spark/class_sharing.py)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -18,11 +19,14 @@ pytestmark = [pytest.mark.spark]
 # A new process (a new JVM): start a session with the archives in argv[1], say whether
 # the JVM maps an archive from there, and which JVM it was.
 START = """
-import sys
+import logging, os, sys
 from pathlib import Path
 from changestream.sinks.spark.session import start_session
+logging.basicConfig(level=logging.WARNING)
 folder = Path(sys.argv[1])
-spark = start_session("local[1]", {}, None, "class-sharing-test", class_cache=folder)
+options = os.environ.get("TEST_DRIVER_OPTIONS")
+conf = {"spark.driver.extraJavaOptions": options} if options else {}
+spark = start_session("local[1]", conf, None, "class-sharing-test", class_cache=folder)
 pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
 maps = Path(f"/proc/{pid}/maps").read_text()
 print("RESULT", pid, "mapped" if str(folder) in maps else "not-mapped", flush=True)
@@ -30,13 +34,14 @@ spark.stop()
 """
 
 
-def _start(folder: Path) -> tuple[int, str, str]:
+def _start(folder: Path, env: dict[str, str] | None = None,
+           cwd: Path | None = None) -> tuple[int, str, str, str]:
     done = subprocess.run([sys.executable, "-c", START, str(folder)], capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=600, env={**os.environ, **(env or {})}, cwd=cwd)
     assert done.returncode == 0, done.stderr[-3000:]
     [line] = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
     _, pid, mapped = line.split()
-    return int(pid), mapped, done.stdout
+    return int(pid), mapped, done.stdout, done.stderr
 
 
 def _gone(pid: int) -> bool:
@@ -47,9 +52,11 @@ def _gone(pid: int) -> bool:
     return False
 
 
-def test_the_first_start_writes_the_archive_and_the_next_maps_it(tmp_path: Path) -> None:
-    folder = tmp_path / "jvm"
-    first_jvm, mapped, out = _start(folder)
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder whose archive the first start wrote (its JVM gone: a next start maps it)."""
+    folder = tmp_path_factory.mktemp("written") / "jvm"
+    first_jvm, mapped, out, _ = _start(folder)
     assert mapped == "not-mapped"
     assert out.splitlines()[-1].startswith("RESULT "), out  # the JVM says nothing on stdout
     [marker] = folder.glob("*.writing")
@@ -58,9 +65,60 @@ def test_the_first_start_writes_the_archive_and_the_next_maps_it(tmp_path: Path)
     while not _gone(first_jvm):  # it writes the archive as it exits
         assert time.monotonic() < deadline, "the first JVM did not exit"
         time.sleep(0.2)
-    _, mapped, out = _start(folder)
+    return folder
+
+
+def _copy(written: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / "jvm"
+    shutil.copytree(written, folder)
+    return folder
+
+
+def test_the_first_start_writes_the_archive_and_the_next_maps_it(
+        written: Path, tmp_path: Path) -> None:
+    folder = _copy(written, tmp_path)
+    _, mapped, out, _ = _start(folder)
     assert mapped == "mapped"
     assert out.splitlines()[-1].startswith("RESULT "), out
     [archive] = folder.glob("*.jsa")
     assert archive.read_bytes()[:4] == DYNAMIC_ARCHIVE_MAGIC
     assert sorted(p.name for p in folder.iterdir()) == [archive.name]
+
+
+@pytest.mark.parametrize("how", ["setting", "environment"])
+def test_a_start_with_a_flight_recording_runs_without_sharing(
+        written: Path, tmp_path: Path, how: str) -> None:
+    """HotSpot 17 crashes on a shared class while a class file load hook is on (a flight
+    recording, an agent): such a start must not map the archive."""
+    folder = _copy(written, tmp_path)
+    recording = f"-XX:StartFlightRecording=filename={tmp_path / 'r.jfr'}"
+    env = {"TEST_DRIVER_OPTIONS": recording} if how == "setting" else \
+        {"JAVA_TOOL_OPTIONS": recording}
+    _, mapped, _, _ = _start(_adopted(folder), env, cwd=tmp_path)
+    assert mapped == "not-mapped"
+    assert not list(tmp_path.glob("hs_err*"))  # no JVM crashed
+    assert [p.suffix for p in folder.iterdir()] == [".jsa"]  # left as it was
+
+
+def _adopted(folder: Path) -> Path:
+    """``folder`` once a start without options has taken its part up (mapped it)."""
+    _, mapped, _, _ = _start(folder)
+    assert mapped == "mapped"
+    return folder
+
+
+def test_a_jvm_that_exits_while_sharing_is_started_again_without(
+        written: Path, tmp_path: Path) -> None:
+    """An agent the options do not show (here a recording in an @-file): the JVM crashes on
+    the archive; the start comes up without it, and the key's sharing is turned off."""
+    folder = _adopted(_copy(written, tmp_path))
+    arguments = tmp_path / "java.args"
+    arguments.write_text(f"-XX:StartFlightRecording=filename={tmp_path / 'r.jfr'}\n")
+    _, mapped, _, err = _start(folder, {"JDK_JAVA_OPTIONS": f"@{arguments}"}, cwd=tmp_path)
+    assert mapped == "not-mapped"
+    assert "started without it" in err, err[-3000:]
+    [off] = folder.iterdir()
+    assert off.suffix == ".off" and "exited" in off.read_text()
+    _, mapped, _, _ = _start(folder)  # later starts neither map nor write one
+    assert mapped == "not-mapped"
+    assert [p.suffix for p in folder.iterdir()] == [".off"]

@@ -10,11 +10,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from changestream.sinks.spark.class_sharing import (
     DYNAMIC_ARCHIVE_MAGIC,
+    OPTION_VARIABLES,
     ORPHAN_SECONDS,
     QUIET,
     ClassSharing,
+    hooked_options,
 )
 
 
@@ -112,3 +116,62 @@ def test_the_sink_option_names_a_folder_the_default_or_none() -> None:
     for value in (False, "false", "off", "0", ""):
         assert _class_cache(value) is None
     assert _class_cache("~/jvm-archives") == Path.home() / "jvm-archives"
+
+
+@pytest.fixture
+def no_java_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No JVM options from this machine's environment; Spark's conf folder is tmp_path."""
+    for name in OPTION_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize("option", ["-javaagent:/opt/apm/agent.jar", "-agentlib:hprof",
+                                    "-agentpath:/opt/x/libagent.so",
+                                    "-XX:StartFlightRecording=filename=r.jfr"])
+def test_an_agent_or_a_recording_in_any_option_source_is_found(
+        no_java_options: Path, monkeypatch: pytest.MonkeyPatch, option: str) -> None:
+    assert hooked_options({"spark.driver.extraJavaOptions": "-Xmx2g -Dx=1"}) is None
+    assert hooked_options({"spark.driver.extraJavaOptions": f"-Xmx2g {option}"}) == \
+        "spark.driver.extraJavaOptions"
+    assert hooked_options({"spark.driver.defaultJavaOptions": option}) == \
+        "spark.driver.defaultJavaOptions"
+    for name in OPTION_VARIABLES:
+        monkeypatch.setenv(name, f"-Dy=2 {option}")
+        assert hooked_options({}) == name
+        monkeypatch.delenv(name)
+    defaults = no_java_options / "spark-defaults.conf"
+    defaults.write_text(f"spark.master local[2]\nspark.driver.extraJavaOptions {option}\n")
+    assert hooked_options({}) == str(defaults)
+    defaults.write_text("spark.master local[2]\n")
+    assert hooked_options({}) is None
+
+
+def test_spark_home_conf_is_read_without_spark_conf_dir(
+        no_java_options: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPARK_CONF_DIR")
+    monkeypatch.setenv("SPARK_HOME", str(no_java_options))
+    (no_java_options / "conf").mkdir()
+    (no_java_options / "conf" / "spark-defaults.conf").write_text(
+        "spark.driver.extraJavaOptions -javaagent:/a.jar\n")
+    assert hooked_options({}) == str(no_java_options / "conf" / "spark-defaults.conf")
+
+
+def test_a_start_that_failed_with_sharing_turns_the_key_off(tmp_path: Path) -> None:
+    writer = ClassSharing(tmp_path, [])
+    assert writer.options().startswith("-XX:ArchiveClassesAtExit=")
+    writer.failed("the driver JVM exited")
+    off = tmp_path / f"{writer.key}.off"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [off.name]  # no marker left
+    assert "exited" in off.read_text()
+    assert ClassSharing(tmp_path, []).options() == ""  # later starts: none
+    # A mapped archive that failed is dropped too, and a part left for it.
+    other = tmp_path / "other"
+    other.mkdir()
+    mapped = ClassSharing(other, [])
+    _written(other, mapped.key, _dead_pid())
+    assert mapped.options().startswith("-XX:SharedArchiveFile=")
+    mapped.failed("x")
+    assert sorted(p.name for p in other.iterdir()) == [f"{mapped.key}.off"]
+    assert ClassSharing(other, []).options() == ""

@@ -244,6 +244,12 @@ class SparkSink:
     def close(self) -> None:
         self._held = []
         if self.spark is not None and self._owns_session:
+            from .session import writes_class_archive
+
+            if self.mode == "iceberg" and writes_class_archive(self.spark):
+                from .archive_rehearsal import rehearse_commits
+
+                rehearse_commits(self.spark)
             self.spark.stop()
             self.spark = None
 

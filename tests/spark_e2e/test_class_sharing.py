@@ -122,3 +122,66 @@ def test_a_jvm_that_exits_while_sharing_is_started_again_without(
     _, mapped, _, _ = _start(folder)  # later starts neither map nor write one
     assert mapped == "not-mapped"
     assert [p.suffix for p in folder.iterdir()] == [".off"]
+
+
+# A new process: an Iceberg sink opened and closed with nothing landed (its start writes
+# the archive when it is the first), or, with a class-load log named in argv[3], one more
+# table created and appended to. Prints its JVM's pid.
+ICEBERG = """
+import json, sys
+from pathlib import Path
+import pyarrow as pa
+from changestream.sinks.spark.sink import SparkSink
+from changestream.sinks.spark.iceberg_commits import create_table
+from changestream.sinks.spark.iceberg_files import ArrowAppender
+folder, warehouse, log = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+conf = {"spark.driver.extraJavaOptions": f"-Xlog:class+load=info:file={log}"} if log else {}
+sink = SparkSink(mode="iceberg", warehouse=warehouse, jvm_class_cache=folder, conf=conf)
+sink.open()
+spark = sink.spark
+print("RESULT", int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()), flush=True)
+if log:
+    schema = {"type": "struct", "fields": [
+        {"name": "id", "type": "long", "nullable": False, "metadata": {}}]}
+    create_table(spark, sink.catalog, "db", "t", json.dumps(schema), {"format-version": "2"})
+    ArrowAppender(spark).append(f"{sink.catalog}.db.t",
+                                pa.table({"id": pa.array([1], pa.int64())}), {"p": "1"})
+sink.close()
+"""
+
+
+def _iceberg(folder: Path, warehouse: Path, log: Path | None = None) -> int:
+    done = subprocess.run([sys.executable, "-c", ICEBERG, str(folder), str(warehouse),
+                           str(log or "")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [line] = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+    return int(line.split()[1])
+
+
+def test_an_archive_written_by_a_run_that_landed_nothing_holds_icebergs_commits(
+        tmp_path: Path) -> None:
+    """The writing JVM rehearses a batch's commits before it exits, and Iceberg's jars are
+    on the driver's class path: a later start's first commit maps Iceberg's commit
+    classes from the archive instead of reading them from the jars."""
+    folder = tmp_path / "jvm"
+    writer = _iceberg(folder, tmp_path / "w1")
+    deadline = time.monotonic() + 300
+    while not _gone(writer):
+        assert time.monotonic() < deadline, "the writing JVM did not exit"
+        time.sleep(0.2)
+    log = tmp_path / "classes.log"
+    _iceberg(folder, tmp_path / "w2", log)
+    assert [p.suffix for p in folder.iterdir()] == [".jsa"]
+    sources = {}
+    for line in log.read_text().splitlines():
+        parts = line.split(" source: ", 1)
+        if len(parts) == 2:
+            sources[parts[0].split()[-1]] = parts[1]
+    for name in ("org.apache.iceberg.SnapshotProducer", "org.apache.iceberg.MergeAppend",
+                 "org.apache.iceberg.ManifestWriter", "org.apache.iceberg.avro.AvroFileAppender",
+                 "org.apache.iceberg.shaded.org.apache.avro.file.DataFileWriter"):
+        assert name in sources, f"{name} not loaded"
+        assert sources[name].startswith("shared objects file"), (name, sources[name])
+    from_jars = [n for n, s in sources.items() if n.startswith("org.apache.iceberg.")
+                 and "iceberg-spark-runtime" in s]
+    assert len(from_jars) < 50, from_jars[:20]

@@ -22,7 +22,7 @@ from changestream.schema.store import decode_state
 from .iceberg_commits import create_table
 from .iceberg_ddl import CONTROL_NAMESPACE, CONTROL_TABLE_PROPERTIES
 from .iceberg_ddl import quote as _q
-from .iceberg_files import ArrowAppender, append_rows
+from .iceberg_files import ArrowAppender, append_rows, live_rows
 from .types import columns_json
 
 STATES_TABLE = "schema_states"
@@ -46,16 +46,26 @@ class WarehouseHistoryStore:
 
     def _digests(self) -> set[str]:
         if self._stored is None:
-            if not self.spark.catalog.tableExists(self.table):
-                self._stored = set()
-            else:
-                self._stored = {r["digest"] for r in
-                                self.spark.sql(f"SELECT digest FROM {self.table}").collect()}
+            self._stored = set(self._states())
         return self._stored
 
+    def _states(self, digest: str | None = None) -> dict[str, str]:
+        """The states the warehouse holds (digest -> state JSON; only ``digest``'s when
+        given), read from the table's files when they are local (a restart's first read
+        then runs no Spark query: ~1 s in a new JVM), else with Spark."""
+        if not self.spark.catalog.tableExists(self.table):
+            return {}
+        rows = live_rows(self.spark, self.table, ["digest", "state"])
+        if rows is None:
+            where = "" if digest is None else f" WHERE digest = '{digest}'"
+            rows = [r.asDict() for r in
+                    self.spark.sql(f"SELECT digest, state FROM {self.table}{where}").collect()]
+        return {r["digest"]: r["state"] for r in rows
+                if digest is None or r["digest"] == digest}
+
     def read_digests(self) -> None:
-        """Read which states the warehouse holds now (a Spark query, ~0.5-1 s), so that
-        the first batch after a start does not wait for it."""
+        """Read which states the warehouse holds now, so that the first batch after a
+        start does not wait for it."""
         self._digests()
 
     def save(self, digest: str, data: bytes) -> None:
@@ -76,14 +86,13 @@ class WarehouseHistoryStore:
         self._digests().add(digest)
 
     def load(self, digest: str) -> tuple[str, SchemaState]:
-        rows = [] if not self.spark.catalog.tableExists(self.table) else self.spark.sql(
-            f"SELECT state FROM {self.table} WHERE digest = '{digest}'").collect()
-        if not rows:
+        state = self._states(digest).get(digest)
+        if state is None:
             raise ConfigError(
                 f"the warehouse's position names the schema history state {digest}, which "
                 f"{self.table} does not hold; run `changestream schema reseed` with this sink "
                 "to build it again from the server")
-        return decode_state(rows[0]["state"].encode(), self.describe(digest))
+        return decode_state(state.encode(), self.describe(digest))
 
     def prune(self, keep: str) -> None:
         others = self._digests() - {keep}

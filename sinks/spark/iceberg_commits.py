@@ -6,8 +6,11 @@ manifest, the properties, the commit), and while the router's threads run each r
 also waits for the interpreter lock when the JVM answers: on 2 CPUs, over a millisecond
 apiece, a tenth of a second per batch (cProfile of bench/spark_landing.py, 2026-11-26:
 965 round trips, 1.3 s of a 2.1 s landing). :class:`DriverCommits` is a small Java class,
-compiled once per JVM from the source below with Janino (the compiler Spark generates its
-own code with, in every Spark distribution), that does a whole commit on its side.
+compiled from the source below with Janino (the compiler Spark generates its own code
+with, in every Spark distribution), that does a whole commit on its side. A sink that
+starts its JVM keeps the compiled class as a jar in changestream's jar cache
+(:func:`driver_commits_jar`, named by the source and the Iceberg runtime jar) and later
+starts load it from their class path: the compile took ~0.3 s of a new JVM's open.
 
 Its steps are those Iceberg's own writers take: each data file's metrics read back from
 its footer (``ParquetUtil.footerMetrics``, with Parquet read options made once), the
@@ -19,10 +22,14 @@ format-2 table an append's manifest written here and committed as it is
 
 from __future__ import annotations
 
+import hashlib
 import weakref
+from pathlib import Path
 from typing import Any
 
 from changestream.model.errors import SinkError
+
+from .jars import jar_cache, made_once
 
 CLASS_NAME = "changestream.iceberg.DriverCommits"
 
@@ -137,6 +144,27 @@ public class DriverCommits {
             partitioning, props);
     }
 
+    /** The locations of the data files of the table's current snapshot, one a line;
+     *  null when delete files apply to one (its rows are not the file's alone). */
+    public String liveFiles(Table table) throws Exception {
+        StringBuilder out = new StringBuilder();
+        org.apache.iceberg.io.CloseableIterable tasks = table.newScan().planFiles();
+        try {
+            java.util.Iterator it = tasks.iterator();
+            while (it.hasNext()) {
+                org.apache.iceberg.FileScanTask task =
+                    (org.apache.iceberg.FileScanTask) it.next();
+                if (!task.deletes().isEmpty()) {
+                    return null;
+                }
+                out.append(task.file().location()).append('\n');
+            }
+        } finally {
+            tasks.close();
+        }
+        return out.toString();
+    }
+
     /** A snapshot that adds nothing, with the properties ("key\nvalue\n...") in its
      *  summary. */
     public void mark(Table table, String properties) {
@@ -226,31 +254,66 @@ public class DriverCommits {
 """
 
 _COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_BYTECODE: weakref.WeakKeyDictionary[Any, dict[str, bytes]] = weakref.WeakKeyDictionary()
 
 
 def driver_commits(spark: Any, anchor: Any) -> Any:
-    """The :class:`DriverCommits` object of ``spark``'s JVM (compiled at the first call,
-    with the class loader that loaded ``anchor``, a Java object of Iceberg's: a table, a
-    catalog)."""
+    """The :class:`DriverCommits` object of ``spark``'s JVM: the class from the class path
+    when a jar of it is there (:func:`driver_commits_jar`), else compiled at the first
+    call, with the class loader that loaded ``anchor`` (a Java object of Iceberg's: a
+    table, a catalog) as its parent."""
     jvm = spark._jvm
     commits = _COMPILED.get(jvm)
     if commits is None:
-        compiler = jvm.org.codehaus.janino.SimpleCompiler()
-        compiler.setParentClassLoader(anchor.getClass().getClassLoader())
-        compiler.setTargetVersion(8)  # static interface methods (Stream.empty)
+        loader = anchor.getClass().getClassLoader()
         try:
-            compiler.cook(SOURCE)
-        except Exception as exc:  # Py4JJavaError: an Iceberg without an API it calls
-            message = str(getattr(exc, "java_exception", exc)).splitlines()[0]
-            raise SinkError(
-                "spark sink (iceberg): the driver's commit class does not compile against "
-                f"the Iceberg runtime on Spark's class path ({message}); changestream's "
-                "Iceberg landing is built for Iceberg 1.10 (see the sink's jar option)"
-            ) from None
-        commits = compiler.getClassLoader().loadClass(CLASS_NAME).newInstance()
+            klass = loader.loadClass(CLASS_NAME)
+        except Exception:  # Py4JJavaError (ClassNotFoundException): no jar of it
+            klass = _compile(jvm, loader)
+        commits = klass.newInstance()
         commits.init(spark._jsc.hadoopConfiguration())
         _COMPILED[jvm] = commits
     return commits
+
+
+def _compile(jvm: Any, loader: Any) -> Any:
+    """:data:`SOURCE` compiled with Janino (~0.3 s in a new JVM); its bytecode is kept for
+    :func:`keep_driver_commits`."""
+    compiler = jvm.org.codehaus.janino.SimpleCompiler()
+    compiler.setParentClassLoader(loader)
+    compiler.setTargetVersion(8)  # static interface methods (Stream.empty)
+    try:
+        compiler.cook(SOURCE)
+    except Exception as exc:  # Py4JJavaError: an Iceberg without an API it calls
+        message = str(getattr(exc, "java_exception", exc)).splitlines()[0]
+        raise SinkError(
+            "spark sink (iceberg): the driver's commit class does not compile against "
+            f"the Iceberg runtime on Spark's class path ({message}); changestream's "
+            "Iceberg landing is built for Iceberg 1.10 (see the sink's jar option)"
+        ) from None
+    _BYTECODE[jvm] = {str(name): bytes(code)
+                      for name, code in compiler.getBytecodes().items()}
+    return compiler.getClassLoader().loadClass(CLASS_NAME)
+
+
+def driver_commits_jar(runtime: Path, cache: Path | None = None) -> Path:
+    """Where the jar of the compiled :class:`DriverCommits` goes (in changestream's jar
+    cache), for this source and Iceberg runtime jar ``runtime``: a sink that starts its
+    JVM puts it on the class path when it is there, and no JVM compiles the class again."""
+    try:
+        size = runtime.stat().st_size
+    except OSError:
+        size = -1
+    digest = hashlib.sha256(f"{SOURCE}\n{runtime.name}\t{size}".encode()).hexdigest()[:12]
+    return jar_cache(cache) / f"changestream-driver-commits-{digest}.jar"
+
+
+def keep_driver_commits(spark: Any, target: Path) -> None:
+    """Write the class this JVM compiled (if it did) as jar ``target``, for later starts."""
+    compiled = _BYTECODE.get(spark._jvm)
+    if compiled:
+        made_once(target, lambda: iter(
+            [(f"{name.replace('.', '/')}.class", code) for name, code in compiled.items()]))
 
 
 def create_table(spark: Any, catalog: str, namespace: str, name: str, schema_json: str,

@@ -145,9 +145,13 @@ class SparkSink:
         if self.spark is None:
             jars = None
             if self.mode == "iceberg":
+                from .iceberg_commits import driver_commits_jar
                 from .jars import iceberg_jars
 
                 jars = iceberg_jars(self.jar)
+                commits_jar = driver_commits_jar(jars[0])
+                if commits_jar.is_file():
+                    jars.append(commits_jar)
             self.spark = start_session(self.master, {**catalog_conf, **self.conf}, jars,
                                        self.app_name, class_cache=self.class_cache)
             self._owns_session = True
@@ -173,11 +177,26 @@ class SparkSink:
             self._landing = IcebergLanding(self.catalog, self.append_new_keys,
                                            self.arrow_appends)
             try:
-                return self._landing.open(self.spark)
+                position = self._landing.open(self.spark)
             except Exception as exc:
                 raise SinkError(f"spark sink (iceberg): cannot open warehouse "
                                 f"{self.warehouse}: {_short(exc)}") from exc
+            if self._owns_session:
+                self._keep_driver_commits()
+            return position
         return None
+
+    def _keep_driver_commits(self) -> None:
+        """Save the driver's commit class this JVM compiled as a jar, which later starts
+        put on the class path (no compile, ~0.3 s of an open; the class-data archive
+        then holds it too)."""
+        from .iceberg_commits import driver_commits_jar, keep_driver_commits
+        from .jars import find_iceberg_jar
+
+        try:
+            keep_driver_commits(self.spark, driver_commits_jar(find_iceberg_jar(self.jar)))
+        except OSError as exc:  # a cache folder it cannot write: compiled again next time
+            logger.debug("spark sink: cannot keep the driver's commit class: %s", exc)
 
     def history_storage(self) -> Any:
         """Where the schema history is kept beside the position, in the iceberg mode: the

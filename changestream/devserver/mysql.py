@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from changestream.cache import cache_folder
 from changestream.devserver.base import EmbeddedServer
 from changestream.devserver.errors import ServerNotAvailableError, ServerStartError
 from changestream.devserver.options import ServerOptions
@@ -97,8 +98,7 @@ class EmbeddedMySQL(EmbeddedServer):
         stat = Path(self.mysqld).stat()
         key = hashlib.sha256(repr((self.mysqld, stat.st_size, stat.st_mtime_ns,
                                    _MYSQL_INIT_ARGS, _MYSQL_INIT_SQL)).encode()).hexdigest()[:16]
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        templates = cache / "changestream" / "mysql-templates"
+        templates = cache_folder("mysql-templates")
         template = templates / key
         if (template / "auto.cnf").exists():
             return template

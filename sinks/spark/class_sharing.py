@@ -19,8 +19,8 @@ JVM's); its JVM writes ``<key>.jsa.part`` as it exits, and a later start takes t
 part cut short is dropped and written again). Starts while the writer lives run without
 an archive.
 
-HotSpot 17 and 21 crash (SIGSEGV in ``check_shared_class_file_load_hook``, JDK-8325536's
-kind) when a dynamic archive is used or written while a class file load hook is on: a Java
+HotSpot 17 (17.0.15 here) crashes (SIGSEGV in ``check_shared_class_file_load_hook``,
+JDK-8325536's kind) when a dynamic archive is mapped while a class file load hook is on: a Java
 agent (``-javaagent``, ``-agentlib``, ``-agentpath``: most APM agents) or a flight
 recording started with the JVM (``-XX:StartFlightRecording``). A start whose driver
 options name one, wherever they are set (:func:`hooked_options`), runs without sharing; a
@@ -38,6 +38,7 @@ import shutil
 import time
 from pathlib import Path
 
+from changestream.cache import cache_folder
 from changestream.devserver.process import alive
 
 logger = logging.getLogger("changestream.sinks.spark")
@@ -77,8 +78,7 @@ def hooked_options(settings: dict[str, object]) -> str | None:
 
 def default_folder() -> Path:
     """Where the archives go unless the sink's ``jvm_class_cache`` option says."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "changestream" / "jvm"
+    return cache_folder("jvm")
 
 
 def archive_key(jars: list[Path], class_path: str = "") -> str:

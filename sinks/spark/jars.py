@@ -24,6 +24,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from changestream.cache import cache_folder
 from changestream.model.errors import SinkError
 
 RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-*.jar"
@@ -77,8 +78,7 @@ def _pyspark_jackson() -> list[Path]:
 
 def jar_cache(cache: Path | None = None) -> Path:
     """The folder of the jars changestream makes (``~/.cache/changestream/jars``)."""
-    return cache or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) \
-        / "changestream" / "jars"
+    return cache or cache_folder("jars")
 
 
 def made_once(target: Path, entries: Callable[[], Iterator[tuple[str, bytes]]]) -> Path:

@@ -132,6 +132,9 @@ class SparkSink:
         self.last: LandedBatch | None = None
         # Class-data-sharing archives for the JVM the sink starts (None: not used).
         self.class_cache: Path | None = _class_cache(jvm_class_cache)
+        # Where the driver's compiled commit class is kept (an Iceberg sink that starts
+        # its own session; see iceberg_commits.driver_commits_jar).
+        self._commits_jar: Path | None = None
 
     # -- SinkAdapter ---------------------------------------------------------------------
 
@@ -149,9 +152,9 @@ class SparkSink:
                 from .jars import iceberg_jars
 
                 jars = iceberg_jars(self.jar)
-                commits_jar = driver_commits_jar(jars[0])
-                if commits_jar.is_file():
-                    jars.append(commits_jar)
+                self._commits_jar = driver_commits_jar(jars[0])
+                if self._commits_jar.is_file():
+                    jars.append(self._commits_jar)
             self.spark = start_session(self.master, {**catalog_conf, **self.conf}, jars,
                                        self.app_name, class_cache=self.class_cache)
             self._owns_session = True
@@ -181,20 +184,19 @@ class SparkSink:
             except Exception as exc:
                 raise SinkError(f"spark sink (iceberg): cannot open warehouse "
                                 f"{self.warehouse}: {_short(exc)}") from exc
-            if self._owns_session:
-                self._keep_driver_commits()
+            if self._commits_jar is not None:
+                self._keep_driver_commits(self._commits_jar)
             return position
         return None
 
-    def _keep_driver_commits(self) -> None:
-        """Save the driver's commit class this JVM compiled as a jar, which later starts
+    def _keep_driver_commits(self, jar: Path) -> None:
+        """Save the driver's commit class this JVM compiled as ``jar``, which later starts
         put on the class path (no compile, ~0.3 s of an open; the class-data archive
         then holds it too)."""
-        from .iceberg_commits import driver_commits_jar, keep_driver_commits
-        from .jars import find_iceberg_jar
+        from .iceberg_commits import keep_driver_commits
 
         try:
-            keep_driver_commits(self.spark, driver_commits_jar(find_iceberg_jar(self.jar)))
+            keep_driver_commits(self.spark, jar)
         except OSError as exc:  # a cache folder it cannot write: compiled again next time
             logger.debug("spark sink: cannot keep the driver's commit class: %s", exc)
 

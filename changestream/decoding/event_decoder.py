@@ -103,7 +103,8 @@ class EventDecoder:
         self.schema_resolver = schema_resolver
         self.format_description: FormatDescriptionEvent | None = None
         self.tables: dict[int, TableMapEvent] = {}
-        # Per table id and per TABLE_MAP bytes: [schema, its row decoder once one is needed].
+        # Per table id and per TABLE_MAP bytes: [schema, its row decoder once one is needed,
+        # whether the schema was resolved (tables the filter leaves out never are)].
         self._row_decoders: dict[int, list[Any]] = {}
         self._decoders: OrderedDict[bytes, list[Any]] = OrderedDict()
         self._table_cache_size = table_cache_size
@@ -276,17 +277,25 @@ class EventDecoder:
         if cached is None:
             fde = self.format_description
             schema = parse_table_map(body, post, fde is not None and fde.is_mariadb)[2]
-            if self.schema_resolver is not None:
-                assert header is not None, "a schema resolver needs the event's header"
-                schema = self.schema_resolver(schema, header)
-            cached = [schema, None]
+            cached = [schema, None, False]
             self._decoders[key] = cached
             if len(self._decoders) > self._table_cache_size:
                 self._decoders.popitem(last=False)
         else:
             self._decoders.move_to_end(key)
+        if not cached[2] and self._wanted(cached[0]):
+            # Only a table whose rows are read is resolved: the names of a table the filter
+            # leaves out may be known nowhere (the history keeps only the tables it reaches).
+            if self.schema_resolver is not None:
+                assert header is not None, "a schema resolver needs the event's header"
+                cached[0] = self.schema_resolver(cached[0], header)
+            cached[1], cached[2] = None, True
         self._row_decoders[table_id] = cached
         return table_id, _U16(body, post - 2)[0], cached[0]
+
+    def _wanted(self, schema: TableSchema) -> bool:
+        """Whether the rows of ``schema``'s table are read (the table filter lets it in)."""
+        return self.table_filter is None or self.table_filter(schema.database, schema.table)
 
     def rows_header(self, type_code: int, body: bytes) -> tuple[int, int, int]:
         """``(table_id, flags, offset of the column count)`` of a rows event body."""
@@ -327,8 +336,7 @@ class EventDecoder:
                               "TABLE_MAP event before it described", h.file, h.offset)
         schema = entry[0]
         partial = h.type_code == et.PARTIAL_UPDATE_ROWS
-        if self.table_filter is not None and not self.table_filter(schema.database,
-                                                                   schema.table):
+        if not self._wanted(schema):
             return RowsEvent(h, kind, table_id, flags, schema, (), None, [], partial,
                              compressed)
         try:

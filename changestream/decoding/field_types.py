@@ -43,8 +43,11 @@ NAMES: dict[int, str] = {
 }
 
 INTEGER_TYPES = frozenset({TINY, SHORT, INT24, LONG, LONGLONG})
-# Types the SIGNEDNESS optional metadata has one bit for, in column order.
+# Types that may be UNSIGNED.
 NUMERIC_TYPES = frozenset({TINY, SHORT, INT24, LONG, LONGLONG, FLOAT, DOUBLE, NEWDECIMAL, DECIMAL})
+# Types the SIGNEDNESS optional metadata has one bit for, in column order: the numeric types
+# and YEAR, which both servers count among them (a YEAR column's bit is set: unsigned).
+SIGNEDNESS_TYPES = NUMERIC_TYPES | {YEAR}
 # Types the (DEFAULT_|COLUMN_)CHARSET optional metadata covers (by real type).
 CHARACTER_TYPES = frozenset({STRING, VAR_STRING, VARCHAR, BLOB, TINY_BLOB, MEDIUM_BLOB, LONG_BLOB})
 ENUM_SET_TYPES = frozenset({ENUM, SET})

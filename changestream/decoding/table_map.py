@@ -168,9 +168,10 @@ def _build_schema(
 ) -> TableSchema:
     ncols = len(types)
     real_types = [shape.get("type_code", t) for t, shape in zip(types, shapes, strict=True)]
-    numeric = [i for i, t in enumerate(real_types) if t in ft.NUMERIC_TYPES]
-    # MariaDB gives GEOMETRY columns a (binary) charset entry; MySQL gives them none.
-    charset_types = ft.CHARACTER_TYPES | {ft.GEOMETRY} if mariadb else ft.CHARACTER_TYPES
+    numeric = [i for i, t in enumerate(real_types) if t in ft.SIGNEDNESS_TYPES]
+    # MariaDB gives GEOMETRY columns a (binary) charset entry; MySQL gives them none, but
+    # gives its VECTOR columns one.
+    charset_types = ft.CHARACTER_TYPES | ({ft.GEOMETRY} if mariadb else {ft.VECTOR})
     character = [i for i, t in enumerate(real_types) if t in charset_types]
     enum_set = [i for i, t in enumerate(real_types) if t in ft.ENUM_SET_TYPES]
     enums = [i for i, t in enumerate(real_types) if t == ft.ENUM]
@@ -181,7 +182,8 @@ def _build_schema(
     if SIGNEDNESS in optional:
         start, _ = optional[SIGNEDNESS]
         for i, flag in zip(numeric, _bits_msb_first(body[start:], len(numeric)), strict=True):
-            extra[i]["unsigned"] = flag
+            if real_types[i] != ft.YEAR:  # YEAR takes a bit but is neither signed nor not
+                extra[i]["unsigned"] = flag
     for kind, targets in ((DEFAULT_CHARSET, character), (COLUMN_CHARSET, character),
                           (ENUM_AND_SET_DEFAULT_CHARSET, enum_set),
                           (ENUM_AND_SET_COLUMN_CHARSET, enum_set)):
@@ -190,7 +192,7 @@ def _build_schema(
             default_form = kind in (DEFAULT_CHARSET, ENUM_AND_SET_DEFAULT_CHARSET)
             for i, coll in zip(targets, _charsets(body, start, end, len(targets), default_form),
                                strict=False):
-                if real_types[i] != ft.GEOMETRY:
+                if real_types[i] not in (ft.GEOMETRY, ft.VECTOR):
                     extra[i]["collation"] = coll
     if COLUMN_NAME in optional:
         pos, end = optional[COLUMN_NAME]

@@ -118,7 +118,7 @@ LOGGED_AS: dict[str, frozenset[int]] = {
     "varbinary": frozenset({ft.VARCHAR, ft.VAR_STRING}),
     "enum": frozenset({ft.ENUM, ft.STRING}), "set": frozenset({ft.SET, ft.STRING}),
     "bit": frozenset({ft.BIT}), "json": frozenset({ft.JSON, ft.BLOB}),
-    "vector": frozenset({ft.VECTOR}), "uuid": frozenset({ft.STRING}),
+    "vector": frozenset({ft.VECTOR, ft.VARCHAR}), "uuid": frozenset({ft.STRING}),
     "inet6": frozenset({ft.STRING}), "inet4": frozenset({ft.STRING}),
 }
 for _blob in ("tinyblob", "blob", "mediumblob", "longblob", "tinytext", "text", "mediumtext",

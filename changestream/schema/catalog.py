@@ -8,7 +8,7 @@ from typing import Any
 
 import pymysql
 
-from changestream.schema.definition import ColumnDefinition, TableDefinition
+from changestream.schema.definition import ColumnDefinition, TableDefinition, type_labels
 
 Query = Callable[..., list[tuple[Any, ...]]]
 """``(sql, args=()) -> rows``."""
@@ -46,8 +46,11 @@ def read_definition(query: Query, collations: dict[str, int], database: str,
         extra = str(extra or "").upper()
         generated = ("VIRTUAL" if "VIRTUAL" in extra else
                      "STORED" if "STORED" in extra or "PERSISTENT" in extra else "")
+        column_type = str(column_type)
+        if str(data_type).lower() in ("enum", "set") and "?" in column_type:
+            column_type = exact_labels(query, database, table, str(name), column_type)
         columns.append(ColumnDefinition(
-            str(name), str(data_type).lower(), str(column_type),
+            str(name), str(data_type).lower(), column_type,
             collations.get(str(collation)) if collation else None, generated,
             "INVISIBLE" in extra))
     key = tuple(str(n) for (n,) in query(
@@ -56,6 +59,34 @@ def read_definition(query: Query, collations: dict[str, int], database: str,
         (database, table)))
     create = str(query(f"SHOW CREATE TABLE {quote(database)}.{quote(table)}")[0][1])
     return TableDefinition(database, table, tuple(columns), key, create)
+
+
+def exact_labels(query: Query, database: str, table: str, column: str,
+                 column_type: str) -> str:
+    """``column_type`` of an ENUM or SET column with its labels as the table has them.
+
+    ``information_schema`` (and ``SHOW CREATE TABLE``) print labels in utf8mb3 on MariaDB,
+    a character outside the BMP as ``?``; the labels are read back as values instead: a
+    temporary table with the column's exact type is given each label's number.
+    """
+    kind = column_type[:column_type.index("(")]
+    count = len(type_labels(column_type))
+    numbers = range(1, count + 1) if kind.lower() == "enum" else [1 << i for i in range(count)]
+    scratch = f"{quote(database)}.{quote('_changestream_labels')}"
+    try:
+        query(f"CREATE TEMPORARY TABLE {scratch} SELECT {quote(column)} AS v FROM "
+              f"{quote(database)}.{quote(table)} LIMIT 0")
+        try:
+            query(f"INSERT INTO {scratch} VALUES " + ", ".join(f"({n})" for n in numbers))
+            labels = [str(v) for (v,) in query(f"SELECT v FROM {scratch} ORDER BY v + 0")]
+        finally:
+            query(f"DROP TEMPORARY TABLE {scratch}")
+    except pymysql.MySQLError:
+        return column_type  # as printed: the labels outside the BMP stay '?'
+    if len(labels) != count:
+        return column_type
+    body = ",".join("'" + label.replace("'", "''") + "'" for label in labels)
+    return f"{kind}({body}){column_type[column_type.rindex(')') + 1:]}"
 
 
 def unique_key(query: Query, database: str, table: str) -> tuple[str, ...] | None:

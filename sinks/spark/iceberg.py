@@ -406,6 +406,8 @@ class IcebergLanding(MirroredDdl):
 
                 with clock("mirror source"):
                     table = keyless_source(spark, name, run, rows)
+                    if not table.num_rows:  # its changes cancel out, as a keyed no-op
+                        return
                     to_dataframe(spark, table, run.fields, (("_op", T.StringType()),)) \
                         .createOrReplaceTempView(view)
                 source = view

@@ -40,7 +40,11 @@ def keyless_source(spark: Any, name: str, run: TableRun, rows: pa.Table) -> pa.T
             entry = net.setdefault(key, [0, at])
             entry[0] += step
     changed = [(count, at) for count, at in net.values() if count != 0]
-    copies = mirror_copies(spark, name, run, both.take([at for _, at in changed]))
+    # Indices as int64 arrays: changes that cancel out (a DELETE ... LIMIT 1 of a duplicate
+    # row, then the same row INSERTed) leave ``changed`` empty, and pyarrow types a bare []
+    # as null, for which take has no kernel.
+    copies = mirror_copies(spark, name, run,
+                           both.take(pa.array([at for _, at in changed], pa.int64())))
     picks, ops = [], []
     for (count, at), have in zip(changed, copies):
         picks.append(at)
@@ -48,7 +52,8 @@ def keyless_source(spark: Any, name: str, run: TableRun, rows: pa.Table) -> pa.T
         for _ in range(max(have + count, 0)):
             picks.append(at)
             ops.append("upsert")
-    return both.take(picks).append_column("_op", pa.array(ops, pa.string()))
+    return both.take(pa.array(picks, pa.int64())).append_column(
+        "_op", pa.array(ops, pa.string()))
 
 
 def mirror_copies(spark: Any, name: str, run: TableRun, images: pa.Table) -> list[int]:

@@ -4,11 +4,14 @@ Keys a batch INSERTs first are appended with their last image, the rest merged."
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
 
-from changestream.sinks.spark.frames import TableRun, table_runs
+from changestream.model.changes import EncodedRun
+from changestream.sinks.spark import mirror_keyless
+from changestream.sinks.spark.frames import TableRun, encode_runs, table_runs
 from changestream.sinks.spark.mirror_plan import (
     last_change_per_key,
     mirror_delta,
@@ -211,3 +214,45 @@ def test_a_batch_of_inserts_of_a_composite_key_takes_the_walk_s_delta() -> None:
             ("insert", schema, None, {"id": i, "qty": q, "name": f"r{n}"})
             for n, (i, q) in enumerate(keys)])])
         _assert_the_walk_s_delta(run)
+
+
+N = simple_schema("n", ("id", "name"), pk=False)
+_DUP, _ONE = {"id": 0, "name": "dup"}, {"id": 1, "name": "one"}
+
+
+def _keyless_run(transactions: list[list[tuple[str, Any, Any]]], arrow_workers: bool
+                 ) -> TableRun:
+    log = Binlog()
+    parts = [log.transaction([(op, N, before, after) for op, before, after in changes])
+             for changes in transactions]
+    if arrow_workers:  # the frames decode workers hand over, as the sink gets them
+        records = encode_runs(table_runs(parts, all_before=True))
+        parts = [EncodedRun(records, sum(len(p.changes) for p in parts), len(parts), None,
+                            parts[-1].position)]
+    (run,) = table_runs(parts)
+    return run
+
+
+@pytest.mark.parametrize("arrow_workers", [False, True], ids=["parts", "arrow-workers"])
+@pytest.mark.parametrize("transactions, expected", [
+    # DELETE ... LIMIT 1 of a duplicate, then the same row inserted again: nothing to do.
+    ([[("delete", _DUP, None)], [("insert", None, _DUP)]], []),
+    ([[("insert", None, {"id": 7, "name": "x"}), ("delete", {"id": 7, "name": "x"}, None)]],
+     []),
+    ([[("update", _ONE, {"id": 1, "name": "uno"})],
+      [("update", {"id": 1, "name": "uno"}, _ONE)]], []),
+    ([[("delete", _DUP, None), ("insert", None, _DUP), ("delete", _ONE, None)]],
+     [(1, "one", "delete")]),
+    ([[("delete", _DUP, None)]], [(0, "dup", "delete"), (0, "dup", "upsert")]),
+])
+def test_keyless_changes_that_cancel_out_leave_an_empty_merge_source(
+        monkeypatch: pytest.MonkeyPatch, transactions: list[list[tuple[str, Any, Any]]],
+        expected: list[tuple[Any, ...]], arrow_workers: bool) -> None:
+    # The mirror already holds rows: two equal ones and another.
+    held = Counter([(0, "dup"), (0, "dup"), (1, "one")])
+    monkeypatch.setattr(mirror_keyless, "mirror_copies", lambda spark, name, run, images: [
+        held[(r["id"], r["name"])] for r in images.to_pylist()])
+    run = _keyless_run(transactions, arrow_workers)
+    source = mirror_keyless.keyless_source(None, "c.shop.n", run, run.frame)
+    assert source.column_names == ["id", "name", "_op"]
+    assert [(r["id"], r["name"], r["_op"]) for r in source.to_pylist()] == expected

@@ -12,7 +12,9 @@ server's own ``SELECT``, value by value in each type's documented JSON form
 
 from __future__ import annotations
 
+import base64
 import random
+import struct
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -167,8 +169,10 @@ def _delete(table: Table, db: str, rng: random.Random) -> str | None:
 
 
 def run_workload(server: Any, seed: int, database: str, transactions: int = 120,
-                 tables: int = 4) -> Workload:
-    """Create the seed's tables in ``database`` (which must exist) and run its workload."""
+                 tables: int = 4, images: tuple[str, ...] = ("FULL", "MINIMAL", "NOBLOB")
+                 ) -> Workload:
+    """Create the seed's tables in ``database`` (which must exist) and run its workload,
+    each transaction under one of ``images`` (the server's binlog_row_image)."""
     version = tuple(int(p) for p in server.execute("SELECT VERSION()")[0][0]
                     .split("-")[0].split(".")[:2])
     rng = random.Random(seed)
@@ -181,6 +185,8 @@ def run_workload(server: Any, seed: int, database: str, transactions: int = 120,
                 metadata = rng.choice(["FULL", "MINIMAL"])
                 server.execute(f"SET GLOBAL binlog_row_metadata = {metadata}")
             image = rng.choice(["FULL", "MINIMAL", "NOBLOB"])
+            if image not in images:
+                image = images[0]
             statements = [*session, f"SET SESSION binlog_row_image = {image}", "BEGIN"]
             rolled_back = rng.random() < 0.1
             held = {t.name: list(t.keys) for t in work.tables}
@@ -192,10 +198,12 @@ def run_workload(server: Any, seed: int, database: str, transactions: int = 120,
                 if statement is None:
                     continue
                 statements.append(statement)
-                if image == "MINIMAL" and server.flavor == "mariadb" and not rolled_back:
+                moves_key = kind == "update" and "`id` = " in statement.split(" WHERE ")[0]
+                if server.flavor == "mariadb" and not rolled_back and (
+                        image == "MINIMAL" or (version >= (11, 0) and moves_key)):
                     # MariaDB leaves VIRTUAL columns out of MINIMAL insert images, and 11.8
-                    # changed generated columns out of MINIMAL updates (mariadb-binlog shows
-                    # the same): no reader of the binlog can know them.
+                    # every generated column out of update images, FULL ones too (its
+                    # mariadb-binlog shows the same): a key move changes `g` unseen.
                     table.unlogged.update(c.name for c in table.columns if c.generated)
             if rolled_back:  # the tables hold the keys they held before it
                 for t in work.tables:
@@ -289,3 +297,89 @@ def differences(server: Any, work: Workload, rebuilt: dict[str, list[dict[str, A
 
 def _describe(table: Table, row: tuple[Any, ...]) -> str:
     return str({f"{c.name} {c.definition[:40]}": v[:80] for c, v in zip(table.columns, row)})
+
+
+# -- the Spark sink's mirrors ------------------------------------------------------------
+
+def _moment(text: str) -> str | None:
+    """A DATE/DATETIME/TIMESTAMP text in one form; zero and invalid dates (NULL in Spark)
+    as ``None``."""
+    if text.startswith("0000-") or "-00" in text[:10]:
+        return None
+    date, _, time = text.partition(" ")
+    if not time:
+        return date
+    clock, _, fraction = time.partition(".")
+    return f"{date} {clock}.{fraction.ljust(6, '0')}"
+
+
+def _clock(text: str) -> str:
+    sign = "-" if text.startswith("-") else ""
+    clock, _, fraction = text.lstrip("-").partition(".")
+    h, m, sec = clock.split(":")
+    return f"{sign}{int(h)}:{m}:{sec}.{fraction.ljust(6, '0')}"
+
+
+def spark_expected(column: Column, value: Any) -> Any:
+    """A server value (after ``canon_server``) in the form :func:`spark_canonical` gives."""
+    if value is None or value == ABSENT:
+        return value
+    if column.family == "temporal":
+        return _clock(value) if column.definition.startswith("TIME(") or \
+            column.definition.split()[0] == "TIME" else _moment(value)
+    return value
+
+
+def spark_canonical(column: Column, value: Any) -> Any:
+    """A value read from the Spark mirror, in the records' canonical form (see
+    docs/sinks.md's column types)."""
+    if value is None:
+        return None
+    family = column.family
+    if family in ("int", "year"):
+        return int(value)
+    if family == "decimal":
+        return format(value, "f") if not isinstance(value, str) else value
+    if family == "float":
+        return _float32_of(value)
+    if family == "temporal":
+        if isinstance(value, str):  # TIME
+            return _clock(value)
+        if hasattr(value, "hour"):
+            return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+        return value.isoformat()
+    if family in ("binary", "geometry"):
+        return base64.b64encode(bytes(value)).decode()
+    if family == "set":
+        return sorted(value)
+    if family == "bit":
+        return value & (2 ** 64 - 1)
+    if family == "json":
+        return column.canon_server(value)
+    if family == "vector":
+        return [_float32_of(x) for x in value]
+    return value
+
+
+def _float32_of(value: float) -> bytes:
+    return struct.pack("<f", value)
+
+
+def spark_differences(server: Any, work: Workload, spark: Any, catalog: str) -> list[str]:
+    """Where the Iceberg mirrors differ from the server's tables (empty: equal)."""
+    found = []
+    for table in work.tables:
+        mirror = f"{catalog}.`{work.database}`.`{table.name}`"
+        spark.sql(f"REFRESH TABLE {mirror}")
+        rows = [r.asDict() for r in spark.table(mirror).collect()]
+        expected = Counter(tuple(
+            orjson.dumps(spark_expected(c, orjson.loads(v)), default=repr).decode()
+            for c, v in zip(table.columns, row)) for row in server_rows(server, work, table))
+        got = Counter(_canonical(table.columns, lambda c, row=row, t=table: ABSENT
+                                 if c.name in t.unlogged or c.name not in row
+                                 else spark_canonical(c, row[c.name])) for row in rows)
+        for row in (expected - got).elements():
+            found.append(f"{table.name}: the mirror lacks {_describe(table, row)}")
+        for row in (got - expected).elements():
+            found.append(f"{table.name}: the mirror has {_describe(table, row)}")
+    return found

@@ -70,6 +70,12 @@ class TableRun:
     # Keep every column's before image, not only the key's (a decode worker's frames: the
     # run they join may take a table as keyless that the worker's schema gave a key).
     all_before: bool = False
+    # The columns a row's image leaves out, by row of the frame (rows of updates whose
+    # image the server logged without every column; decode workers' frames never have any).
+    absent: dict[int, frozenset[str]] = field(default_factory=dict)
+    # The columns an insert's image left out: excluded by the change filter (or never
+    # logged), not columns an update's image left out.
+    insert_gaps: set[str] = field(default_factory=set)
     _changes: list[Change] = field(default_factory=list)
     _pieces: list[pa.Table] = field(default_factory=list)
     _frame: pa.Table | None = None
@@ -95,6 +101,13 @@ class TableRun:
 
     def add(self, change: Change, position: Position | None) -> None:
         """Append one change of a transaction ending at ``position``."""
+        after = change.after
+        if after is not None and len(after) < len(self.fields):
+            missing = frozenset(f.name for f in self.fields if f.name not in after)
+            if change.op == "update":
+                self.absent[self.rows] = missing
+            else:
+                self.insert_gaps |= missing
         self._changes.append(change)
         snapshot = change.op == "snapshot"
         last = self.spans[-1] if self.spans else None

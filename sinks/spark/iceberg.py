@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from changestream.model.changes import Change, Position
+from changestream.model.errors import SinkError
 from changestream.sinks.spark.defaults import added_column_defaults
 from changestream.sinks.spark.stages import StageClock
 
@@ -43,6 +44,7 @@ from .iceberg_ddl import (
 )
 from .iceberg_ddl import quote as _q
 from .iceberg_files import ArrowAppender, load_table, positioned_snapshot
+from .mirror_images import complete_images
 from .mirror_keyless import keyless_source
 from .mirror_plan import (
     last_change_per_key,
@@ -102,6 +104,8 @@ class IcebergLanding(MirroredDdl):
         self.position: Position | None = None
         self.clock = StageClock()
         self._shared: tuple[pa.Table, Any] | None = None  # rows -> their DataFrame
+        self._kept: list[bool] | None = None  # which frame rows _pending gave (None: all)
+        self.insert_gaps: dict[str, set[str]] = {}  # source table -> columns inserts lack
 
     # -- names and state -------------------------------------------------------------
 
@@ -276,11 +280,19 @@ class IcebergLanding(MirroredDdl):
         if not any(keep):
             return None, last
         if all(keep):
+            self._kept = None
             return run.frame, last
         mask: list[bool] = []
         for span, new in zip(run.spans, keep):
             mask += [new] * span.rows
+        self._kept = mask
         return run.frame.filter(pa.array(mask, pa.bool_())), last
+
+    def _absent_of_pending(self, run: TableRun) -> list[frozenset[str] | None]:
+        """The columns each row :meth:`_pending` last gave leaves out (``None``: none)."""
+        rows = range(run.rows) if self._kept is None else \
+            [i for i, kept in enumerate(self._kept) if kept]
+        return [run.absent.get(i) for i in rows]
 
     def _dataframe(self, spark: Any, run: TableRun, rows: pa.Table) -> Any:
         """``rows`` of ``run`` as a DataFrame (see :func:`frame_dataframe`), made once for
@@ -356,6 +368,20 @@ class IcebergLanding(MirroredDdl):
         if rows is None or last is None:
             return 0
         keys = run.key_names
+        # Columns inserts lack too are excluded by the filter: nothing to fill.
+        gaps = self.insert_gaps.setdefault(run.name, set())
+        gaps |= run.insert_gaps
+        if run.absent:
+            absent = [a - gaps or None if a else None for a in self._absent_of_pending(run)]
+            if any(absent):
+                if not keys:
+                    raise SinkError(
+                        f"spark sink: updates of {run.name} (no primary key) were logged "
+                        "without every column (MariaDB leaves unchanged generated columns "
+                        "out, binlog_row_image MINIMAL or NOBLOB more): a mirror of a table "
+                        "without a key cannot tell which rows they change")
+                with clock("mirror images"):
+                    rows = complete_images(spark, name, run, rows, absent)
         if keys and self.arrow_appends:
             with clock("mirror plan"):
                 upserts, deleted = mirror_delta(run, rows, self.append_new_keys)

@@ -12,11 +12,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pykka
 
-from changestream.delivery.adapter import SinkAdapter
+from changestream.delivery.adapter import CutsBack, SinkAdapter, capabilities_of
 from changestream.delivery.position_store import PositionStore
 from changestream.model.changes import Batch, EncodedRun, Position, TransactionPart
 from changestream.model.errors import SinkError, SinkStoppedError
@@ -48,9 +48,8 @@ class BatchSettings:
         """These settings with ``max_changes`` set: as given, else the adapter's own."""
         if self.max_changes is not None:
             return self
-        preferred = getattr(adapter, "batch_changes", None)
-        return replace(self, max_changes=preferred if isinstance(preferred, int)
-                       and preferred > 0 else DEFAULT_BATCH_CHANGES)
+        preferred = capabilities_of(adapter).batch_changes
+        return replace(self, max_changes=preferred or DEFAULT_BATCH_CHANGES)
 
 
 DEFAULT_BATCH_CHANGES = 10_000
@@ -106,9 +105,9 @@ class SinkActor(pykka.ThreadingActor):
         self._batches: queue.SimpleQueue[tuple[list[Any], Position | None] | None] = \
             queue.SimpleQueue()
         self._writer: threading.Thread | None = None
-        state = getattr(adapter, "durable_state", None)
         self._durable_state: Callable[[], dict[str, Any] | None] | None = \
-            state if callable(state) else None
+            cast(CutsBack, adapter).durable_state if capabilities_of(adapter).durable_state \
+            else None
 
     def on_start(self) -> None:
         ref = self.actor_ref

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from changestream.actors.sink import BatchSettings
+from changestream.delivery.adapter import capabilities_of
 from changestream.delivery.plugins import make_sink
 from changestream.devserver import EmbeddedMariaDB
 from changestream.runtime.router import Router, RouterSettings
@@ -163,12 +164,8 @@ class TimedSink:
         self.adapter = adapter
         self.write_seconds = 0.0
         self.stages: dict[str, float] = {}  # seconds per landing stage, over all batches
-        self.batch_changes = getattr(adapter, "batch_changes", None)  # its batch size
-        self.writer_cpus = getattr(adapter, "writer_cpus", 0)  # the CPUs it keeps
-        # What it takes from decode workers (the router asks its sink for this).
-        encoded = getattr(adapter, "encoded_format", None)
-        if encoded is not None:
-            self.encoded_format = encoded
+        # Its batch size, the CPUs it keeps, what it takes from decode workers.
+        self.capabilities = capabilities_of(adapter)
 
     def open(self) -> Any:
         return self.adapter.open()
@@ -198,7 +195,7 @@ def router_alone(server: EmbeddedMariaDB, db: str, start: tuple[str, int], out: 
 def _workers(sink: TimedSink, decode_workers: int) -> int:
     """The decode workers asked for a landing: none for a sink that takes no encoded
     records (the router starts them only for one that does)."""
-    return decode_workers if getattr(sink.adapter, "encoded_format", None) else 0
+    return decode_workers if sink.capabilities.encoded_format else 0
 
 
 def _land(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, present: int,

@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from changestream.delivery.adapter import SinkAdapter
+    from changestream.delivery.adapter import SinkAdapter, SinkCapabilities
     from changestream.model.changes import Batch, Change, Position, TransactionInfo, TransactionPart
     from changestream.model.errors import ChangestreamError, ConfigError, SinkError, SourceError
     from changestream.runtime.config import Config, load_config
@@ -27,7 +27,7 @@ _HOMES = {
     "ChangestreamError": "model.errors", "ConfigError": "model.errors",
     "SinkError": "model.errors", "SourceError": "model.errors",
     "Router": "runtime.router", "RouterSettings": "runtime.router",
-    "SinkAdapter": "delivery.adapter",
+    "SinkAdapter": "delivery.adapter", "SinkCapabilities": "delivery.adapter",
     "TransactionStream": "runtime.stream",
 }
 
@@ -41,6 +41,7 @@ __all__ = [
     "Router",
     "RouterSettings",
     "SinkAdapter",
+    "SinkCapabilities",
     "SinkError",
     "SourceError",
     "TransactionInfo",

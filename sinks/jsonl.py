@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from changestream.delivery.adapter import SinkCapabilities
 from changestream.delivery.records import FORMATS, iter_lines
 from changestream.model.changes import Batch, Change, Position, TransactionPart
 from changestream.model.errors import SinkError
@@ -36,8 +37,9 @@ class JsonLinesSink:
                             f"{', '.join(FORMATS)})")
         self.path = None if path is None or path == "-" else Path(path)
         self.format = format
-        # Decode workers may hand over records already encoded in this format.
-        self.encoded_format = format
+        # Decode workers may hand over records already encoded in this format; the file is
+        # cut back to the state saved with the position on a restart.
+        self.capabilities = SinkCapabilities(encoded_format=format, durable_state=True)
         self.fsync = fsync
         self._out: BinaryIO | None = None
         self._committed: dict[str, Any] | None = None  # from restore()

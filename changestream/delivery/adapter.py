@@ -9,14 +9,23 @@ so a crash never skips a batch that was not written. A batch can come again afte
 that commits the batch's position atomically with its data returns the last one from
 ``open``, and the router resumes there (exactly once). An adapter whose output can be cut
 back (a file) gets exactly once with the router's position file instead: see
-``durable_state``/``restore`` below.
+:class:`SinkCapabilities`.
+
+What else an adapter offers it declares once, as its ``capabilities``
+(:class:`SinkCapabilities`); the router reads nothing else of it, and an adapter that
+declares none gets the defaults.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from changestream.model.changes import Batch, Position
+from changestream.model.errors import ConfigError
+
+__all__ = ["DEFAULT_CAPABILITIES", "CutsBack", "KeepsHistory", "SetsPosition", "SinkAdapter",
+           "SinkCapabilities", "capabilities_of"]
 
 
 @runtime_checkable
@@ -37,23 +46,77 @@ class SinkAdapter(Protocol):
         ...
 
 
-# An adapter may also have an ``encoded_format`` attribute ("changestream" or "original"):
-# it then also receives changestream.model.changes.EncodedRun parts, records already encoded in
-# that format by decode workers, and writes their bytes as they are. The Spark sink's is
-# "arrow": its EncodedRuns hold the Arrow frames of changestream.sinks.spark.frames.encode_runs.
-#
-# An adapter may also have a ``batch_changes`` attribute (a positive int): the micro-batch
-# size it gets unless the router's batch settings give one (see BatchSettings.for_sink).
-#
-# An adapter that keeps its own position may also offer ``history_storage()`` (called after
-# ``open``): a changestream.schema.store.HistoryStorage where the schema history's states
-# are kept beside that position. The positions of its batches then name the state at them
-# (``Position.schema_history``), stored there before the batch is written.
-#
-# An adapter may also offer ``durable_state() -> dict`` and ``restore(state: dict | None)``
-# (both or neither): ``durable_state`` describes what it has made durable so far (the JSON-
-# lines file: its path and length); the router saves it with every position
-# (``Position.sink``) and, on the first start, before the first batch. On a restart the
-# router calls ``restore`` with the state saved last, before ``open``; the adapter then
-# drops what it wrote after that state (batches the position file never acknowledged, which
-# the router delivers again). ``restore(None)``: nothing was saved.
+
+
+@dataclass(frozen=True, slots=True)
+class SinkCapabilities:
+    """What a sink adapter offers beyond ``open``/``write``/``close``, declared once as its
+    ``capabilities`` attribute. Each default is what a plain adapter gets.
+
+    - ``batch_changes``: the micro-batch size it wants unless the router's batch settings
+      give one (``None``: the router's default).
+    - ``writer_cpus``: CPUs its own writing keeps busy; the router starts that many fewer
+      decode workers (at least one).
+    - ``encoded_format``: the records decode workers may encode for it ("changestream" or
+      "original": JSON lines; "arrow": the Spark sink's frames); its batches then also hold
+      :class:`~changestream.model.changes.EncodedRun` parts (``None``: changes only).
+    - ``wants_schema_history``: the schema history opens at the start (the adapter follows
+      each DDL with the table's shape after it).
+    - ``history_storage``: it has ``history_storage()`` (called after ``open``), a
+      :class:`~changestream.schema.store.HistoryStorage` where the schema history's states
+      are kept beside the position it keeps itself.
+    - ``durable_state``: it has ``durable_state() -> dict | None`` (what it has made durable,
+      saved with every position) and ``restore(state)`` (called before ``open`` on a
+      restart: it drops what it wrote after ``state``).
+    - ``store_position``: it has ``store_position(position)``, committing a position alone
+      (``changestream schema reseed``).
+    """
+
+    batch_changes: int | None = None
+    writer_cpus: int = 0
+    encoded_format: str | None = None
+    wants_schema_history: bool = False
+    history_storage: bool = False
+    durable_state: bool = False
+    store_position: bool = False
+
+    def __post_init__(self) -> None:
+        if self.batch_changes is not None and (
+                not isinstance(self.batch_changes, int) or self.batch_changes <= 0):
+            raise ConfigError(f"sink capabilities: batch_changes must be a positive int, "
+                              f"not {self.batch_changes!r}")
+        if not isinstance(self.writer_cpus, int) or self.writer_cpus < 0:
+            raise ConfigError(f"sink capabilities: writer_cpus must be an int >= 0, "
+                              f"not {self.writer_cpus!r}")
+
+
+DEFAULT_CAPABILITIES = SinkCapabilities()
+
+
+class CutsBack(Protocol):
+    """The hooks of an adapter that declares ``durable_state``."""
+
+    def durable_state(self) -> dict[str, Any] | None: ...
+
+    def restore(self, state: dict[str, Any] | None) -> None: ...
+
+
+class KeepsHistory(Protocol):
+    """The hook of an adapter that declares ``history_storage``."""
+
+    def history_storage(self) -> Any: ...
+
+
+class SetsPosition(Protocol):
+    """The hook of an adapter that declares ``store_position``."""
+
+    def store_position(self, position: Position) -> None: ...
+
+
+def capabilities_of(sink: Any) -> SinkCapabilities:
+    """``sink``'s declared :class:`SinkCapabilities` (the defaults when it declares none)."""
+    declared = getattr(sink, "capabilities", DEFAULT_CAPABILITIES)
+    if not isinstance(declared, SinkCapabilities):
+        raise ConfigError(f"sink {type(sink).__name__}: capabilities must be a "
+                          f"changestream.SinkCapabilities, not {type(declared).__name__}")
+    return declared

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
-from changestream.delivery.adapter import SinkAdapter
+from changestream.delivery.adapter import SinkAdapter, capabilities_of
 from changestream.model.errors import ConfigError
 
 ENTRY_POINT_GROUP = "changestream.sinks"
@@ -95,4 +95,5 @@ def make_sink(spec: str, **options: Any) -> SinkAdapter:
     for method in ("open", "write", "close"):
         if not callable(getattr(sink, method, None)):
             raise ConfigError(f"sink {spec!r}: {type(sink).__name__} has no {method}() method")
+    capabilities_of(sink)  # declared as such, or none at all
     return sink

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from changestream.delivery.adapter import SinkAdapter
+from changestream.delivery.adapter import CutsBack, SinkAdapter, capabilities_of
 from changestream.model.changes import Position
 from changestream.model.errors import ConfigError
 from changestream.schema.history import SchemaHistory
@@ -102,13 +102,12 @@ def open_sink(sink: SinkAdapter, store: PositionStore | None,
     """Open ``sink`` and return what its ``open`` returns. A sink that cuts its output back
     on a restart gets the state saved with the last position first, and on the first start
     its state is saved at once (see :mod:`changestream.delivery.adapter`)."""
-    restore = getattr(sink, "restore", None)
-    if store is not None and callable(restore):
-        restore(store.sink_state)
+    cuts_back = capabilities_of(sink).durable_state
+    if store is not None and cuts_back:
+        cast(CutsBack, sink).restore(store.sink_state)
     sink_position = sink.open()
-    state = getattr(sink, "durable_state", None)
-    if store is not None and saved is None and callable(state):
-        baseline = state()
+    if store is not None and saved is None and cuts_back:
+        baseline = cast(CutsBack, sink).durable_state()
         if baseline is not None:
             try:
                 store.save_baseline(baseline)

@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pykka
 import pymysql
@@ -20,7 +20,7 @@ from changestream.actors.messages import Tick
 from changestream.actors.sink import SinkActor
 from changestream.actors.transaction import TransactionActor
 from changestream.decoding.event_decoder import EventDecoder
-from changestream.delivery.adapter import SinkAdapter
+from changestream.delivery.adapter import KeepsHistory, SinkAdapter, capabilities_of
 from changestream.delivery.flow import CreditLine, Credits
 from changestream.delivery.plugins import make_sink
 from changestream.delivery.position_store import PositionStore, open_sink
@@ -384,8 +384,8 @@ class Router:
             self._history = files
             return files.column_info(start)
         # A sink that keeps its own position may keep the history beside it (Iceberg).
-        offered = getattr(self.sink, "history_storage", None)
-        sink_storage = offered() if callable(offered) else None
+        sink_storage = cast(KeepsHistory, self.sink).history_storage() \
+            if capabilities_of(self.sink).history_storage else None
         self._history = HistoryOpener(
             self.settings.schema, self.spec.connection, self._connect, self.settings.server_id,
             self.settings.verify_checksums, self.store, self.settings.filter.database,
@@ -395,7 +395,7 @@ class Router:
         return self._history.column_info(resume, start, self._catalog_lookup)
 
     def _sink_wants_history(self) -> bool:
-        return bool(getattr(self.sink, "wants_schema_history", False))
+        return capabilities_of(self.sink).wants_schema_history
 
     def _prestart_shadow(self, saved: Position | None) -> ShadowPrestart | None:
         """The schema history's shadow server, started beside the sink's open when the

@@ -11,7 +11,7 @@ from typing import Any
 
 import pymysql
 
-from changestream.delivery.adapter import SinkAdapter
+from changestream.delivery.adapter import SinkAdapter, capabilities_of
 from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConfigError
 from changestream.runtime.listener import Listener
@@ -175,7 +175,7 @@ class RouterSnapshots:
             self.settings.snapshot.chunk_rows,
             # Records written here straight from the server's text for sinks that take
             # them encoded in changestream's format (JSON lines).
-            encoded=getattr(self.sink, "encoded_format", None) == "changestream",
+            encoded=capabilities_of(self.sink).encoded_format == "changestream",
             excluded=None if change_filter.everything else change_filter.excluded_columns)
 
     def done(self) -> bool:

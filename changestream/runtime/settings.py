@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from changestream.actors.sink import BatchSettings
+from changestream.delivery.adapter import capabilities_of
 from changestream.model.errors import ConfigError
 from changestream.parallel.decode_workers import DecodeWorkers, WorkerSettings
 from changestream.runtime.config import Config
@@ -102,12 +103,11 @@ def decode_workers_for(settings: RouterSettings, sink: Any,
     (``decode_workers``: how many; -1: one per CPU less the CPUs the sink's own writing
     takes, its ``writer_cpus``, at least one; none on a single CPU); they answer in runs of
     about ``run_changes`` changes (no bigger than a batch)."""
-    record_format = getattr(sink, "encoded_format", None)
+    capabilities = capabilities_of(sink)
+    record_format = capabilities.encoded_format
     cpus = os.cpu_count() or 1
-    writer_cpus = getattr(sink, "writer_cpus", 0)
     count = settings.decode_workers if settings.decode_workers >= 0 else (
-        max(1, cpus - (writer_cpus if isinstance(writer_cpus, int) else 0))
-        if cpus > 1 else 0)
+        max(1, cpus - capabilities.writer_cpus) if cpus > 1 else 0)
     if not record_format or count == 0:
         return None
     log.info("decoding plain DML transactions in %d worker processes", count)

@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from changestream.delivery.adapter import capabilities_of
 from changestream.delivery.position_store import PositionStore
 from changestream.model.changes import Position
 from changestream.model.errors import ChangestreamError, ConfigError
@@ -72,8 +73,8 @@ class _Saved:
             self.store = None
             self.sink = make_sink(config.sink.spec, **sink_options(config))
             position = self.sink.open()
-            offered = getattr(self.sink, "history_storage", None)
-            storage = offered() if callable(offered) else None
+            storage = self.sink.history_storage() \
+                if capabilities_of(self.sink).history_storage else None
             if storage is None:
                 self.close()
                 raise ConfigError(f"sink {config.sink.spec} keeps no schema history; give "
@@ -93,8 +94,10 @@ class _Saved:
             tmp = self.store.path.with_name(self.store.path.name + ".tmp")
             tmp.write_text(json.dumps(saved))
             tmp.replace(self.store.path)
-        else:
+        elif capabilities_of(self.sink).store_position:
             self.sink.store_position(replace(self.position, schema_history=digest))
+        else:
+            raise ConfigError(f"{self.where} cannot store a position alone")
         self.storage.prune(keep=digest)
 
     def close(self) -> None:

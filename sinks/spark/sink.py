@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from changestream.delivery.adapter import SinkCapabilities
 from changestream.model.changes import Batch, Position, TransactionPart
 from changestream.model.errors import SinkError
 
@@ -80,10 +81,8 @@ class SparkSink:
     land more rows per second; the batch time limit still bounds the delay.
     """
 
+    #: Each Spark write has a fixed cost: 100,000 changes a batch unless the settings say.
     batch_changes = 100_000
-    #: CPUs the router leaves to the sink's writing (Parquet encoding, the JVM's commits)
-    #: when it sizes its decode workers: on 2 CPUs, workers on both starved the writer.
-    writer_cpus = 1
 
     def __init__(self, mode: str = "callback", *, function: Callable[..., Any] | None = None,
                  path: str | os.PathLike[str] | None = None,
@@ -104,9 +103,6 @@ class SparkSink:
         if mode == "iceberg" and not warehouse:
             raise SinkError("spark sink: mode 'iceberg' needs warehouse=FOLDER")
         self.mode = mode
-        # Iceberg mirrors follow each ALTER/CREATE as it comes (not only once rows of the
-        # new shape do), which takes the table's shape after the DDL: the schema history.
-        self.wants_schema_history = mode == "iceberg"
         self.function = function
         self.path = path
         self.warehouse = warehouse
@@ -125,10 +121,20 @@ class SparkSink:
             _age("maintain_every", maintain_every),
             _age("maintain_expire_after", maintain_expire_after)) \
             if mode == "iceberg" and maintain_every not in (None, "", 0, "0") else None
-        if _flag("arrow_workers", arrow_workers):
+        iceberg = mode == "iceberg"
+        self.capabilities = SinkCapabilities(
+            batch_changes=self.batch_changes,
+            # The router leaves a CPU to the sink's writing (Parquet encoding, the JVM's
+            # commits) when it sizes its decode workers: on 2 CPUs, workers on both
+            # starved the writer.
+            writer_cpus=1,
             # Plain transactions come decoded by the router's decode workers, as Arrow
             # frames (changestream.sinks.spark.frames.encode_runs).
-            self.encoded_format = "arrow"
+            encoded_format="arrow" if _flag("arrow_workers", arrow_workers) else None,
+            # Iceberg mirrors follow each ALTER/CREATE as it comes (not only once rows of
+            # the new shape do), which takes the table's shape after it: the schema
+            # history, kept in the warehouse beside the position.
+            wants_schema_history=iceberg, history_storage=iceberg, store_position=iceberg)
         self.last: LandedBatch | None = None
         # Class-data-sharing archives for the JVM the sink starts (None: not used).
         self.class_cache: Path | None = _class_cache(jvm_class_cache)

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from changestream.delivery.adapter import SinkCapabilities
 from changestream.model.changes import Batch, EncodedRun
 from changestream.model.errors import BinlogError, SinkError
 from changestream.runtime.router import Router, RouterSettings
@@ -23,7 +24,7 @@ class _ArrowSink:
     """Takes batches as the Spark sink does (decode workers' runs as Arrow frames) and
     keeps each table's rows."""
 
-    encoded_format = "arrow"
+    capabilities = SinkCapabilities(encoded_format="arrow")
 
     def __init__(self) -> None:
         self.frames: dict[str, list[pa.Table]] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +68,9 @@ class _SlowOpening(JsonLinesSink):
     """A sink whose open waits for the router's shadow server to appear: a router that
     started it only after the open would never get past it."""
 
-    wants_schema_history = True
-
     def __init__(self, out: Path, shadow_dir: Path):
         super().__init__(out)
+        self.capabilities = replace(self.capabilities, wants_schema_history=True)
         self.shadow_dir = shadow_dir
 
     def open(self) -> Any:

@@ -22,6 +22,7 @@ import orjson
 import pytest
 from prometheus_client import generate_latest
 
+from changestream.delivery.adapter import SinkCapabilities
 from changestream.delivery.records import json_default
 from changestream.runtime.router import Router, RouterSettings
 from changestream.runtime.stream import TransactionStream
@@ -303,7 +304,7 @@ def test_records_written_from_the_servers_text_are_the_records_of_the_decoders_v
     encoded, changes = tmp_path / "encoded.jsonl", tmp_path / "changes.jsonl"
     Router(settings, JsonLinesSink(encoded)).run()
     values_sink = JsonLinesSink(changes)
-    values_sink.encoded_format = None  # type: ignore[assignment]  # takes changes only
+    values_sink.capabilities = SinkCapabilities(durable_state=True)  # takes changes only
     Router(settings, values_sink).run()
 
     def without_ts(path: Path) -> list[bytes]:

@@ -7,13 +7,15 @@ from typing import Any
 import pytest
 
 from changestream.actors.sink import DEFAULT_BATCH_CHANGES, BatchSettings
+from changestream.delivery.adapter import SinkCapabilities
+from changestream.model.errors import ConfigError
 from changestream.sinks.jsonl import JsonLinesSink
 
 
 class _Adapter:
     def __init__(self, batch_changes: Any = None):
         if batch_changes is not None:
-            self.batch_changes = batch_changes
+            self.capabilities = SinkCapabilities(batch_changes=batch_changes)
 
 
 def test_the_configured_size_wins() -> None:
@@ -29,7 +31,15 @@ def test_otherwise_the_default() -> None:
     assert BatchSettings().for_sink(_Adapter()).max_changes == DEFAULT_BATCH_CHANGES == 10_000
     assert BatchSettings().for_sink(JsonLinesSink("/dev/null")).max_changes == 10_000
     for nonsense in (0, -5, "many", 2.5):
-        assert BatchSettings().for_sink(_Adapter(nonsense)).max_changes == 10_000
+        with pytest.raises(ConfigError, match="batch_changes"):
+            _Adapter(nonsense)
+
+
+def test_capabilities_that_are_not_declared_as_such_are_refused() -> None:
+    adapter = _Adapter()
+    adapter.capabilities = {"batch_changes": 5}  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="SinkCapabilities"):
+        BatchSettings().for_sink(adapter)
 
 
 def test_the_spark_sink_asks_for_bigger_batches() -> None:

@@ -7,16 +7,15 @@ from typing import Any
 
 import pytest
 
+from changestream.delivery.adapter import SinkCapabilities
 from changestream.runtime import settings as settings_module
 from changestream.runtime.settings import RouterSettings, decode_workers_for
 
 
 class _Sink:
-    encoded_format = "arrow"
-
     def __init__(self, writer_cpus: int | None = None) -> None:
-        if writer_cpus is not None:
-            self.writer_cpus = writer_cpus
+        self.capabilities = SinkCapabilities(encoded_format="arrow",
+                                             writer_cpus=writer_cpus or 0)
 
 
 @pytest.mark.parametrize(("cpus", "asked", "writer_cpus", "started"), [

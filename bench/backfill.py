@@ -44,7 +44,7 @@ from changestream.delivery.plugins import make_sink
 from changestream.devserver import EmbeddedMariaDB
 from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.spark.backfill import BackfillSettings, run_backfill
-from changestream.sinks.spark.jars import iceberg_jars
+from changestream.sinks.spark.jvm.jars import iceberg_jars
 from changestream.sinks.spark.session import start_session
 from changestream.transactions.filters import ChangeFilter
 

@@ -414,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TZ", "UTC")
     time.tzset()
 
-    from changestream.sinks.spark.jars import iceberg_jars
+    from changestream.sinks.spark.jvm.jars import iceberg_jars
     from changestream.sinks.spark.session import start_session
 
     results: dict[str, Any] = {

@@ -84,7 +84,7 @@ def spark() -> Iterator[Any]:
     pytest.importorskip("pyarrow")
     if shutil.which("java") is None:
         skip_or_fail("no java: the Spark sink tests need a JRE")
-    from changestream.sinks.spark.jars import iceberg_jars
+    from changestream.sinks.spark.jvm.jars import iceberg_jars
     from changestream.sinks.spark.session import start_session
 
     os.environ["TZ"] = "UTC"

@@ -127,7 +127,7 @@ def mirror_rows(spark: Any, table: str) -> list[tuple[Any, ...]]:
 def run_quickstart(folder: Path, *, rows: int = 200) -> bool:
     """The whole quick start in ``folder`` (emptied first; the warehouse stays there
     afterwards); True when every mirror table equals its source table."""
-    from changestream.sinks.spark.jars import iceberg_jars
+    from changestream.sinks.spark.jvm.jars import iceberg_jars
     from changestream.sinks.spark.session import iceberg_conf, start_session
     from changestream.sinks.spark.sink import SparkSink
 

@@ -155,7 +155,7 @@ class SparkSink:
             jars = None
             if self.mode == "iceberg":
                 from .iceberg_commits import driver_commits_jar
-                from .jars import iceberg_jars
+                from .jvm.jars import iceberg_jars
 
                 jars = iceberg_jars(self.jar)
                 self._commits_jar = driver_commits_jar(jars[0])
@@ -274,7 +274,7 @@ class SparkSink:
             from .session import writes_class_archive
 
             if self.mode == "iceberg" and writes_class_archive(self.spark):
-                from .archive_rehearsal import rehearse_commits
+                from .jvm.rehearsal import rehearse_commits
 
                 rehearse_commits(self.spark)
             self.spark.stop()
@@ -380,8 +380,8 @@ def _flag(option: str, value: bool | str) -> bool:
 
 def _class_cache(value: str | os.PathLike[str] | bool | None) -> Path | None:
     """The ``jvm_class_cache`` option: a folder, ``true``/``None`` for the default one,
-    ``false`` (or empty) for none (see :mod:`.class_sharing`)."""
-    from .class_sharing import default_folder
+    ``false`` (or empty) for none (see :mod:`.jvm.class_sharing`)."""
+    from .jvm.class_sharing import default_folder
 
     text = "true" if value is None else str(value).strip()
     if isinstance(value, bool) or text.lower() in _TRUE + _FALSE + ("",):

@@ -1,4 +1,4 @@
-"""The ``file:`` file system of the sink's local sessions (sinks/spark/local_files.py):
+"""The ``file:`` file system of the sink's local sessions (sinks/spark/jvm/local_files.py):
 files and folders get the permissions Hadoop asks for, through Java's NIO."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from changestream.sinks.spark.local_files import CLASS_NAME
+from changestream.sinks.spark.jvm.local_files import CLASS_NAME
 
 
 def _file_system(spark: Any) -> Any:

@@ -1,5 +1,5 @@
 """Class-data sharing for the Spark sink's JVM, with real JVMs: the first start writes an
-archive when its JVM exits, the next maps it (sinks/spark/class_sharing.py)."""
+archive when its JVM exits, the next maps it (sinks/spark/jvm/class_sharing.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from changestream.sinks.spark.class_sharing import DYNAMIC_ARCHIVE_MAGIC
+from changestream.sinks.spark.jvm.class_sharing import DYNAMIC_ARCHIVE_MAGIC
 
 pytestmark = [pytest.mark.spark]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from changestream.cache import cache_folder
-from changestream.sinks.spark.class_sharing import default_folder
-from changestream.sinks.spark.jars import jar_cache
+from changestream.sinks.spark.jvm.class_sharing import default_folder
+from changestream.sinks.spark.jvm.jars import jar_cache
 
 
 @pytest.mark.parametrize("value", [None, ""])

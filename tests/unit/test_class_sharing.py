@@ -1,6 +1,6 @@
 """Class-data-sharing archives for the Spark sink's JVM: which options a start gets, which
 start writes the archive, and when a written archive is taken up
-(sinks/spark/class_sharing.py)."""
+(sinks/spark/jvm/class_sharing.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from changestream.sinks.spark.class_sharing import (
+from changestream.sinks.spark.jvm.class_sharing import (
     DYNAMIC_ARCHIVE_MAGIC,
     OPTION_VARIABLES,
     ORPHAN_SECONDS,
@@ -108,7 +108,7 @@ def test_a_folder_that_cannot_be_made_means_no_sharing(tmp_path: Path) -> None:
 
 
 def test_the_sink_option_names_a_folder_the_default_or_none() -> None:
-    from changestream.sinks.spark.class_sharing import default_folder
+    from changestream.sinks.spark.jvm.class_sharing import default_folder
     from changestream.sinks.spark.sink import _class_cache
 
     for value in (None, True, "true", " ON "):

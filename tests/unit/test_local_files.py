@@ -7,7 +7,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from changestream.sinks.spark.local_files import (
+from changestream.sinks.spark.jvm.local_files import (
     CLASS_NAME,
     CLASS_PATH,
     FILE_IMPL,

@@ -21,10 +21,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from .iceberg_commits import create_table
-from .iceberg_ddl import MIRROR_TABLE_PROPERTIES
-from .iceberg_files import ArrowAppender, load_table, positioned_snapshot
-from .session import iceberg_conf
+from ..iceberg_commits import create_table
+from ..iceberg_ddl import MIRROR_TABLE_PROPERTIES
+from ..iceberg_files import ArrowAppender, load_table, positioned_snapshot
+from ..session import iceberg_conf
 
 logger = logging.getLogger("changestream.sinks.spark")
 #: The scratch catalog's name in the session (left set: the session is about to stop).

@@ -43,7 +43,7 @@ from changestream.actors.sink import BatchSettings
 from changestream.delivery.plugins import make_sink
 from changestream.devserver import EmbeddedMariaDB
 from changestream.runtime.router import Router, RouterSettings
-from changestream.sinks.spark.backfill import BackfillSettings, run_backfill
+from changestream.sinks.backfill import BackfillSettings, run_backfill
 from changestream.sinks.spark.jvm.jars import iceberg_jars
 from changestream.sinks.spark.session import start_session
 from changestream.transactions.filters import ChangeFilter

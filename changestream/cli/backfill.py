@@ -68,7 +68,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     from changestream.cli.run import config_from_args, configure_logging
     from changestream.delivery.plugins import make_sink
     from changestream.runtime.settings import sink_options
-    from changestream.sinks.spark.backfill import BackfillSettings, run_backfill
+    from changestream.sinks.backfill import BackfillSettings, run_backfill
     from changestream.transactions.filters import ChangeFilter
 
     sink: Any = None

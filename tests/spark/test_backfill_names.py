@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from changestream.schema.definition import TableDefinition
 from changestream.schema.history import SchemaChangeSet
-from changestream.sinks.spark.backfill.names import RecordedHistory, binlog_name
-from changestream.sinks.spark.backfill.planning import BackfillUnit
+from changestream.sinks.backfill.names import RecordedHistory, binlog_name
+from changestream.sinks.backfill.planning import BackfillUnit
 
 
 def _table(name: str, sql: str) -> TableDefinition:

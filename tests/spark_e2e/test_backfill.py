@@ -24,7 +24,7 @@ import pytest
 from changestream.delivery.plugins import make_sink
 from changestream.model.errors import SinkError, SourceError
 from changestream.runtime.router import Router, RouterSettings
-from changestream.sinks.spark.backfill import BackfillSettings, plan_units, run_backfill
+from changestream.sinks.backfill import BackfillSettings, plan_units, run_backfill
 from changestream.sinks.spark.session import iceberg_conf
 from changestream.transactions.filters import ChangeFilter
 from tests.servers import shadow_command
@@ -268,9 +268,9 @@ def test_backfill_refuses_bad_input_clearly(tmp_path: Path) -> None:
 
 
 def test_an_xa_transaction_across_units_is_refused() -> None:
-    from changestream.sinks.spark.backfill.decoding import UnitManifest
-    from changestream.sinks.spark.backfill.driver import _follow_xa
-    from changestream.sinks.spark.backfill.planning import BackfillUnit
+    from changestream.sinks.backfill.decoding import UnitManifest
+    from changestream.sinks.backfill.driver import _follow_xa
+    from changestream.sinks.backfill.planning import BackfillUnit
 
     pending: dict[str, str] = {}
     _follow_xa(pending, UnitManifest(0, pending_xa={"'x1'": "bin.000001:400"}),

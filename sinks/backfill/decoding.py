@@ -26,12 +26,12 @@ from changestream.decoding.event_decoder import EventDecoder
 from changestream.model.changes import Change, Position, TransactionPart
 from changestream.model.errors import BinlogError, ChangestreamError
 from changestream.model.gtid import parse_gtid_progress
+from changestream.sinks.spark.frames import TableRun, table_runs, transaction_positions
+from changestream.sinks.spark.types import PARQUET_DICTIONARY_PAGE_BYTES, signature
 from changestream.sources.files import read_raw_events
 from changestream.transactions.assembler import TransactionAssembler
 from changestream.transactions.filters import ChangeFilter
 
-from ..frames import TableRun, table_runs, transaction_positions
-from ..types import PARQUET_DICTIONARY_PAGE_BYTES, signature
 from .names import UnitNames
 from .planning import BackfillUnit
 

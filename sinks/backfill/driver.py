@@ -32,12 +32,12 @@ from typing import Any
 from changestream.model.changes import Position
 from changestream.model.errors import ChangestreamError, ConfigError, SinkError, SourceError
 from changestream.schema.startup import HISTORY_MODES
+from changestream.sinks.spark import positions
+from changestream.sinks.spark.iceberg_ddl import mirrored_ddl
+from changestream.sinks.spark.session import proleptic_parquet
+from changestream.sinks.spark.types import table_mappings
 from changestream.transactions.filters import ChangeFilter
 
-from .. import positions
-from ..iceberg_ddl import mirrored_ddl
-from ..session import proleptic_parquet
-from ..types import table_mappings
 from .decoding import (
     ERROR,
     DdlItem,

@@ -123,8 +123,8 @@ def main() -> int:
     parser.add_argument("--json", default="iceberg_upkeep.json")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from changestream.sinks.spark.iceberg.maintenance import MaintenanceSettings, maintain_catalog
     from changestream.sinks.spark.jvm.jars import iceberg_jars
-    from changestream.sinks.spark.maintenance import MaintenanceSettings, maintain_catalog
     from changestream.sinks.spark.session import iceberg_conf, start_session
 
     rng = random.Random(11)

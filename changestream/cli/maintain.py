@@ -40,7 +40,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     from changestream.cli.run import config_from_args, configure_logging
     from changestream.delivery.plugins import make_sink
     from changestream.runtime.settings import sink_options
-    from changestream.sinks.spark.maintenance import (
+    from changestream.sinks.spark.iceberg.maintenance import (
         MaintenanceSettings,
         TableUpkeep,
         maintain_catalog,

@@ -33,7 +33,7 @@ from changestream.model.changes import Position
 from changestream.model.errors import ChangestreamError, ConfigError, SinkError, SourceError
 from changestream.schema.startup import HISTORY_MODES
 from changestream.sinks.spark import positions
-from changestream.sinks.spark.iceberg_ddl import mirrored_ddl
+from changestream.sinks.spark.iceberg.ddl import mirrored_ddl
 from changestream.sinks.spark.session import proleptic_parquet
 from changestream.sinks.spark.types import table_mappings
 from changestream.transactions.filters import ChangeFilter

@@ -18,8 +18,12 @@ from changestream.model.errors import SinkError
 from changestream.sinks.spark import positions
 from changestream.sinks.spark.frames import BEFORE_PREFIX, TableRun
 from changestream.sinks.spark.iceberg import IcebergLanding
-from changestream.sinks.spark.iceberg_ddl import quote as _q
-from changestream.sinks.spark.mirror_plan import last_change_per_key, merge_on_keys, merge_on_values
+from changestream.sinks.spark.iceberg.ddl import quote as _q
+from changestream.sinks.spark.iceberg.mirror_plan import (
+    last_change_per_key,
+    merge_on_keys,
+    merge_on_values,
+)
 from changestream.sinks.spark.types import METADATA, FieldMapping, spark_schema
 
 from .decoding import StagedPiece

@@ -26,9 +26,9 @@ from changestream.model.errors import SinkError
 
 from . import positions
 from .frames import Part, TableRun, changelog_dataframe, table_runs, transaction_positions
-from .iceberg import CONTROL_TABLES
-from .iceberg_ddl import mirrored_ddl
-from .maintenance import MaintenanceSchedule, parse_age
+from .iceberg.ddl import mirrored_ddl
+from .iceberg.landing import CONTROL_TABLES
+from .iceberg.maintenance import MaintenanceSchedule, parse_age
 
 logger = logging.getLogger("changestream.sinks.spark")
 
@@ -139,7 +139,7 @@ class SparkSink:
         # Class-data-sharing archives for the JVM the sink starts (None: not used).
         self.class_cache: Path | None = _class_cache(jvm_class_cache)
         # Where the driver's compiled commit class is kept (an Iceberg sink that starts
-        # its own session; see iceberg_commits.driver_commits_jar).
+        # its own session; see iceberg.commits.driver_commits_jar).
         self._commits_jar: Path | None = None
 
     # -- SinkAdapter ---------------------------------------------------------------------
@@ -154,7 +154,7 @@ class SparkSink:
         if self.spark is None:
             jars = None
             if self.mode == "iceberg":
-                from .iceberg_commits import driver_commits_jar
+                from .iceberg.commits import driver_commits_jar
                 from .jvm.jars import iceberg_jars
 
                 jars = iceberg_jars(self.jar)
@@ -181,7 +181,7 @@ class SparkSink:
             self._landing = ParquetLanding(self.path)  # type: ignore[arg-type]
             return self._landing.open()
         if self.mode == "iceberg":
-            from .iceberg import IcebergLanding
+            from .iceberg.landing import IcebergLanding
 
             self._landing = IcebergLanding(self.catalog, self.append_new_keys,
                                            self.arrow_appends)
@@ -199,7 +199,7 @@ class SparkSink:
         """Save the driver's commit class this JVM compiled as ``jar``, which later starts
         put on the class path (no compile, ~0.3 s of an open; the class-data archive
         then holds it too)."""
-        from .iceberg_commits import keep_driver_commits
+        from .iceberg.commits import keep_driver_commits
 
         try:
             keep_driver_commits(self.spark, jar)
@@ -208,10 +208,10 @@ class SparkSink:
 
     def history_storage(self) -> Any:
         """Where the schema history is kept beside the position, in the iceberg mode: the
-        warehouse (see :mod:`changestream.sinks.spark.history`); ``None`` otherwise."""
+        warehouse (see :mod:`changestream.sinks.spark.iceberg.history`); ``None`` otherwise."""
         if self.mode != "iceberg" or self.spark is None:
             return None
-        from .history import WarehouseHistoryStore
+        from .iceberg.history import WarehouseHistoryStore
 
         store = WarehouseHistoryStore(self.spark, self.catalog)
         store.read_digests()

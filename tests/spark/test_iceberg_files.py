@@ -1,4 +1,4 @@
-"""Iceberg commits made on the driver (sinks/spark/iceberg_files.py): the column metrics
+"""Iceberg commits made on the driver (sinks/spark/iceberg/files.py): the column metrics
 recorded for a file, day partitions, and the file-less snapshot a batch ends with."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from changestream.sinks.spark.iceberg_commits import driver_commits
-from changestream.sinks.spark.iceberg_files import ArrowAppender, append_rows, load_table
+from changestream.sinks.spark.iceberg.commits import driver_commits
+from changestream.sinks.spark.iceberg.files import ArrowAppender, append_rows, load_table
 from changestream.sinks.spark.session import iceberg_conf
 
 _names = itertools.count(1)
@@ -163,7 +163,7 @@ def test_an_iceberg_runtime_the_commit_class_does_not_fit_is_named(
     import weakref
 
     from changestream.model.errors import SinkError
-    from changestream.sinks.spark import iceberg_commits
+    from changestream.sinks.spark.iceberg import commits as iceberg_commits
 
     catalog = _catalog(spark, tmp_path)
     name = f"{catalog}.db.t"

@@ -1,4 +1,4 @@
-"""Iceberg upkeep (sinks/spark/maintenance.py): many small batches compacted, snapshots
+"""Iceberg upkeep (sinks/spark/iceberg/maintenance.py): many small batches compacted, snapshots
 expired without losing the position a restart needs, orphan files removed, and the sink
 landing on exactly once afterwards; the ``changestream maintain`` command's errors."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from changestream.model.errors import SinkError
 from changestream.sinks.spark import SparkSink
-from changestream.sinks.spark.maintenance import (
+from changestream.sinks.spark.iceberg.maintenance import (
     MaintenanceSettings,
     maintain_catalog,
     maintain_table,

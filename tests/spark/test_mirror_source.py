@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from changestream.model.changes import EncodedRun
-from changestream.sinks.spark import mirror_keyless
 from changestream.sinks.spark.frames import TableRun, encode_runs, table_runs
-from changestream.sinks.spark.mirror_plan import (
+from changestream.sinks.spark.iceberg import mirror_keyless
+from changestream.sinks.spark.iceberg.mirror_plan import (
     last_change_per_key,
     mirror_delta,
     one_change_per_key,

@@ -240,8 +240,8 @@ def test_iceberg_makes_its_own_tables_with_their_columns_and_properties(
         spark: Any, tmp_path: Any, catalog: str) -> None:
     """The control table (at the open) and the schema history's table (at its first state)
     are created through the catalog's call, not SQL: the same columns and properties."""
-    from changestream.sinks.spark.history import WarehouseHistoryStore
-    from changestream.sinks.spark.iceberg_ddl import CONTROL_TABLE_PROPERTIES
+    from changestream.sinks.spark.iceberg.ddl import CONTROL_TABLE_PROPERTIES
+    from changestream.sinks.spark.iceberg.history import WarehouseHistoryStore
 
     sink = make_sink("spark:iceberg", warehouse=str(tmp_path), spark=spark, catalog=catalog)
     assert sink.open() is None
@@ -334,7 +334,7 @@ def test_iceberg_resumes_a_batch_cut_short_without_doubling_rows(
     sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
     sink.open()
     sink.write(b1)
-    from changestream.sinks.spark import iceberg
+    from changestream.sinks.spark.iceberg import landing as iceberg
 
     real = iceberg.IcebergLanding.land_mirror
 
@@ -624,7 +624,7 @@ def test_iceberg_keyless_mirror_refuses_update_images_without_every_column(
 def test_iceberg_mirror_reads_no_rows_for_columns_the_filter_excludes(
         spark: Any, tmp_path: Any, catalog: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # An excluded column is left out of inserts too: it is not looked for in the mirror.
-    from changestream.sinks.spark import mirror_images
+    from changestream.sinks.spark.iceberg import mirror_images
 
     def no_read(*args: Any) -> Any:
         raise AssertionError("the mirror was read for an excluded column")

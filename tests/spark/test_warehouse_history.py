@@ -1,4 +1,4 @@
-"""The schema history's states in the Iceberg warehouse (sinks/spark/history.py): read
+"""The schema history's states in the Iceberg warehouse (sinks/spark/iceberg/history.py): read
 back from the table's own files, with no Spark job, as the states table holds them after
 appends and deletes; with delete files to merge, through Spark."""
 
@@ -12,8 +12,8 @@ import pytest
 
 from changestream.model.errors import ConfigError
 from changestream.schema.history import SchemaState, encode_state
-from changestream.sinks.spark.history import WarehouseHistoryStore
-from changestream.sinks.spark.iceberg_files import live_rows
+from changestream.sinks.spark.iceberg.files import live_rows
+from changestream.sinks.spark.iceberg.history import WarehouseHistoryStore
 from changestream.sinks.spark.session import iceberg_conf
 
 _names = itertools.count(1)

@@ -132,8 +132,8 @@ import json, sys
 from pathlib import Path
 import pyarrow as pa
 from changestream.sinks.spark.sink import SparkSink
-from changestream.sinks.spark.iceberg_commits import create_table
-from changestream.sinks.spark.iceberg_files import ArrowAppender
+from changestream.sinks.spark.iceberg.commits import create_table
+from changestream.sinks.spark.iceberg.files import ArrowAppender
 folder, warehouse, log = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 conf = {"spark.driver.extraJavaOptions": f"-Xlog:class+load=info:file={log}"} if log else {}
 sink = SparkSink(mode="iceberg", warehouse=warehouse, jvm_class_cache=folder, conf=conf)

@@ -1,4 +1,4 @@
-"""The driver's commit class (sinks/spark/iceberg_commits.py) compiled once: the first
+"""The driver's commit class (sinks/spark/iceberg/commits.py) compiled once: the first
 Iceberg sink that starts its JVM keeps it as a jar, a later start loads it from there."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ START = """
 import json, sys
 import pyarrow as pa
 from changestream.sinks.spark.sink import SparkSink
-from changestream.sinks.spark.iceberg_commits import create_table, driver_commits
-from changestream.sinks.spark.iceberg_files import ArrowAppender
+from changestream.sinks.spark.iceberg.commits import create_table, driver_commits
+from changestream.sinks.spark.iceberg.files import ArrowAppender
 sink = SparkSink(mode="iceberg", warehouse=sys.argv[1], jvm_class_cache=False)
 sink.open()
 spark = sink.spark

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from changestream.model.errors import SinkError
-from changestream.sinks.spark.iceberg_commits import check_location, encode_properties
+from changestream.sinks.spark.iceberg.commits import check_location, encode_properties
 
 
 def test_properties_are_key_and_value_one_a_line() -> None:

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from changestream.sinks.spark.defaults import added_column_defaults
+from changestream.sinks.spark.iceberg.defaults import added_column_defaults
 
 TS = dt.datetime(2026, 11, 21, 6, 30, 1, 250000, tzinfo=dt.UTC)
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..iceberg_commits import create_table
-from ..iceberg_ddl import MIRROR_TABLE_PROPERTIES
-from ..iceberg_files import ArrowAppender, load_table, positioned_snapshot
+from ..iceberg.commits import create_table
+from ..iceberg.ddl import MIRROR_TABLE_PROPERTIES
+from ..iceberg.files import ArrowAppender, load_table, positioned_snapshot
 from ..session import iceberg_conf
 
 logger = logging.getLogger("changestream.sinks.spark")

@@ -19,11 +19,11 @@ from changestream.model.errors import ConfigError
 from changestream.schema.history import SchemaState
 from changestream.schema.store import decode_state
 
-from .iceberg_commits import create_table
-from .iceberg_ddl import CONTROL_NAMESPACE, CONTROL_TABLE_PROPERTIES
-from .iceberg_ddl import quote as _q
-from .iceberg_files import ArrowAppender, append_rows, live_rows
-from .types import columns_json
+from ..types import columns_json
+from .commits import create_table
+from .ddl import CONTROL_NAMESPACE, CONTROL_TABLE_PROPERTIES
+from .ddl import quote as _q
+from .files import ArrowAppender, append_rows, live_rows
 
 STATES_TABLE = "schema_states"
 

@@ -1,6 +1,6 @@
 """Appends to Iceberg tables without a Spark job: the rows, already Arrow, are written as
 Parquet data files by pyarrow on the driver and committed with Iceberg's own Java API in
-the session's JVM, one call per commit (:mod:`.iceberg_commits`: an append, or a row delta
+the session's JVM, one call per commit (:mod:`.commits`: an append, or a row delta
 for a mirror, carrying the position).
 
 A Spark append of a ~75,000-row batch costs a job, a conversion of every row from Arrow to
@@ -29,8 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .iceberg_commits import check_location, driver_commits, encode_properties
-from .types import PARQUET_DICTIONARY_PAGE_BYTES
+from ..types import PARQUET_DICTIONARY_PAGE_BYTES
+from .commits import check_location, driver_commits, encode_properties
 
 FIELD_ID = b"PARQUET:field_id"
 _PRIMITIVES: dict[str, pa.DataType] = {
@@ -235,7 +235,7 @@ class ArrowAppender:
                 base, root, f"data/{partition}/" if partition else "data/", piece)
             files.append(f"{location}\t{size}\t{partition}")
         # An append's manifest is written by the commit itself (format 2; see
-        # iceberg_commits), named apart from the ones Iceberg writes.
+        # commits), named apart from the ones Iceberg writes.
         manifest = f"{facts.metadata_root}/driver-{uuid.uuid4()}-m0.avro" \
             if delete_location is None and files and facts.format_version == 2 else None
         self._commits(table).commitFiles(table, "\n".join(files), delete_location, delete_size,

@@ -11,8 +11,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .frames import BEFORE_PREFIX, TableRun
-from .iceberg_ddl import quote as _q
+from ..frames import BEFORE_PREFIX, TableRun
+from .ddl import quote as _q
 
 
 def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True

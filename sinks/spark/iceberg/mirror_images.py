@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from changestream.model.errors import SinkError
 
-from .frames import BEFORE_PREFIX, TableRun, to_dataframe
+from ..frames import BEFORE_PREFIX, TableRun, to_dataframe
 
 Key = tuple[Any, ...]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .iceberg_ddl import quote as _q
+from .ddl import quote as _q
 
 _INT_LIKE = {"tinyint": "int", "smallint": "int"}  # Iceberg keeps these as int
 _WIDENS = {("int", "bigint"), ("float", "double")}

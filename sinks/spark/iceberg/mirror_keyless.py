@@ -9,8 +9,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from .frames import BEFORE_PREFIX, TableRun, to_dataframe
-from .iceberg_ddl import quote as _q
+from ..frames import BEFORE_PREFIX, TableRun, to_dataframe
+from .ddl import quote as _q
 from .mirror_plan import hashable
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from changestream.model.errors import SinkError
 
-from .jvm.jars import jar_cache, made_once
+from ..jvm.jars import jar_cache, made_once
 
 CLASS_NAME = "changestream.iceberg.DriverCommits"
 

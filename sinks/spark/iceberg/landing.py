@@ -27,14 +27,16 @@ import pyarrow as pa
 
 from changestream.model.changes import Change, Position
 from changestream.model.errors import SinkError
-from changestream.sinks.spark.defaults import added_column_defaults
+from changestream.sinks.spark.iceberg.defaults import added_column_defaults
 from changestream.sinks.spark.stages import StageClock
 
-from . import positions
-from .frames import TableRun, frame_dataframe, to_dataframe
-from .iceberg_columns import iceberg_type, retyped, widens_in_place
-from .iceberg_commits import create_table, driver_commits
-from .iceberg_ddl import (
+from .. import positions
+from ..frames import TableRun, frame_dataframe, to_dataframe
+from ..positions import PROPERTY
+from ..types import METADATA, METADATA_NAMES, FieldMapping, columns_json, spark_schema
+from .columns import iceberg_type, retyped, widens_in_place
+from .commits import create_table, driver_commits
+from .ddl import (
     CHANGELOG_SUFFIX,
     CONTROL_NAMESPACE,
     CONTROL_TABLE_PROPERTIES,
@@ -42,8 +44,8 @@ from .iceberg_ddl import (
     MIRROR_TABLE_PROPERTIES,
     MirroredDdl,
 )
-from .iceberg_ddl import quote as _q
-from .iceberg_files import ArrowAppender, load_table, positioned_snapshot
+from .ddl import quote as _q
+from .files import ArrowAppender, load_table, positioned_snapshot
 from .mirror_images import complete_images
 from .mirror_keyless import keyless_source
 from .mirror_plan import (
@@ -53,8 +55,6 @@ from .mirror_plan import (
     mirror_delta,
     split_new_keys,
 )
-from .positions import PROPERTY
-from .types import METADATA, METADATA_NAMES, FieldMapping, columns_json, spark_schema
 
 #: changestream's own tables in a catalog (``namespace.table``, quoted): a snapshot per
 #: batch with its position, and a row per DDL applied to the mirrors (made at the first one).
@@ -81,7 +81,7 @@ class _Callable:
 
 class IcebergLanding(MirroredDdl):
     """The landing (see the module docstring); DDL the mirrors follow is
-    :class:`changestream.sinks.spark.iceberg_ddl.MirroredDdl`'s."""
+    :class:`changestream.sinks.spark.iceberg.ddl.MirroredDdl`'s."""
 
     def __init__(self, catalog: str = "changestream", append_new_keys: bool = True,
                  arrow_appends: bool = True):
@@ -339,7 +339,7 @@ class IcebergLanding(MirroredDdl):
                 columns: list[str], last: Position) -> None:
         """Append ``columns`` of ``rows`` (frame rows of ``run``) to table ``name``,
         committed with position ``last``: files written with pyarrow where the table
-        allows (:mod:`.iceberg_files`), else a Spark append."""
+        allows (:mod:`.files`), else a Spark append."""
         if self.arrow_appends and self._appender_for(spark).append(
                 name, rows.select(columns), {PROPERTY: positions.encode(last)}):
             self.committed[name] = last

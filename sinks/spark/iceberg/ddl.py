@@ -14,12 +14,12 @@ from changestream.decoding.ddl import parse_ddl
 from changestream.decoding.table_schema import TableSchema
 from changestream.model.changes import Change, Position, ddl_database
 
-from . import positions
-from .frames import TableRun
-from .iceberg_commits import create_table
-from .iceberg_files import ArrowAppender, append_rows
-from .positions import PROPERTY
-from .types import columns_json, table_mappings
+from .. import positions
+from ..frames import TableRun
+from ..positions import PROPERTY
+from ..types import columns_json, table_mappings
+from .commits import create_table
+from .files import ArrowAppender, append_rows
 
 #: DDL kinds that change which rows a table holds, what it is called or whether it exists:
 #: the landing applies them to the mirrors (and marks the changelogs) in binlog order.

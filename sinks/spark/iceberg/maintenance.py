@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .iceberg_ddl import METADATA_RETENTION
-from .iceberg_files import load_table, positioned_snapshot
-from .positions import PROPERTY
+from ..positions import PROPERTY
+from .ddl import METADATA_RETENTION
+from .files import load_table, positioned_snapshot
 
 logger = logging.getLogger("changestream.sinks.spark")
 

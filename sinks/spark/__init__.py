@@ -9,12 +9,16 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["MODES", "BatchInfo", "LandedBatch", "SparkSink", "spark_sink"]
+__all__ = ["MODES", "BatchInfo", "CallbackSparkSink", "IcebergSparkSink", "LandedBatch",
+           "ParquetSparkSink", "SparkSink", "spark_sink"]
+
+_HOMES = {"CallbackSparkSink": "callback", "ParquetSparkSink": "parquet_sink",
+          "IcebergSparkSink": "iceberg.sink"}
 
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.sink"), name)
+    value = getattr(importlib.import_module(f"{__name__}.{_HOMES.get(name, 'sink')}"), name)
     globals()[name] = value
     return value

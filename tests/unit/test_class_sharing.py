@@ -109,7 +109,7 @@ def test_a_folder_that_cannot_be_made_means_no_sharing(tmp_path: Path) -> None:
 
 def test_the_sink_option_names_a_folder_the_default_or_none() -> None:
     from changestream.sinks.spark.jvm.class_sharing import default_folder
-    from changestream.sinks.spark.sink import _class_cache
+    from changestream.sinks.spark.options import class_cache as _class_cache
 
     for value in (None, True, "true", " ON "):
         assert _class_cache(value) == default_folder()

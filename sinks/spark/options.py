@@ -1,0 +1,52 @@
+"""The Spark sink's option rules: booleans and ages given as values or as text."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from changestream.model.errors import SinkError
+
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+
+
+def flag(option: str, value: bool | str) -> bool:
+    """A boolean sink option given as a bool or as text (``true``/``false``, ...)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise SinkError(f"spark sink: option {option}={value!r} is not true or false")
+
+
+def age(option: str, value: float | str | None) -> float:
+    """A sink option that is an age (``90``, ``10m``, ``1h``) in seconds."""
+    from .iceberg.maintenance import parse_age
+
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return parse_age(str(value), option)
+    except ValueError as exc:
+        raise SinkError(f"spark sink: option {exc}") from None
+
+
+def class_cache(value: str | os.PathLike[str] | bool | None) -> Path | None:
+    """The ``jvm_class_cache`` option: a folder, ``true``/``None`` for the default one,
+    ``false`` (or empty) for none (see :mod:`.jvm.class_sharing`)."""
+    from .jvm.class_sharing import default_folder
+
+    text = "true" if value is None else str(value).strip()
+    if isinstance(value, bool) or text.lower() in _TRUE + _FALSE + ("",):
+        return default_folder() if text and flag("jvm_class_cache", text) else None
+    return Path(text).expanduser()
+
+
+def short(exc: BaseException) -> str:
+    """The first line of an exception's text (Py4J's are long)."""
+    text = str(exc).strip().splitlines()
+    return text[0][:500] if text else type(exc).__name__

@@ -1,0 +1,95 @@
+"""The house's floors, from the imports (issue 33): a module imports only from its own room
+or rooms below it. The rooms, lowest first, are :data:`FLOORS`; the imports that still run
+up a floor are listed in :data:`KNOWN_UPWARD` (docs/house-plan.md says how each goes), and
+the list only shrinks: a new upward import fails, and so does one that went but is still
+listed."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+
+FLOORS = ("cache", "native", "devserver", "model", "decoding", "sources", "schema",
+          "transactions", "parallel", "snapshot", "delivery", "sinks", "actors", "runtime",
+          "cli")
+
+KNOWN_UPWARD = {
+    ("actors/sink.py", "changestream.runtime.metrics"),
+    ("actors/sink.py", "changestream.runtime.stats"),
+    ("changestream/delivery/plugins.py", "changestream.sinks.jsonl"),
+    ("changestream/delivery/plugins.py", "changestream.sinks.spark"),
+    ("changestream/model/changes.py", "changestream.decoding.table_schema"),
+    ("changestream/parallel/decode_workers.py", "changestream.delivery.records"),
+    ("changestream/parallel/decode_workers.py", "changestream.sinks.spark.frames"),
+    ("changestream/parallel/segment_encoder.py", "changestream.delivery.records"),
+    ("changestream/parallel/segment_encoder.py", "changestream.delivery.temporal_text"),
+    ("changestream/schema/commands.py", "changestream.cli.run"),
+    ("changestream/schema/commands.py", "changestream.delivery.adapter"),
+    ("changestream/schema/commands.py", "changestream.delivery.plugins"),
+    ("changestream/schema/commands.py", "changestream.delivery.position_store"),
+    ("changestream/schema/commands.py", "changestream.runtime.router"),
+    ("changestream/schema/commands.py", "changestream.runtime.settings"),
+    ("changestream/schema/commands.py", "changestream.sinks.callback"),
+    ("changestream/schema/file_opener.py", "changestream.delivery.position_store"),
+    ("changestream/schema/opener.py", "changestream.delivery.position_store"),
+    ("changestream/snapshot/coordinator.py", "changestream.delivery.records"),
+    ("changestream/snapshot/row_readers.py", "changestream.delivery.records"),
+    ("changestream/snapshot/row_readers.py", "changestream.delivery.temporal_text"),
+    ("changestream/sources/tls.py", "changestream.runtime.config"),
+}
+
+
+def _room_of_file(path: Path) -> str | None:
+    parts = path.relative_to(ROOT).parts
+    if parts[0] in ("actors", "sinks"):
+        return parts[0]
+    return parts[1] if len(parts) > 2 else None  # changestream/<room>/...
+
+
+def _module_of_file(path: Path) -> list[str]:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[0] in ("actors", "sinks"):
+        parts.insert(0, "changestream")
+    return parts
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, at its top or inside a function."""
+    module = _module_of_file(path)
+    package = module[:-1]  # the package a relative import starts from
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                found.add(".".join(base + ([node.module] if node.module else [])))
+            elif node.module:
+                found.add(node.module)
+    return found
+
+
+def _upward() -> set[tuple[str, str]]:
+    upward = set()
+    for folder in ("changestream", "actors", "sinks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            room = _room_of_file(path)
+            if room not in FLOORS:
+                continue
+            for name in _imports(path):
+                parts = name.split(".")
+                target = parts[1] if parts[0] == "changestream" and len(parts) > 1 else None
+                if target in FLOORS and FLOORS.index(target) > FLOORS.index(room):
+                    upward.add((str(path.relative_to(ROOT)), name))
+    return upward
+
+
+def test_no_new_import_runs_up_a_floor() -> None:
+    assert _upward() - KNOWN_UPWARD == set()
+
+
+def test_an_upward_import_that_went_leaves_the_list() -> None:
+    assert KNOWN_UPWARD - _upward() == set()

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 from changestream.delivery.adapter import SinkCapabilities
 from changestream.delivery.records import FORMATS, iter_lines
 from changestream.model.changes import Batch, Change, Position, TransactionPart
-from changestream.model.errors import SinkError
+from changestream.model.errors import ConfigError, SinkError
 
 log = logging.getLogger("changestream")
 
@@ -194,3 +194,15 @@ def _put(out: BinaryIO, data: bytes | memoryview) -> None:
         if written is None:  # a non-blocking stdout that is full: try again
             continue
         view = view[written:]
+
+
+def jsonl_sink(argument: str | None, **options: Any) -> JsonLinesSink:
+    """The factory of ``--sink jsonl:PATH``."""
+    if not argument:
+        raise ConfigError("sink 'jsonl' needs a path: jsonl:PATH (or use 'stdout')")
+    return JsonLinesSink(argument, **options)
+
+
+def stdout_sink(argument: str | None, **options: Any) -> JsonLinesSink:
+    """The factory of ``--sink stdout``."""
+    return JsonLinesSink(None, **options)

@@ -21,32 +21,20 @@ from changestream.model.errors import ConfigError
 ENTRY_POINT_GROUP = "changestream.sinks"
 
 
-def _jsonl(argument: str | None, **options: Any) -> SinkAdapter:
-    from changestream.sinks.jsonl import JsonLinesSink
-
-    if not argument:
-        raise ConfigError("sink 'jsonl' needs a path: jsonl:PATH (or use 'stdout')")
-    return JsonLinesSink(argument, **options)
+# The built-ins by name, as ``module:factory`` (loaded when named: the core imports no sink).
+BUILTIN: dict[str, str] = {"jsonl": "changestream.sinks.jsonl:jsonl_sink",
+                           "stdout": "changestream.sinks.jsonl:stdout_sink",
+                           "spark": "changestream.sinks.spark:spark_sink"}
 
 
-def _stdout(argument: str | None, **options: Any) -> SinkAdapter:
-    from changestream.sinks.jsonl import JsonLinesSink
-
-    return JsonLinesSink(None, **options)
-
-
-def _spark(argument: str | None, **options: Any) -> SinkAdapter:
-    """``spark:callback``, ``spark:parquet`` or ``spark:iceberg`` (see changestream.sinks.spark)."""
+def _builtin(name: str, spec: str) -> Callable[..., SinkAdapter]:
+    module_name, _, attr = BUILTIN[name].partition(":")
     try:
-        from changestream.sinks.spark import spark_sink
+        factory: Callable[..., SinkAdapter] = getattr(importlib.import_module(module_name), attr)
     except ImportError as exc:
-        raise ConfigError(f"sink 'spark' needs pyspark and pyarrow (pip install "
-                          f"'changestream[spark]'): {exc}") from None
-    return spark_sink(argument, **options)
-
-
-BUILTIN: dict[str, Callable[..., SinkAdapter]] = {"jsonl": _jsonl, "stdout": _stdout,
-                                                  "spark": _spark}
+        raise ConfigError(f"sink {spec!r} needs what it is not installed with (pip install "
+                          f"'changestream[{name}]'): {exc}") from None
+    return factory
 
 
 def _load_object(module_name: str, attr: str, spec: str) -> Any:
@@ -72,7 +60,7 @@ def sink_factory(spec: str) -> tuple[Callable[..., SinkAdapter], str | None]:
     name, sep, argument = spec.partition(":")
     arg = argument if sep else None
     if name in BUILTIN:
-        return BUILTIN[name], arg
+        return _builtin(name, spec), arg
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name == name:
             return ep.load(), arg
@@ -90,6 +78,9 @@ def make_sink(spec: str, **options: Any) -> SinkAdapter:
         sink = factory(argument, **options)
     except ConfigError:
         raise
+    except ImportError as exc:  # an extra's package, imported when the sink is made
+        raise ConfigError(f"sink {spec!r} needs what it is not installed with (pip install "
+                          f"'changestream[spark]' for spark): {exc}") from None
     except Exception as exc:
         raise ConfigError(f"sink {spec!r}: cannot create it: {exc}") from None
     for method in ("open", "write", "close"):

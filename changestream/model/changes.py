@@ -12,9 +12,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from changestream.decoding.table_schema import TableSchema
+if TYPE_CHECKING:
+    from changestream.decoding.table_schema import TableSchema
 
 
 def binlog_order(file: str, pos: int) -> tuple[str, int, int]:

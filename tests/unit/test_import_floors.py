@@ -18,9 +18,6 @@ FLOORS = ("cache", "native", "devserver", "model", "decoding", "sources", "schem
 KNOWN_UPWARD = {
     ("actors/sink.py", "changestream.runtime.metrics"),
     ("actors/sink.py", "changestream.runtime.stats"),
-    ("changestream/delivery/plugins.py", "changestream.sinks.jsonl"),
-    ("changestream/delivery/plugins.py", "changestream.sinks.spark"),
-    ("changestream/model/changes.py", "changestream.decoding.table_schema"),
     ("changestream/parallel/decode_workers.py", "changestream.delivery.records"),
     ("changestream/parallel/decode_workers.py", "changestream.sinks.spark.frames"),
     ("changestream/parallel/segment_encoder.py", "changestream.delivery.records"),
@@ -60,7 +57,7 @@ def _imports(path: Path) -> set[str]:
     module = _module_of_file(path)
     package = module[:-1]  # the package a relative import starts from
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -70,6 +67,20 @@ def _imports(path: Path) -> set[str]:
             elif node.module:
                 found.add(node.module)
     return found
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """The nodes of ``tree`` but those under ``if TYPE_CHECKING:`` (never run)."""
+    nodes: list[ast.AST] = []
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        nodes.append(node)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            pending.extend(node.orelse)
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return nodes
 
 
 def _upward() -> set[tuple[str, str]]:

@@ -22,23 +22,10 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from changestream.model.errors import ConfigError
+from changestream.sources.tls import TlsConfig
 
 ENV_PREFIX = "CHANGESTREAM"
 TLS_MODES = ("preferred", "disabled", "required", "verify-ca", "verify-identity")
-
-
-@dataclass(slots=True)
-class TlsConfig:
-    """TLS to the server: ``mode`` is one of preferred (the default: encrypted when the
-    server offers TLS, certificate not checked), disabled, required (encrypted, certificate
-    not checked), verify-ca (the server's certificate is signed by ``ca``) and
-    verify-identity (also issued for the host name). ``cert``/``key``: a client
-    certificate."""
-
-    mode: str = "preferred"
-    ca: str = ""
-    cert: str = ""
-    key: str = ""
 
 
 @dataclass(slots=True)

@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import functools
 import ssl
+from dataclasses import dataclass
 from typing import Any
 
 import pymysql
 
 from changestream.model.errors import ConfigError
-from changestream.runtime.config import TlsConfig
+
+
+@dataclass(slots=True)
+class TlsConfig:
+    """TLS to the server: ``mode`` is one of preferred (the default: encrypted when the
+    server offers TLS, certificate not checked), disabled, required (encrypted, certificate
+    not checked), verify-ca (the server's certificate is signed by ``ca``) and
+    verify-identity (also issued for the host name). ``cert``/``key``: a client
+    certificate."""
+
+    mode: str = "preferred"
+    ca: str = ""
+    cert: str = ""
+    key: str = ""
 
 
 def tls_options(tls: TlsConfig) -> dict[str, Any]:

@@ -34,7 +34,6 @@ KNOWN_UPWARD = {
     ("changestream/snapshot/coordinator.py", "changestream.delivery.records"),
     ("changestream/snapshot/row_readers.py", "changestream.delivery.records"),
     ("changestream/snapshot/row_readers.py", "changestream.delivery.temporal_text"),
-    ("changestream/sources/tls.py", "changestream.runtime.config"),
 }
 
 

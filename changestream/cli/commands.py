@@ -119,7 +119,7 @@ class _PrintVersion(argparse.Action):
 
 
 def add_schema_parser(sub: argparse._SubParsersAction) -> None:
-    from changestream.schema.command_line import add_parser
+    from changestream.cli.schema import add_parser
 
     add_parser(sub)
 

@@ -1,5 +1,5 @@
 """The ``changestream schema`` command's arguments. Its commands
-(:mod:`changestream.schema.commands`, which needs the MySQL client, the shadow server and
+(:mod:`changestream.cli.schema_commands`, which needs the MySQL client, the shadow server and
 the sinks) are imported only when one runs: building the parser is part of every start of
 ``changestream run``."""
 
@@ -10,10 +10,10 @@ from typing import Any
 
 
 def _command(name: str) -> Any:
-    """The handler ``name`` of :mod:`changestream.schema.commands`, imported when called."""
+    """The handler ``name`` of :mod:`changestream.cli.schema_commands`, imported when called."""
 
     def run(args: argparse.Namespace) -> int:
-        from changestream.schema import commands
+        from changestream.cli import schema_commands as commands
 
         handler = getattr(commands, name)
         return int(handler(args))

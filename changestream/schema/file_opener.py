@@ -20,7 +20,6 @@ from pathlib import Path
 
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import EventHeader, FormatDescriptionEvent
-from changestream.delivery.position_store import PositionStore
 from changestream.devserver import ServerNotAvailableError, ServerStartError
 from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConfigError
@@ -33,6 +32,7 @@ from changestream.schema.startup import (
     scan_queries,
     stored_history,
 )
+from changestream.schema.store import HistoryHome
 from changestream.schema.tracker import SchemaTracker
 from changestream.sources.files import FileSource
 from changestream.sources.live import StartPosition
@@ -46,7 +46,7 @@ class FileHistoryOpener:
     the position it held at the start, ``scope`` the databases whose tables are kept."""
 
     def __init__(self, settings: HistorySettings, paths: Iterable[str | Path],
-                 store: PositionStore | None, scope: Callable[[str], bool],
+                 store: HistoryHome | None, scope: Callable[[str], bool],
                  saved: Position | None):
         if settings.shadow_dir is None and store is not None:
             settings = replace(settings, shadow_dir=str(store.path) + ".shadow")
@@ -92,7 +92,7 @@ class FileHistoryOpener:
             self._closed = True
 
     def stamp(self, position: Position) -> Position:
-        return position  # stored with the position file (PositionStore.keep_history)
+        return position  # stored with the position file (HistoryHome.keep_history)
 
     def stored(self, position: Position) -> None:
         pass

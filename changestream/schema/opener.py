@@ -18,7 +18,6 @@ import pymysql
 
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import EventHeader
-from changestream.delivery.position_store import PositionStore
 from changestream.model.changes import Position
 from changestream.model.errors import ConfigError
 from changestream.schema.column_info import CatalogLookup, ColumnInfo
@@ -31,14 +30,14 @@ from changestream.schema.startup import (
     scan_queries,
     scan_server_id,
 )
-from changestream.schema.store import HistoryStorage
+from changestream.schema.store import HistoryHome, HistoryStorage
 from changestream.schema.tracker import SchemaTracker
 from changestream.sources.live import LiveSource, StartPosition
 
 log = logging.getLogger("changestream")
 
 
-def history_settings(settings: HistorySettings, store: PositionStore | None
+def history_settings(settings: HistorySettings, store: HistoryHome | None
                      ) -> HistorySettings:
     """``settings`` as a router uses them: the shadow's files beside the position file
     when no folder is set."""
@@ -73,7 +72,7 @@ class HistoryOpener:
 
     def __init__(self, settings: HistorySettings, connection: dict[str, Any],
                  connect: Callable[[], pymysql.Connection[Any]], server_id: int,
-                 verify_checksums: bool, store: PositionStore | None,
+                 verify_checksums: bool, store: HistoryHome | None,
                  scope: Callable[[str], bool], saved: Position | None, wanted: bool,
                  sink_storage: HistoryStorage | None = None,
                  shadows: ShadowStart = ShadowServer):

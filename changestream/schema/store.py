@@ -17,7 +17,7 @@ from typing import Protocol
 import orjson
 
 from changestream.model.errors import ConfigError
-from changestream.schema.history import HISTORY_FORMAT, SchemaState
+from changestream.schema.history import HISTORY_FORMAT, SchemaHistory, SchemaState
 
 
 class HistoryStorage(Protocol):
@@ -120,3 +120,16 @@ class SchemaHistoryStore:
                 "which is missing; restore it, or remove the position's schema_history key "
                 "to rebuild the history from the server") from None
         return decode_state(data, str(path))
+
+
+class HistoryHome(Protocol):
+    """The position file as the history's openers see it (a
+    :class:`~changestream.delivery.position_store.PositionStore`): where the history's
+    states are stored beside it, and the history whose state each position is saved with."""
+
+    path: Path
+    history_store: SchemaHistoryStore
+
+    def keep_history(self, history: SchemaHistory | None) -> None:
+        """Save ``history``'s state with every position from now on."""
+        ...

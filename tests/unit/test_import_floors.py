@@ -22,8 +22,6 @@ KNOWN_UPWARD = {
     ("changestream/parallel/decode_workers.py", "changestream.sinks.spark.frames"),
     ("changestream/parallel/segment_encoder.py", "changestream.delivery.records"),
     ("changestream/parallel/segment_encoder.py", "changestream.delivery.temporal_text"),
-    ("changestream/schema/file_opener.py", "changestream.delivery.position_store"),
-    ("changestream/schema/opener.py", "changestream.delivery.position_store"),
     ("changestream/snapshot/coordinator.py", "changestream.delivery.records"),
     ("changestream/snapshot/row_readers.py", "changestream.delivery.records"),
     ("changestream/snapshot/row_readers.py", "changestream.delivery.temporal_text"),

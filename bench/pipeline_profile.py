@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from changestream.decoding.event_decoder import EventDecoder
-from changestream.delivery.records import encode_lines
+from changestream.encoding.records import encode_lines
 from changestream.model.changes import Batch
 from changestream.parallel.decode_workers import Segment, WorkerSettings, _Worker
 from changestream.parallel.segments import Segmenter

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from changestream.delivery.adapter import SinkCapabilities
-from changestream.delivery.records import FORMATS, iter_lines
+from changestream.encoding.records import FORMATS, iter_lines
 from changestream.model.changes import Batch, Change, Position, TransactionPart
 from changestream.model.errors import ConfigError, SinkError
 

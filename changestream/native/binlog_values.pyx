@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Binlog row image values straight to their JSON text in change records, byte for byte as
 the Python path writes the values its readers give (:mod:`changestream.decoding.row_values`
-and :mod:`changestream.delivery.temporal_text`): DECIMAL, DOUBLE, DATETIME2, TIMESTAMP2,
+and :mod:`changestream.encoding.temporal_text`): DECIMAL, DOUBLE, DATETIME2, TIMESTAMP2,
 DATE and TIME2; the same values in the forms the Spark sink's Arrow columns hold (what
 :mod:`changestream.sinks.spark.types` makes of the Python values); and CRC-32 for the
 events' checksums. Each reader gives the bytes it read, or -1 when the value is cut short

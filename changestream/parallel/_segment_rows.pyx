@@ -48,8 +48,8 @@ from changestream.decoding.event_decoder import CHECKSUM_CRC32, HEADER_SIZE
 from changestream.decoding.row_values import value_reader
 from changestream.decoding.statements import BEGIN, COMMIT
 from changestream.decoding.table_map import identity_start
-from changestream.delivery.records import commit_time_text, json_default
-from changestream.delivery.temporal_text import FormatCache
+from changestream.encoding.records import commit_time_text, json_default
+from changestream.encoding.temporal_text import FormatCache
 from changestream.parallel.segment_encoder import EncodedTransaction
 from changestream.transactions.groups import gtid_commit_time, utc_time
 from changestream.transactions.plain import MYSQL_GTID_EVENTS, mariadb_group_is_plain, query_kind

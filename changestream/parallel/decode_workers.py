@@ -38,7 +38,7 @@ import zstandard
 
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_CRC32, EventDecoder
-from changestream.delivery.records import record_lines
+from changestream.encoding.records import record_lines
 from changestream.model.changes import Change, TransactionPart
 from changestream.model.errors import ChangestreamError, SourceError
 from changestream.native import compiled

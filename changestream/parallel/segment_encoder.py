@@ -29,7 +29,7 @@ from changestream.decoding.events import FormatDescriptionEvent
 from changestream.decoding.rows import RowImageDecoder
 from changestream.decoding.statements import BEGIN, COMMIT
 from changestream.decoding.table_map import identity_start
-from changestream.delivery.records import (
+from changestream.encoding.records import (
     JSON_OPTIONS,
     commit_time_text,
     json_default,
@@ -37,7 +37,7 @@ from changestream.delivery.records import (
     shared_sql,
     transaction_fields,
 )
-from changestream.delivery.temporal_text import FormatCache
+from changestream.encoding.temporal_text import FormatCache
 from changestream.model.gtid import mariadb_gtid
 from changestream.native import compiled
 from changestream.transactions.filters import ChangeFilter

@@ -264,7 +264,7 @@ def _apply_environment(target: Any, env: typing.Mapping[str, str], prefix: str,
 
 
 def _validate(config: Config) -> None:
-    from changestream.delivery.records import FORMATS
+    from changestream.encoding.records import FORMATS
     from changestream.sources.live import StartPosition
 
     if config.source.tls.mode not in TLS_MODES:

@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from changestream.decoding.ddl import parse_ddl
-from changestream.delivery.records import commit_time_text
+from changestream.encoding.records import commit_time_text
 from changestream.model.changes import (
     Change,
     EncodedRun,
@@ -215,7 +215,7 @@ class SnapshotCoordinator:
 def chunk_records(database: str, table: str, rows: list[tuple[bytes, bytes]],
                   info: TransactionInfo) -> bytes:
     """The records of a chunk's rows (each its ``after`` and ``primary_key`` JSON), in
-    changestream's format, written as :mod:`changestream.delivery.records` writes them."""
+    changestream's format, written as :mod:`changestream.encoding.records` writes them."""
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
     head = orjson.dumps({"op": SNAPSHOT_OP, "database": database, "table": table,
                          "before": None})[:-1] + b',"after":'

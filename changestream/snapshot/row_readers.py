@@ -8,7 +8,7 @@ A text-protocol row is its columns' values in order, each a length-encoded strin
   as a PyMySQL cursor without conversions gives them;
 - :func:`encoded_reader`: the row's key in the decoder's values (for the chunk's window),
   and its ``after`` and ``primary_key`` objects already as JSON, written exactly as
-  :mod:`changestream.delivery.records` writes the decoder's values for the same row. The common
+  :mod:`changestream.encoding.records` writes the decoder's values for the same row. The common
   types go straight from the server's text to JSON: integers as they are (the server
   prints them as JSON does; ZEROFILL ones, with leading zeros, are converted), DECIMAL,
   DATE and TIME quoted, DATETIME and TIMESTAMP with the ``T`` (and ``+00:00``) records
@@ -26,8 +26,8 @@ import orjson
 
 from changestream.decoding import field_types as ft
 from changestream.decoding.table_schema import Column, TableSchema
-from changestream.delivery.records import json_default
-from changestream.delivery.temporal_text import column_formats
+from changestream.encoding.records import json_default
+from changestream.encoding.temporal_text import column_formats
 from changestream.native import compiled
 from changestream.snapshot import values
 

@@ -23,8 +23,8 @@ from changestream.decoding import field_types as ft
 from changestream.decoding.charsets import codec_for_collation
 from changestream.decoding.json_binary import JSON_NULL
 from changestream.decoding.table_schema import Column, TableSchema
-from changestream.delivery.records import json_default
-from changestream.delivery.temporal_text import time_text
+from changestream.encoding.records import json_default
+from changestream.encoding.temporal_text import time_text
 
 if TYPE_CHECKING:
     from pyspark.sql import types as T

@@ -23,7 +23,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from changestream.delivery.adapter import SinkCapabilities
-from changestream.delivery.records import json_default
+from changestream.encoding.records import json_default
 from changestream.runtime.router import Router, RouterSettings
 from changestream.runtime.stream import TransactionStream
 from changestream.sinks.jsonl import JsonLinesSink

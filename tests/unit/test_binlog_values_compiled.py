@@ -15,8 +15,8 @@ import pytest
 from changestream.decoding import field_types as ft
 from changestream.decoding.row_values import value_reader
 from changestream.decoding.table_schema import Column
-from changestream.delivery.records import json_default
-from changestream.delivery.temporal_text import datetime_format, time_format
+from changestream.encoding.records import json_default
+from changestream.encoding.temporal_text import datetime_format, time_format
 from changestream.native import compiled
 
 native = compiled("changestream.native.binlog_values")
@@ -130,7 +130,7 @@ def test_crc32() -> None:
 def test_commit_times_are_written_as_the_records_write_them() -> None:
     """A MySQL GTID event's commit time (microseconds) as the compiled fast path writes it,
     against the Python path's datetime from float seconds and its ISO text."""
-    from changestream.delivery.records import commit_time_text
+    from changestream.encoding.records import commit_time_text
     from changestream.transactions.groups import utc_time
 
     rng = random.Random(7)

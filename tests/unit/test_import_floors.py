@@ -12,19 +12,13 @@ from pathlib import Path
 ROOT = Path(__file__).parents[2]
 
 FLOORS = ("cache", "native", "devserver", "model", "decoding", "sources", "schema",
-          "transactions", "parallel", "snapshot", "delivery", "sinks", "actors", "runtime",
-          "cli")
+          "transactions", "encoding", "parallel", "snapshot", "delivery", "sinks", "actors",
+          "runtime", "cli")
 
 KNOWN_UPWARD = {
     ("actors/sink.py", "changestream.runtime.metrics"),
     ("actors/sink.py", "changestream.runtime.stats"),
-    ("changestream/parallel/decode_workers.py", "changestream.delivery.records"),
     ("changestream/parallel/decode_workers.py", "changestream.sinks.spark.frames"),
-    ("changestream/parallel/segment_encoder.py", "changestream.delivery.records"),
-    ("changestream/parallel/segment_encoder.py", "changestream.delivery.temporal_text"),
-    ("changestream/snapshot/coordinator.py", "changestream.delivery.records"),
-    ("changestream/snapshot/row_readers.py", "changestream.delivery.records"),
-    ("changestream/snapshot/row_readers.py", "changestream.delivery.temporal_text"),
 }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from changestream.delivery.records import encode_lines, iter_lines
+from changestream.encoding.records import encode_lines, iter_lines
 from changestream.model.changes import Batch, Change, TransactionInfo, TransactionPart
 from changestream.sinks.jsonl import JsonLinesSink
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from changestream.delivery.records import (
+from changestream.encoding.records import (
     change_record,
     encode_lines,
     json_default,

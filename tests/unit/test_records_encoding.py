@@ -9,7 +9,7 @@ from decimal import Decimal, localcontext
 import orjson
 import pytest
 
-from changestream.delivery.records import JSON_OPTIONS, change_record, encode_lines, json_default
+from changestream.encoding.records import JSON_OPTIONS, change_record, encode_lines, json_default
 from changestream.model.changes import Change, TransactionInfo
 
 LONG_SQL = "INSERT INTO t VALUES " + ", ".join(f"({i}, 'a\"b\\\\c ✓')" for i in range(300))

@@ -11,8 +11,8 @@ import pytest
 
 from changestream.decoding import field_types as ft
 from changestream.decoding.table_schema import Column, TableSchema
-from changestream.delivery.records import JSON_OPTIONS, json_default
-from changestream.delivery.temporal_text import column_formats, formatted
+from changestream.encoding.records import JSON_OPTIONS, json_default
+from changestream.encoding.temporal_text import column_formats, formatted
 from changestream.snapshot import result_set, row_readers
 from changestream.snapshot.values import converter, row_converter
 from tests.servers import skip_or_fail

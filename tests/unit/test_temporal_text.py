@@ -8,7 +8,7 @@ import pytest
 
 from changestream.decoding import field_types as ft
 from changestream.decoding.table_schema import Column, TableSchema
-from changestream.delivery.temporal_text import (
+from changestream.encoding.temporal_text import (
     column_formats,
     datetime_format,
     formatted,

@@ -4,7 +4,7 @@ Values keep their meaning (docs/records.md, "Values in records", has the full ta
 integers as JSON numbers (unsigned BIGINT exact), DECIMAL as a string with its scale,
 DATETIME as ``YYYY-MM-DDTHH:MM:SS[.f]``, TIMESTAMP the same with ``+00:00``, TIME as
 ``[-]HH:MM:SS[.f]`` (hours can pass 24), each with exactly its column's fractional digits
-(:mod:`changestream.delivery.temporal_text`), DATE as ``YYYY-MM-DD``, bytes (BINARY, BLOB, GEOMETRY)
+(:mod:`changestream.encoding.temporal_text`), DATE as ``YYYY-MM-DD``, bytes (BINARY, BLOB, GEOMETRY)
 as base64, JSON columns as JSON (a JSON ``null`` document as ``{"$json": null}``, SQL NULL
 as ``null``), ENUM as its label, SET as a list of labels, BIT as a number, VECTOR as a list
 of numbers.
@@ -22,7 +22,7 @@ import orjson
 
 from changestream.decoding.json_binary import JSON_NULL
 from changestream.decoding.rows import PartialJson
-from changestream.delivery.temporal_text import ColumnFormats, FormatCache, formatted, time_text
+from changestream.encoding.temporal_text import ColumnFormats, FormatCache, formatted, time_text
 from changestream.model.changes import Change
 
 FORMATS = ("changestream", "original")
@@ -132,7 +132,7 @@ def row_record(op: str, database: str | None, table: str | None, before: Any, af
     """A record in changestream's format from its fields (``transaction``: the record's
     ``id``, ``gtid``, ``xid``, ``seq``, ``size``, ``last`` and ``commit_ts``; ``formats``:
     how the table's temporal columns are written, see
-    :mod:`changestream.delivery.temporal_text`)."""
+    :mod:`changestream.encoding.temporal_text`)."""
     if formats:
         before, after = formatted(before, formats), formatted(after, formats)
         primary_key = formatted(primary_key, formats)

@@ -13,6 +13,7 @@ from setuptools import Extension, find_packages, setup
 
 packages = [
     *find_packages(include=["changestream", "changestream.*"]),
+    "changestream.decoding.data",  # the charset tables (JSON): a folder of data, no module
     *(f"changestream.{name}" for name in find_packages(include=["actors", "actors.*",
                                                                 "sinks", "sinks.*"])),
 ]

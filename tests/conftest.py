@@ -66,6 +66,16 @@ def server(request: pytest.FixtureRequest) -> Server:
     return request.getfixturevalue(request.param)
 
 
+@pytest.fixture(params=["FULL", "MINIMAL"])
+def row_metadata(request: pytest.FixtureRequest, server: Server) -> Iterator[str]:
+    """``server``'s binlog_row_metadata while a test writes its workload (FULL after it)."""
+    server.execute(f"SET GLOBAL binlog_row_metadata = {request.param}")
+    try:
+        yield request.param
+    finally:
+        server.execute("SET GLOBAL binlog_row_metadata = FULL")
+
+
 @pytest.fixture
 def fresh_database(request: pytest.FixtureRequest, server: Server) -> str:
     """An empty database named after the test, on ``server``."""

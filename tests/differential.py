@@ -28,7 +28,7 @@ from changestream.schema.startup import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.transactions.filters import ChangeFilter
 from tests.random_columns import Column, random_column
-from tests.servers import shadow_command
+from tests.servers import server_version, shadow_command
 
 ABSENT = "<absent from the records>"
 _KEYLESS_FAMILIES = {"int", "decimal", "double", "temporal", "year", "enum", "set", "bit",
@@ -173,8 +173,7 @@ def run_workload(server: Any, seed: int, database: str, transactions: int = 120,
                  ) -> Workload:
     """Create the seed's tables in ``database`` (which must exist) and run its workload,
     each transaction under one of ``images`` (the server's binlog_row_image)."""
-    version = tuple(int(p) for p in server.execute("SELECT VERSION()")[0][0]
-                    .split("-")[0].split(".")[:2])
+    version = server_version(server)
     rng = random.Random(seed)
     work = Workload(seed, database, random_tables(rng, server.flavor, version, tables))
     session = ["SET SESSION sql_mode = ''", "SET SESSION time_zone = '+00:00'"]

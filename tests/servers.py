@@ -172,6 +172,13 @@ class PrivateMariaDB11(SidRootServer, EmbeddedMariaDB):
         super().__init__(mariadbd=command[-1], launcher=command[:-1], **kwargs)
 
 
+def server_version(server: EmbeddedServer) -> tuple[int, int]:
+    """The running server's major and minor version (``SELECT VERSION()``)."""
+    text = str(server.execute("SELECT VERSION()")[0][0])
+    major, minor = text.split("-")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
 def shadow_command(server: EmbeddedServer) -> str | None:
     """The ``schema.shadow_server`` command that runs the same build as ``server`` (None:
     the host's own, found on the PATH)."""

@@ -7,7 +7,6 @@ with MINIMAL and FULL metadata, live and from files, with and without decode wor
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +20,6 @@ from changestream.transactions.filters import ChangeFilter
 from tests.servers import shadow_command
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(params=["MINIMAL", "FULL"])
-def metadata(request: pytest.FixtureRequest, server: Any) -> Iterator[str]:
-    """The server's binlog_row_metadata while the workload is written."""
-    server.execute(f"SET GLOBAL binlog_row_metadata = {request.param}")
-    try:
-        yield request.param
-    finally:
-        server.execute("SET GLOBAL binlog_row_metadata = FULL")
 
 
 def _databases(server: Any, name: str) -> tuple[str, str]:
@@ -52,7 +41,7 @@ def _filter(kind: str, a: str, b: str) -> ChangeFilter:
 @pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "decode-workers"])
 @pytest.mark.parametrize("kind", ["include", "exclude", "exclude-columns"])
 def test_rows_of_an_excluded_table_do_not_stop_the_included_ones(
-        server: Any, fresh_database: str, metadata: str, tmp_path: Path, source: str,
+        server: Any, fresh_database: str, row_metadata: str, tmp_path: Path, source: str,
         workers: int, kind: str) -> None:
     a, b = _databases(server, fresh_database)
     # The excluded table is older than the start: neither the history nor the files know it.

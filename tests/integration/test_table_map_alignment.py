@@ -9,7 +9,6 @@ such a defect)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from changestream.runtime.router import Router, RouterSettings
 from changestream.schema.startup import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.transactions.filters import ChangeFilter
-from tests.servers import shadow_command
+from tests.servers import server_version, shadow_command
 
 pytestmark = pytest.mark.integration
 
@@ -67,24 +66,14 @@ _EXPECTED = {"ts": -5, "tu": 250, "ms": -70000, "su": 65000, "bs": -1, "du": "99
 def _leading(server: Any) -> list[tuple[str, str]]:
     if server.flavor == "mysql":
         return _LEADING + _MYSQL_ONLY
-    version = tuple(map(int, server.execute("SELECT VERSION()")[0][0].split(".")[:2]))
+    version = server_version(server)
     return _LEADING + (_MARIADB_ONLY if version >= (10, 10) else []) + (
         [("VECTOR(2)", "VEC_FromText('[1,2]')")] if version >= (11, 7) else [])
 
 
-@pytest.fixture(params=["FULL", "MINIMAL"])
-def metadata(request: pytest.FixtureRequest, server: Any) -> Iterator[str]:
-    """The server's binlog_row_metadata while the workload is written."""
-    server.execute(f"SET GLOBAL binlog_row_metadata = {request.param}")
-    try:
-        yield request.param
-    finally:
-        server.execute("SET GLOBAL binlog_row_metadata = FULL")
-
-
 @pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "decode-workers"])
 def test_probes_after_every_column_type_keep_their_own_metadata(
-        server: Any, fresh_database: str, metadata: str, tmp_path: Path,
+        server: Any, fresh_database: str, row_metadata: str, tmp_path: Path,
         workers: int) -> None:
     db = fresh_database
     leading = _leading(server)

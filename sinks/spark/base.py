@@ -88,9 +88,8 @@ class SparkSinkBase:
                 current = self.spark.conf.get(key, None)
                 if current not in (None, value):
                     # Spark builds a catalog once per session: a new warehouse needs a new name.
-                    raise SinkError(f"spark sink: catalog {key.split('.')[3]!r} of this "
-                                    f"Spark session is set to {key}={current}; pass another "
-                                    f"catalog= for {value}")
+                    raise SinkError(f"spark sink: this Spark session has {key}={current}; "
+                                    f"pass another catalog= for {value}")
                 self.spark.conf.set(key, value)
         require_utc(self.spark)
 

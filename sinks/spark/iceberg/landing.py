@@ -104,7 +104,6 @@ class IcebergLanding(MirroredDdl):
         self.position: Position | None = None
         self.clock = StageClock()
         self._shared: tuple[pa.Table, Any] | None = None  # rows -> their DataFrame
-        self._kept: list[bool] | None = None  # which frame rows _pending gave (None: all)
         self.insert_gaps: dict[str, set[str]] = {}  # source table -> columns inserts lack
 
     # -- names and state -------------------------------------------------------------
@@ -268,9 +267,10 @@ class IcebergLanding(MirroredDdl):
             props, _Callable(action), jvm.java.lang.Class.forName("java.lang.Exception"))
 
     def _pending(self, spark: Any, name: str, run: TableRun
-                 ) -> tuple[pa.Table | None, Position | None]:
-        """The rows of ``run`` not yet in table ``name`` (``None``: none), and the position
-        the table has committed once they are."""
+                 ) -> tuple[pa.Table | None, Position | None, list[int] | None]:
+        """The rows of ``run`` not yet in table ``name`` (``None``: none), the position the
+        table has committed once they are, and which rows of the frame they are (``None``:
+        all of them)."""
         committed = self._committed(spark, name)
         keep = [positions.chunk_is_new(span.position, committed) if span.snapshot
                 else positions.is_after(span.position, committed) for span in run.spans]
@@ -278,21 +278,14 @@ class IcebergLanding(MirroredDdl):
                   if new and span.position is not None]
         last = positions.merged(committed, landed) if landed else None
         if not any(keep):
-            return None, last
+            return None, last, None
         if all(keep):
-            self._kept = None
-            return run.frame, last
+            return run.frame, last, None
         mask: list[bool] = []
         for span, new in zip(run.spans, keep):
             mask += [new] * span.rows
-        self._kept = mask
-        return run.frame.filter(pa.array(mask, pa.bool_())), last
-
-    def _absent_of_pending(self, run: TableRun) -> list[frozenset[str] | None]:
-        """The columns each row :meth:`_pending` last gave leaves out (``None``: none)."""
-        rows = range(run.rows) if self._kept is None else \
-            [i for i, kept in enumerate(self._kept) if kept]
-        return [run.absent.get(i) for i in rows]
+        kept = [i for i, new in enumerate(mask) if new]
+        return run.frame.filter(pa.array(mask, pa.bool_())), last, kept
 
     def _dataframe(self, spark: Any, run: TableRun, rows: pa.Table) -> Any:
         """``rows`` of ``run`` as a DataFrame (see :func:`frame_dataframe`), made once for
@@ -328,7 +321,7 @@ class IcebergLanding(MirroredDdl):
         clock = self.clock
         with clock("evolve"):
             self._evolve(spark, name, run, changelog=True)
-            rows, last = self._pending(spark, name, run)
+            rows, last, _ = self._pending(spark, name, run)
         if rows is None or last is None:
             return 0
         with clock("changelog append"):
@@ -364,7 +357,7 @@ class IcebergLanding(MirroredDdl):
         clock = self.clock
         with clock("evolve"):
             self._evolve(spark, name, run, changelog=False)
-            rows, last = self._pending(spark, name, run)
+            rows, last, kept = self._pending(spark, name, run)
         if rows is None or last is None:
             return 0
         keys = run.key_names
@@ -372,7 +365,8 @@ class IcebergLanding(MirroredDdl):
         gaps = self.insert_gaps.setdefault(run.name, set())
         gaps |= run.insert_gaps
         if run.absent:
-            absent = [a - gaps or None if a else None for a in self._absent_of_pending(run)]
+            absent = [a - gaps or None if a else None for a in (
+                run.absent.get(i) for i in (range(run.rows) if kept is None else kept))]
             if any(absent):
                 if not keys:
                     raise SinkError(

@@ -30,8 +30,9 @@ def complete_images(spark: Any, name: str, run: TableRun, rows: pa.Table,
     keys = [run.fields[i].name for i in pk]
     befores = [f"{BEFORE_PREFIX}{i}" for i in pk]
     images = rows.to_pylist()
-    # key -> (the row holding its latest image, the columns still unknown in it)
-    latest: dict[Key, tuple[dict[str, Any], set[str]]] = {}
+    # key -> (the row holding its latest image, the columns still unknown in it, the mirror
+    # key whose row has them)
+    latest: dict[Key, tuple[dict[str, Any], set[str], Key]] = {}
     waiting: list[tuple[dict[str, Any], set[str], Key]] = []  # rows filled from the mirror
     for row, missing in zip(images, absent):
         key = tuple(row[k] for k in keys)
@@ -39,21 +40,20 @@ def complete_images(spark: Any, name: str, run: TableRun, rows: pa.Table,
             latest.pop(key, None)
             continue
         if row["_op"] != "update":
-            latest[key] = (row, set())
+            latest[key] = (row, set(), key)
             continue
         old = tuple(row[b] for b in befores)
         base = latest.pop(old, None)
         unknown = set(missing or ())
+        origin = old
         if base is not None:
-            earlier, still = base
+            earlier, still, origin = base
             for column in unknown:
                 row[column] = earlier[column]
-            unknown &= still
-            if unknown:  # the earlier image waits for the mirror too: so does this one
-                waiting.append((row, unknown, _origin(waiting, earlier, old)))
-        elif unknown:
-            waiting.append((row, unknown, old))
-        latest[key] = (row, unknown)
+            unknown &= still  # what the earlier image waits for, this one waits for too
+        if unknown:
+            waiting.append((row, unknown, origin))
+        latest[key] = (row, unknown, origin)
     if waiting:
         held = _mirror_rows(spark, name, run, keys, {origin for _, _, origin in waiting})
         for row, unknown, origin in waiting:
@@ -61,15 +61,6 @@ def complete_images(spark: Any, name: str, run: TableRun, rows: pa.Table,
             for column in unknown:
                 row[column] = None if source is None else source[column]
     return pa.Table.from_pylist(images, schema=rows.schema)
-
-
-def _origin(waiting: list[tuple[dict[str, Any], set[str], Key]], earlier: dict[str, Any],
-            old: Key) -> Key:
-    """The mirror key whose row the image ``earlier`` waits for (``old`` if none)."""
-    for row, _, origin in waiting:
-        if row is earlier:
-            return origin
-    return old
 
 
 def _mirror_rows(spark: Any, name: str, run: TableRun, keys: list[str],

@@ -57,7 +57,7 @@ def test_maintenance_compacts_expires_and_keeps_the_position(
     mirror = f"{catalog}.shop.items"
     before = sorted(tuple(r) for r in spark.table(mirror).collect())
     files_before = _files(spark, mirror)
-    deletes = f"SELECT count(*) FROM {mirror}.files WHERE content = 2"  # equality deletes
+    deletes = f"SELECT count(*) FROM {mirror}.files WHERE content > 0"  # delete files
     assert spark.sql(deletes).collect()[0][0] > 0  # the batches' updates
     # A file no snapshot references (as a killed write leaves), old enough to go.
     data = tmp_path / "shop" / "items" / "data"
@@ -95,7 +95,7 @@ def test_maintenance_compacts_expires_and_keeps_the_position(
 
 def test_the_sink_maintains_its_tables_on_a_schedule(spark: Any, tmp_path: Path) -> None:
     """``maintain_every``: between two batches, once the time has passed, the sink compacts
-    the tables it landed (the mirror's equality deletes applied and dropped); the mirror
+    the tables it landed (the mirror's deletes applied and dropped); the mirror
     and the position are what they were, and landing goes on."""
     catalog = "sched"
     log = Binlog()
@@ -104,7 +104,7 @@ def test_the_sink_maintains_its_tables_on_a_schedule(spark: Any, tmp_path: Path)
     sink.open()
     assert sink.upkeep is not None
     mirror = f"{catalog}.shop.items"
-    deletes = f"SELECT count(*) FROM {mirror}.files WHERE content = 2"
+    deletes = f"SELECT count(*) FROM {mirror}.files WHERE content > 0"
     _land(sink, log, 1, 6)
     assert sink.upkeep.runs == 0 and spark.sql(deletes).collect()[0][0] > 0
     before = sorted(tuple(r) for r in spark.table(mirror).collect())

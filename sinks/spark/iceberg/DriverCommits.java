@@ -45,10 +45,45 @@ public class DriverCommits {
         this.direct = MoreExecutors.newDirectExecutorService();
     }
 
-    /** The table's uuid, schema id, spec id and format version, one per line. */
+    /** The table's uuid, schema id, spec id, format version and current snapshot id (-1:
+     *  none), one per line. */
     public String ids(Table table) {
+        org.apache.iceberg.Snapshot current = table.currentSnapshot();
         return table.uuid() + "\n" + table.schema().schemaId() + "\n"
-            + table.spec().specId() + "\n" + TableUtil.formatVersion(table);
+            + table.spec().specId() + "\n" + TableUtil.formatVersion(table) + "\n"
+            + (current == null ? -1L : current.snapshotId());
+    }
+
+    /** The current snapshot id of the table (-1: none) on the first line, then per live
+     *  data file a line "D\tlocation\trecord count", each followed by a line per delete
+     *  file that applies to it: "P\tlocation" (positions) or "E\tlocation" (equality). */
+    public String liveFilesAndDeletes(Table table) throws Exception {
+        org.apache.iceberg.Snapshot current = table.currentSnapshot();
+        StringBuilder out = new StringBuilder();
+        out.append(current == null ? -1L : current.snapshotId()).append('\n');
+        if (current == null) {
+            return out.toString();
+        }
+        org.apache.iceberg.io.CloseableIterable tasks =
+            table.newScan().useSnapshot(current.snapshotId()).planFiles();
+        try {
+            java.util.Iterator it = tasks.iterator();
+            while (it.hasNext()) {
+                org.apache.iceberg.FileScanTask task =
+                    (org.apache.iceberg.FileScanTask) it.next();
+                out.append("D\t").append(task.file().location()).append('\t')
+                    .append(task.file().recordCount()).append('\n');
+                java.util.Iterator deletes = task.deletes().iterator();
+                while (deletes.hasNext()) {
+                    DeleteFile delete = (DeleteFile) deletes.next();
+                    boolean positions = delete.content() == org.apache.iceberg.FileContent.POSITION_DELETES;
+                    out.append(positions ? "P\t" : "E\t").append(delete.location()).append('\n');
+                }
+            }
+        } finally {
+            tasks.close();
+        }
+        return out.toString();
     }
 
     /** What an append needs to know of the table, as JSON: its location, file IO class,
@@ -180,15 +215,7 @@ public class DriverCommits {
         if (dataFiles.length() > 0) {
             String[] lines = dataFiles.split("\n");
             for (int i = 0; i < lines.length; i++) {
-                String[] fields = lines[i].split("\t", -1);
-                DataFiles.Builder builder = DataFiles.builder(spec).withPath(fields[0])
-                    .withFormat(FileFormat.PARQUET)
-                    .withFileSizeInBytes(Long.parseLong(fields[1]))
-                    .withMetrics(metrics(fields[0], config));
-                if (fields[2].length() > 0) {
-                    builder = builder.withPartitionPath(fields[2]);
-                }
-                DataFile file = builder.build();
+                DataFile file = dataFile(spec, config, lines[i]);
                 if (delta != null) {
                     delta.addRows(file);
                 } else if (manifest != null) {
@@ -203,6 +230,67 @@ public class DriverCommits {
             append.appendManifest(manifest.toManifestFile());
         }
         commit(update, properties);
+    }
+
+    /**
+     * One commit of table that deletes rows by position and adds data files: the data files
+     * as commitFiles takes them, a position delete file (deleteRows rows: data file
+     * location and row position, sorted by both) and the data files it references, one a
+     * line, with the properties in the summary. Validated as Iceberg's own merge-on-read
+     * writers are, against every commit after baseSnapshot (-1: none): each referenced data
+     * file must still be live and no delete file added to them meanwhile, or the commit
+     * fails (a ValidationException) and nothing is committed. Returns the new snapshot's id.
+     */
+    public long commitPositionDelta(Table table, String dataFiles, String deleteLocation,
+                                    long deleteSize, long deleteRows, String referencedFiles,
+                                    long baseSnapshot, String properties) throws Exception {
+        PartitionSpec spec = table.spec();
+        MetricsConfig config = MetricsConfig.forTable(table);
+        RowDelta delta = table.newRowDelta();
+        delta.scanManifestsWith(direct);
+        if (deleteLocation != null) {
+            DeleteFile deletes = FileMetadata.deleteFileBuilder(spec).ofPositionDeletes()
+                .withPath(deleteLocation).withFormat(FileFormat.PARQUET)
+                .withFileSizeInBytes(deleteSize).withRecordCount(deleteRows)
+                .withMetrics(metrics(deleteLocation, MetricsConfig.forPositionDelete(table)))
+                .build();
+            delta.addDeletes(deletes);
+            java.util.List referenced = new java.util.ArrayList();
+            String[] locations = referencedFiles.split("\n");
+            for (int i = 0; i < locations.length; i++) {
+                if (locations[i].length() > 0) {
+                    referenced.add(locations[i]);
+                }
+            }
+            if (baseSnapshot >= 0) {
+                delta.validateFromSnapshot(baseSnapshot);
+            }
+            delta.validateDataFilesExist(referenced);
+            delta.validateDeletedFiles();
+            delta.validateNoConflictingDeleteFiles();
+        }
+        if (dataFiles.length() > 0) {
+            String[] lines = dataFiles.split("\n");
+            for (int i = 0; i < lines.length; i++) {
+                delta.addRows(dataFile(spec, config, lines[i]));
+            }
+        }
+        commit(delta, properties);
+        return table.currentSnapshot().snapshotId();
+    }
+
+    /** A data file of the table from a line "location\tsize\tpartition path". */
+    private DataFile dataFile(PartitionSpec spec, MetricsConfig config, String line)
+            throws java.io.IOException {
+        String[] fields = line.split("\t", -1);
+        DataFiles.Builder builder = DataFiles.builder(spec).withPath(fields[0])
+            .withFormat(FileFormat.PARQUET)
+            .withFileSizeInBytes(Long.parseLong(fields[1]))
+            .withMetrics(metrics(fields[0], config));
+        if (fields[2].length() > 0) {
+            builder = builder.withPartitionPath(fields[2]);
+        }
+        return builder.build();
     }
 
     private static void commit(SnapshotUpdate update, String properties) {

@@ -149,6 +149,7 @@ class _TableFacts:
 
     def __init__(self, ids: tuple[str, int, int, int], facts: dict[str, Any]):
         self.ids = ids
+        self.snapshot_id = -1  # the table's current snapshot when last asked (-1: none)
         self.root = str(facts["location"]).rstrip("/")
         self.base = local_path(self.root) if str(facts["io"]).endswith("HadoopFileIO") \
             else None
@@ -184,13 +185,30 @@ class ArrowAppender:
         return driver_commits(self.spark, table)
 
     def _facts_of(self, name: str, table: Any) -> _TableFacts:
-        uuid_text, schema_id, spec_id, version = str(self._commits(table).ids(table)).split()
+        uuid_text, schema_id, spec_id, version, snapshot = \
+            str(self._commits(table).ids(table)).split()
         ids = (uuid_text, int(schema_id), int(spec_id), int(version))
         facts = self._facts.get(name)
         if facts is None or facts.ids != ids:
             facts = self._facts[name] = _TableFacts(
                 ids, json.loads(self._commits(table).facts(table)))
+        facts.snapshot_id = int(snapshot)
         return facts
+
+    def facts(self, name: str) -> _TableFacts:
+        """What this writer knows of Iceberg table ``name`` now (its schema, its current
+        snapshot)."""
+        return self._facts_of(name, self._table(name))
+
+    def live_files(self, name: str) -> str:
+        """Table ``name``'s current snapshot and live files with the deletes that apply to
+        each (``DriverCommits.liveFilesAndDeletes``'s text)."""
+        table = self._table(name)
+        return str(self._commits(table).liveFilesAndDeletes(table))
+
+    def key_schema(self, name: str, keys: list[str]) -> pa.Schema:
+        """The Arrow schema of columns ``keys`` of table ``name`` (with their field ids)."""
+        return file_schema(self.facts(name).schema, keys)
 
     def mark(self, name: str, properties: dict[str, str]) -> None:
         """Commit a snapshot of Iceberg table ``name`` that adds no file and has
@@ -242,6 +260,37 @@ class ArrowAppender:
                                          delete_rows, equality_ids, manifest,
                                          encode_properties(properties))
         return True
+
+    def position_delta(self, name: str, rows: pa.Table | None, deleted: pa.Table,
+                       base_snapshot: int, properties: dict[str, str]
+                       ) -> tuple[str | None, int] | None:
+        """In one commit of unpartitioned Iceberg table ``name`` (``properties`` in its
+        summary): the rows ``deleted`` names (a position delete file's rows: data file and
+        position, sorted) deleted and ``rows`` added as one data file; validated against
+        the commits after ``base_snapshot`` (see ``DriverCommits.commitPositionDelta``).
+        Returns (the new data file's location, ``None`` without rows; the new snapshot's
+        id), ``None`` (nothing written) when this writer cannot."""
+        table = self._table(name)
+        facts = self._facts_of(name, table)
+        if facts.base is None or facts.partitioned:
+            return None
+        try:
+            rows = None if rows is None or not rows.num_rows else _with_ids(rows, facts.schema)
+        except Unsupported:
+            return None
+        files, location = [], None
+        if rows is not None:
+            location, size = self._write(facts.base, facts.root, "data/", rows)
+            files.append(f"{location}\t{size}\t")
+        delete_location, delete_size, referenced = None, 0, ""
+        if deleted.num_rows:
+            delete_location, delete_size = self._write(facts.base, facts.root, "data/",
+                                                       deleted)
+            referenced = "\n".join(pc.unique(deleted.column("file_path")).to_pylist())
+        snapshot = self._commits(table).commitPositionDelta(
+            table, "\n".join(files), delete_location, delete_size, deleted.num_rows,
+            referenced, base_snapshot, encode_properties(properties))
+        return location, int(snapshot)
 
     @staticmethod
     def _write(base: Path, root: str, relative: str, rows: pa.Table) -> tuple[str, int]:

@@ -55,6 +55,7 @@ from .mirror_plan import (
     mirror_delta,
     split_new_keys,
 )
+from .mirror_positions import MirrorPositions
 
 #: changestream's own tables in a catalog (``namespace.table``, quoted): a snapshot per
 #: batch with its position, and a row per DDL applied to the mirrors (made at the first one).
@@ -84,11 +85,13 @@ class IcebergLanding(MirroredDdl):
     :class:`changestream.sinks.spark.iceberg.ddl.MirroredDdl`'s."""
 
     def __init__(self, catalog: str = "changestream", append_new_keys: bool = True,
-                 arrow_appends: bool = True):
+                 arrow_appends: bool = True, position_deletes: bool = True):
         self.catalog = catalog
         self.append_new_keys = append_new_keys
         self.arrow_appends = arrow_appends
+        self.position_deletes = position_deletes
         self._appender: ArrowAppender | None = None
+        self._positions: MirrorPositions | None = None
         self.control = f"{_q(catalog)}.{CONTROL_TABLES[0]}"
         # One row per DDL applied to the mirrors: a batch landed again after a crash skips
         # everything up to the last one (the state of the tables is already past it).
@@ -352,6 +355,21 @@ class IcebergLanding(MirroredDdl):
             self._appender = ArrowAppender(spark)
         return self._appender
 
+    def _row_delta(self, spark: Any, name: str, run: TableRun, upserts: pa.Table | None,
+                   deleted: pa.Table | None, last: Position) -> bool:
+        """Commit keyed mirror ``name``'s batch written by the driver: position deletes
+        (:mod:`.mirror_positions`) unless off or the mirror still has equality deletes,
+        else equality deletes; ``False`` when the driver cannot write the table."""
+        appender = self._appender_for(spark)
+        properties = {PROPERTY: positions.encode(last)}
+        if self.position_deletes:
+            if self._positions is None or self._positions.appender is not appender:
+                self._positions = MirrorPositions(appender)
+            done = self._positions.land(name, run.key_names, upserts, deleted, properties)
+            if done is not None:
+                return done
+        return appender.row_delta(name, upserts, deleted, properties)
+
     def land_mirror(self, spark: Any, run: TableRun) -> int:
         name = self.mirror_name(run)
         clock = self.clock
@@ -382,8 +400,7 @@ class IcebergLanding(MirroredDdl):
             if upserts is None and deleted is None:
                 return rows.num_rows  # keys the batch inserted and deleted again
             with clock("mirror delta"):
-                done = self._appender_for(spark).row_delta(
-                    name, upserts, deleted, {PROPERTY: positions.encode(last)})
+                done = self._row_delta(spark, name, run, upserts, deleted, last)
             if done:
                 self.committed[name] = last
                 return rows.num_rows

@@ -140,6 +140,16 @@ def remove_dangling_equality_deletes(spark: Any, full_name: str) -> int:
     return len(dangling)
 
 
+def _position_deletes(table: Any) -> int:
+    """How many rows position delete files delete in Java table ``table``'s current
+    snapshot."""
+    table.refresh()
+    snapshot = table.currentSnapshot()
+    if snapshot is None:
+        return 0
+    return int(snapshot.summary().get("total-position-deletes") or 0)
+
+
 def _figures(table: Any) -> tuple[int, int]:
     """(data and delete files, snapshots) of Java table ``table`` as its metadata says."""
     table.refresh()
@@ -192,6 +202,11 @@ def maintain_table(spark: Any, catalog: str, name: str,
             "'delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))").collect()
         upkeep.rewritten_files = int(rewritten[0][0]) if rewritten else 0
         upkeep.deletes_removed = remove_dangling_equality_deletes(spark, full)
+        if _position_deletes(table):
+            # Position deletes of rewritten files still "apply" by sequence number (the
+            # rewrite keeps its starting one): this drops the rows that name no live file.
+            spark.sql(f"CALL {system}.rewrite_position_delete_files(table => '{literal}', "
+                      "options => map('rewrite-all', 'true'))").collect()
         spark.sql(f"CALL {system}.rewrite_manifests(table => '{literal}')").collect()
     now_ms = time.time() * 1000
     older_than = now_ms - settings.expire_after * 1000

@@ -30,7 +30,11 @@ class IcebergSparkSink(DurableSparkSink):
     The runtime jar comes from ``jar``, ``CHANGESTREAM_ICEBERG_JAR`` or the pip package.
     ``append_new_keys`` (on by default) appends the last image of a key a batch INSERTs
     instead of merging it; ``arrow_appends`` (on by default) writes data files with pyarrow
-    on the driver where the warehouse is a local or mounted folder (see docs/sinks.md).
+    on the driver where the warehouse is a local or mounted folder (see docs/sinks.md);
+    ``mirror_deletes`` is how such a batch deletes the mirror rows it replaces:
+    ``position`` (default: position delete files, which every engine reads) or
+    ``equality`` (equality delete files on the key: no key index, but pyiceberg, DuckDB's
+    ``count(*)`` and others cannot read them).
     ``maintain_every`` (an age such as ``10m``, default off) has the sink compact, expire
     and clean the tables it lands between two batches once that long has passed since the
     last time (:mod:`.maintenance`; it is their only writer then, so it is safe on any
@@ -42,7 +46,7 @@ class IcebergSparkSink(DurableSparkSink):
     def __init__(self, warehouse: str | os.PathLike[str] | None = None, *,
                  catalog: str = "changestream", jar: str | None = None,
                  append_new_keys: bool | str = True, arrow_appends: bool | str = True,
-                 maintain_every: float | str | None = None,
+                 mirror_deletes: str = "position", maintain_every: float | str | None = None,
                  maintain_expire_after: float | str = 3600.0, **session: Any):
         if not warehouse:
             raise SinkError("spark sink: mode 'iceberg' needs warehouse=FOLDER")
@@ -52,6 +56,10 @@ class IcebergSparkSink(DurableSparkSink):
         self.jar = jar
         self.append_new_keys = flag("append_new_keys", append_new_keys)
         self.arrow_appends = flag("arrow_appends", arrow_appends)
+        if mirror_deletes not in ("position", "equality"):
+            raise SinkError(f"spark sink: option mirror_deletes={mirror_deletes!r} is not "
+                            "'position' or 'equality'")
+        self.position_deletes = mirror_deletes == "position"
         self.upkeep = MaintenanceSchedule(
             age("maintain_every", maintain_every),
             age("maintain_expire_after", maintain_expire_after)) \
@@ -80,7 +88,8 @@ class IcebergSparkSink(DurableSparkSink):
                 jars.append(self._commits_jar)
         self._open_session(iceberg_conf(self.catalog, self.warehouse), jars)
         self._held = []
-        self._landing = IcebergLanding(self.catalog, self.append_new_keys, self.arrow_appends)
+        self._landing = IcebergLanding(self.catalog, self.append_new_keys, self.arrow_appends,
+                                       self.position_deletes)
         try:
             position: Position | None = self._landing.open(self.spark)
         except Exception as exc:

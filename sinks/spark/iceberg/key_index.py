@@ -1,0 +1,159 @@
+"""Where the current row of each key of a mirror lives (its data file and row position), so
+that a batch deletes the rows it replaces by position: Iceberg position delete files, which
+every engine reads (pyiceberg, DuckDB and Snowflake refuse or mishandle equality deletes).
+
+Data files and delete files never change once written; only which of them the table's
+current snapshot holds does. The index is built from a snapshot (the key columns of its
+live data files, read by field id, less the rows its position delete files remove) and
+kept up to date by the sink's own commits after it. Each such commit names the snapshot
+the index was built on and the data files it deletes from, and Iceberg refuses it (a
+``ValidationException``) when another writer (``maintain``'s compaction, a second router)
+removed one of them since: the index is then built again. It lives in the driver's memory,
+one Arrow table per data file (the key columns, the file's number and the row position).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .files import FIELD_ID, Unsupported, local_path
+
+#: Iceberg's reserved field ids of a position delete file's two columns.
+DELETE_FILE_SCHEMA = pa.schema([
+    pa.field("file_path", pa.string(), False, metadata={FIELD_ID: b"2147483546"}),
+    pa.field("pos", pa.int64(), False, metadata={FIELD_ID: b"2147483545"})])
+FILE_COLUMN, POSITION_COLUMN = "_cs_file", "_cs_pos"
+
+
+class KeyIndex:
+    """The live rows of one mirror by key, as of snapshot ``snapshot_id`` (-1: none).
+
+    ``key_schema`` holds the key columns as the table types them, each field with its
+    Iceberg id."""
+
+    def __init__(self, key_schema: pa.Schema, snapshot_id: int):
+        self.key_schema = key_schema
+        self.snapshot_id = snapshot_id
+        self.locations: list[str] = []  # file number -> data file location
+        self._numbers: dict[str, int] = {}
+        self._files: dict[int, pa.Table] = {}  # per data file: its live rows' keys
+
+    @property
+    def rows(self) -> int:
+        """How many live rows the index holds."""
+        return sum(t.num_rows for t in self._files.values())
+
+    def add_file(self, location: str, keys: pa.Table) -> None:
+        """A new data file at ``location`` whose rows have ``keys`` (its key columns, in
+        the file's row order)."""
+        number = self._numbers.setdefault(location, len(self.locations))
+        if number == len(self.locations):
+            self.locations.append(location)
+        n = keys.num_rows
+        self._files[number] = pa.Table.from_arrays(
+            [*keys.cast(self.key_schema).columns, pa.repeat(pa.scalar(number, pa.int32()), n),
+             _positions(n)],
+            names=[*self.key_schema.names, FILE_COLUMN, POSITION_COLUMN])
+
+    def locate(self, keys: pa.Table) -> pa.Table:
+        """The live rows holding any of ``keys`` (key columns; any order, repeats allowed),
+        as a position delete file's rows (``file_path``, ``pos``), sorted by both."""
+        if not self._files or not keys.num_rows:
+            return DELETE_FILE_SCHEMA.empty_table()
+        names = self.key_schema.names
+        wanted = keys.select(names).cast(self.key_schema)
+        try:
+            found = pa.concat_tables(self._files.values()).join(
+                wanted, names, join_type="left semi", use_threads=True)
+        except pa.ArrowNotImplementedError as exc:  # a key type Arrow's join lacks
+            raise Unsupported(f"key columns {names}: {exc}") from None
+        locations = pa.array(self.locations, pa.string())
+        return pa.Table.from_arrays(
+            [pc.take(locations, found.column(FILE_COLUMN)), found.column(POSITION_COLUMN)],
+            schema=DELETE_FILE_SCHEMA).sort_by([("file_path", "ascending"),
+                                                 ("pos", "ascending")])
+
+    def remove(self, deleted: pa.Table) -> None:
+        """Forget the rows ``deleted`` (a position delete file's rows) names."""
+        for location, positions in _by_file(deleted):
+            number = self._numbers.get(location)
+            if number is None or number not in self._files:
+                continue
+            rows = self._files[number]
+            rows = rows.filter(pc.invert(pc.is_in(rows.column(POSITION_COLUMN),
+                                                  value_set=positions)))
+            if rows.num_rows:
+                self._files[number] = rows
+            else:
+                del self._files[number]
+
+    def drop_files(self, locations: Iterable[str]) -> None:
+        """Forget data files that are no longer live."""
+        for location in locations:
+            number = self._numbers.get(location)
+            if number is not None:
+                self._files.pop(number, None)
+
+
+def _positions(n: int) -> pa.Array:
+    """0 .. n-1 as int64 (pyarrow has no arange, and numpy is not a dependency)."""
+    if not n:
+        return pa.array([], pa.int64())
+    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
+
+
+def _by_file(deleted: pa.Table) -> list[tuple[str, pa.Array]]:
+    """The rows of a position delete table grouped by data file: (location, positions)."""
+    if not deleted.num_rows:
+        return []
+    paths = deleted.column("file_path")
+    out = []
+    for location in pc.unique(paths).to_pylist():
+        out.append((location, deleted.column("pos").filter(pc.equal(paths, location))
+                    .combine_chunks()))
+    return out
+
+
+def read_keys(path: Path, key_schema: pa.Schema) -> pa.Table:
+    """The key columns of data file ``path``, found by field id (a column renamed since the
+    file was written has its old name in it) and cast to the table's types now."""
+    parquet = pq.ParquetFile(path)
+    by_id = {f.metadata[FIELD_ID]: f.name for f in parquet.schema_arrow
+             if f.metadata and FIELD_ID in f.metadata}
+    names = [by_id.get(f.metadata[FIELD_ID]) for f in key_schema]
+    read = parquet.read(columns=[n for n in names if n is not None])
+    n = parquet.metadata.num_rows
+    columns = [read.column(name) if name is not None else pa.nulls(n, field.type)
+               for name, field in zip(names, key_schema)]
+    return pa.Table.from_arrays(columns, names=key_schema.names).cast(key_schema)
+
+
+def build_index(listing: str, key_schema: pa.Schema) -> KeyIndex | None:
+    """The index of a table from its live files (``DriverCommits.liveFilesAndDeletes``'s
+    text); ``None`` when it cannot be built here: an equality delete applies (a mirror
+    from before position deletes, until ``maintain`` rewrites it) or a file is not on a
+    local file system."""
+    lines = listing.splitlines()
+    index = KeyIndex(key_schema, int(lines[0]))
+    position_files: set[str] = set()
+    for line in lines[1:]:
+        kind, location = line.split("\t")[:2]
+        if kind == "E":
+            return None
+        path = local_path(location)
+        if path is None:
+            return None
+        if kind == "D":
+            index.add_file(location, read_keys(path, key_schema))
+        else:
+            position_files.add(location)
+    for location in sorted(position_files):
+        path = local_path(location)
+        assert path is not None
+        index.remove(pq.read_table(path, columns=["file_path", "pos"]))
+    return index

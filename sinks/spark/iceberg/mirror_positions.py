@@ -1,0 +1,99 @@
+"""A keyed mirror's batch as one Iceberg row delta that deletes by position: the rows the
+batch replaces or removes are found in the mirror's :class:`.key_index.KeyIndex` and named
+in a position delete file (data file, row position), committed with the data file of the
+batch's last images and the position.
+
+The index of a mirror is built at the first batch that deletes from it (reading the key
+columns of its live files) and kept by each commit after; a batch of new keys only while
+no index exists is a plain append. A commit that Iceberg refuses because another writer
+changed the rows it deletes from (``maintain``, a second router) is planned again on an
+index built anew. A mirror that still has equality deletes (written before position
+deletes were the default) goes on taking equality deletes until ``maintain`` compacts
+them away.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pyarrow as pa
+
+from changestream.model.errors import SinkError
+
+from ..options import short
+from .files import ArrowAppender, Unsupported
+from .key_index import DELETE_FILE_SCHEMA, KeyIndex, build_index
+
+logger = logging.getLogger("changestream.sinks.spark")
+
+#: How many times a batch is planned again after Iceberg refused its commit.
+ATTEMPTS = 3
+
+
+class MirrorPositions:
+    """Lands keyed mirrors' batches with position deletes through ``appender``, keeping
+    an index per mirror."""
+
+    def __init__(self, appender: ArrowAppender):
+        self.appender = appender
+        self.indexes: dict[str, KeyIndex] = {}
+        self._ids: dict[str, tuple[str, int, int, int]] = {}  # the table an index is of
+
+    def land(self, name: str, keys: tuple[str, ...], upserts: pa.Table | None,
+             deleted: pa.Table | None, properties: dict[str, str]) -> bool | None:
+        """Commit to mirror ``name`` (key columns ``keys``) the rows of keys ``deleted``
+        deleted and ``upserts`` added, with ``properties``. ``True`` when done, ``False``
+        when the driver cannot write this table (the caller uses Spark), ``None`` when
+        the mirror cannot take position deletes (equality deletes apply to it)."""
+        for attempt in range(ATTEMPTS):
+            index = self._index(name, keys, needed=deleted is not None)
+            if index is None and deleted is not None:
+                return None
+            try:
+                located = DELETE_FILE_SCHEMA.empty_table() if index is None or deleted is None \
+                    else index.locate(deleted)
+            except Unsupported:
+                return None
+            if index is None:  # only new keys and no index yet: a plain append
+                return self.appender.row_delta(name, upserts, None, properties)
+            try:
+                done = self.appender.position_delta(name, upserts, located,
+                                                    index.snapshot_id, properties)
+            except Exception as exc:  # Py4JJavaError
+                self.indexes.pop(name, None)
+                if "ValidationException" not in str(exc) or attempt == ATTEMPTS - 1:
+                    raise
+                logger.info("spark sink: mirror %s changed under the router (%s); reading "
+                            "where its keys are again", name, short(exc))
+                continue
+            if done is None:
+                self.indexes.pop(name, None)
+                return False
+            location, snapshot = done
+            index.remove(located)
+            if location is not None and upserts is not None:
+                index.add_file(location, upserts.select(list(keys)))
+            index.snapshot_id = snapshot
+            return True
+        raise SinkError(f"spark sink: mirror {name}: unreachable")  # the loop returns
+
+    def _index(self, name: str, keys: tuple[str, ...], needed: bool) -> KeyIndex | None:
+        """Mirror ``name``'s index, current with the table (built when ``needed`` and
+        missing or stale); ``None`` when there is none."""
+        facts = self.appender.facts(name)
+        index = self.indexes.get(name)
+        if index is not None and self._ids.get(name) == facts.ids \
+                and index.snapshot_id == facts.snapshot_id:
+            return index
+        self.indexes.pop(name, None)
+        if not needed:
+            return None
+        try:
+            schema = self.appender.key_schema(name, list(keys))
+        except Unsupported:
+            return None
+        index = build_index(self.appender.live_files(name), schema)
+        if index is not None:
+            self.indexes[name] = index
+            self._ids[name] = facts.ids
+        return index

@@ -1,0 +1,169 @@
+"""Mirrors other engines read: the batches' deletes are position deletes, and pyiceberg and
+DuckDB (``SELECT *`` and ``count(*)``) read every mirror equal to Spark and to the source."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from changestream.sinks.spark import SparkSink
+from changestream.sinks.spark.iceberg.maintenance import MaintenanceSettings, maintain_catalog
+
+from ..lake_readers import (
+    delete_file_kinds,
+    delete_files,
+    duckdb_count,
+    duckdb_rows,
+    pyiceberg_rows,
+)
+from .conftest import Binlog, batch, simple_schema
+
+pytest.importorskip("pyiceberg")
+pytest.importorskip("duckdb")
+
+ITEMS = simple_schema("items")
+BAG = simple_schema("bag", pk=False)
+
+
+def row(i: int, name: str = "", qty: int | None = None) -> dict[str, Any]:
+    return {"id": i, "name": name or f"n{i}", "qty": i if qty is None else qty}
+
+
+def workload(log: Binlog) -> tuple[list[Any], dict[int, dict[str, Any]], Counter[tuple]]:
+    """Batches of inserts, updates, deletes, key moves and keyless duplicates, and what
+    the source holds after them (items by key, bag as a multiset)."""
+    items = {i: row(i) for i in range(10)}
+    bag: Counter[tuple] = Counter()
+    batches = [[log.transaction([("insert", ITEMS, None, r) for r in items.values()]
+                                + [("insert", BAG, None, row(0, "dup", 0))] * 3
+                                + [("insert", BAG, None, row(1, "one", 1))])]]
+    bag[(0, "dup", 0)] += 3
+    bag[(1, "one", 1)] += 1
+
+    def update(i: int, new: dict[str, Any]) -> tuple:
+        old = items.pop(i)
+        items[new["id"]] = new
+        return ("update", ITEMS, old, new)
+
+    def delete(i: int) -> tuple:
+        return ("delete", ITEMS, items.pop(i), None)
+
+    def insert(new: dict[str, Any]) -> tuple:
+        items[new["id"]] = new
+        return ("insert", ITEMS, None, new)
+
+    batches.append([log.transaction([update(1, row(1, "changed")), delete(2),
+                                     update(3, row(30, "moved")), insert(row(11))]),
+                    log.transaction([("delete", BAG, row(0, "dup", 0), None),
+                                     ("insert", BAG, None, row(0, "dup", 0)),
+                                     ("delete", BAG, row(0, "dup", 0), None)])])
+    bag[(0, "dup", 0)] -= 1
+    batches.append([log.transaction([insert(row(2, "back")), update(1, row(1, "again")),
+                                     delete(11), update(30, row(3, "home"))])])
+    batches.append([log.transaction([update(i, row(i, f"v{i}", i * 10)) for i in (4, 5, 6)]
+                                    + [delete(7)]),
+                    log.transaction([("update", BAG, row(1, "one", 1), row(1, "uno", 1))])])
+    bag[(1, "one", 1)] -= 1
+    bag[(1, "uno", 1)] += 1
+    return batches, items, bag
+
+
+def as_tuples(rows: list[dict[str, Any]]) -> list[tuple]:
+    return sorted((r["id"], r["name"], r["qty"]) for r in rows)
+
+
+def readers_agree(spark: Any, catalog: str, warehouse: Path, table: str,
+                  expected: list[tuple]) -> None:
+    folder = warehouse / "shop" / table
+    spark_rows = [r.asDict() for r in spark.table(f"{catalog}.shop.{table}").collect()]
+    assert as_tuples(spark_rows) == expected, "spark"
+    assert as_tuples(pyiceberg_rows(folder)) == expected, "pyiceberg"
+    assert as_tuples(duckdb_rows(folder)) == expected, "duckdb"
+    assert duckdb_count(folder) == len(expected), "duckdb count(*)"
+
+
+@pytest.mark.parametrize("writer", ["arrow", "spark"])
+def test_every_engine_reads_mirrors_after_updates_deletes_and_key_moves(
+        spark: Any, tmp_path: Path, writer: str) -> None:
+    catalog = f"lake_{writer}"
+    options = {} if writer == "arrow" else {"arrow_appends": "false"}
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog, **options)
+    sink.open()
+    batches, items, bag = workload(Binlog())
+    for n, parts in enumerate(batches, 1):
+        sink.write(batch(n, parts))
+    sink.close()
+    assert delete_file_kinds(tmp_path / "shop" / "items") == {"position"}
+    # written by the driver (pyarrow) or by Spark's MERGE (parquet-mr)
+    want = "parquet-cpp-arrow" if writer == "arrow" else "parquet-mr"
+    assert {pq.ParquetFile(path.removeprefix("file:")).metadata.created_by.split(" ")[0]
+            for _, path in delete_files(tmp_path / "shop" / "items")} == {want}
+    assert delete_file_kinds(tmp_path / "shop" / "bag") <= {"position"}
+    readers_agree(spark, catalog, tmp_path, "items",
+                  sorted((r["id"], r["name"], r["qty"]) for r in items.values()))
+    readers_agree(spark, catalog, tmp_path, "bag", sorted(bag.elements()))
+    changelog = tmp_path / "shop" / "items__changelog"
+    assert duckdb_count(changelog) == len(pyiceberg_rows(changelog)) == \
+        spark.table(f"{catalog}.shop.items__changelog").count()
+
+
+def test_a_mirror_with_equality_deletes_keeps_working_and_maintain_converts_it(
+        spark: Any, tmp_path: Path) -> None:
+    catalog = "lake_legacy"
+    log = Binlog()
+    batches, items, _ = workload(log)
+    old = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog,
+                    mirror_deletes="equality")
+    old.open()
+    for n, parts in enumerate(batches[:2], 1):
+        old.write(batch(n, parts))
+    old.close()
+    folder = tmp_path / "shop" / "items"
+    assert delete_file_kinds(folder) == {"equality"}
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    sink.open()
+    sink.write(batch(3, batches[2]))  # still equality deletes: the mirror has them
+    assert "equality" in delete_file_kinds(folder)
+    maintain_catalog(spark, catalog, MaintenanceSettings(remove_orphans=False))
+    assert delete_file_kinds(folder) == set()
+    sink.write(batch(4, batches[3]))
+    sink.close()
+    assert delete_file_kinds(folder) == {"position"}
+    readers_agree(spark, catalog, tmp_path, "items",
+                  sorted((r["id"], r["name"], r["qty"]) for r in items.values()))
+
+
+@pytest.mark.parametrize("through", ["its catalog", "another catalog"])
+def test_a_mirror_compacted_behind_the_router_lands_right(
+        spark: Any, tmp_path: Path, through: str, caplog: Any) -> None:
+    """Compaction by another writer between two batches moves every row to new files, so
+    the router's key index is stale. Through the sink's own catalog the table's snapshot
+    shows it; through another catalog (another process, as it were) the router's table is
+    not refreshed, and Iceberg refuses the commit that deletes from files gone: either way
+    the index is read again and the batch deletes the right rows."""
+    catalog = f"lake_behind_{through.split()[0]}"
+    log = Binlog()
+    batches, items, _ = workload(log)
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    sink.open()
+    for n, parts in enumerate(batches[:3], 1):
+        sink.write(batch(n, parts))
+    compactor = catalog
+    if through == "another catalog":
+        compactor = f"{catalog}_other"
+        spark.conf.set(f"spark.sql.catalog.{compactor}", "org.apache.iceberg.spark.SparkCatalog")
+        spark.conf.set(f"spark.sql.catalog.{compactor}.type", "hadoop")
+        spark.conf.set(f"spark.sql.catalog.{compactor}.warehouse", str(tmp_path))
+    spark.sql(f"CALL {compactor}.system.rewrite_data_files(table => '{compactor}.shop.items', "
+              "options => map('rewrite-all', 'true'))").collect()
+    with caplog.at_level("INFO", logger="changestream.sinks.spark"):
+        sink.write(batch(4, batches[3]))
+    sink.close()
+    refused = "changed under the router" in caplog.text
+    assert refused == (through == "another catalog")
+    readers_agree(spark, catalog, tmp_path, "items",
+                  sorted((r["id"], r["name"], r["qty"]) for r in items.values()))

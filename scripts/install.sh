@@ -16,7 +16,12 @@ command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 command -v gcc >/dev/null || need+=(build-essential)
 [ -f /usr/include/python3.11/Python.h ] || need+=(python3-dev)
 [ -f /usr/include/zstd.h ] || need+=(libzstd-dev)
+# JDBC drivers for Iceberg catalogs kept in PostgreSQL or SQLite (sink option catalog.uri).
+[ -f /usr/share/java/postgresql.jar ] || need+=(libpostgresql-jdbc-java)
+[ -f /usr/share/java/sqlite-jdbc.jar ] || need+=(libxerial-sqlite-jdbc-java)
 $test_deps && { command -v debootstrap >/dev/null || need+=(debootstrap); }
+# PostgreSQL: the tests start one privately to hold a JDBC catalog.
+$test_deps && { ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql); }
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq >/dev/null
   apt-get install -y -qq "${need[@]}" >/dev/null

@@ -13,6 +13,7 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -84,6 +85,15 @@ def fresh_database(request: pytest.FixtureRequest, server: Server) -> str:
     return name
 
 
+def jdbc_driver_jars() -> list[Path]:
+    """The JDBC drivers of the catalogs tests keep in PostgreSQL and SQLite, where
+    installed (scripts/install.sh installs them)."""
+    from changestream.sinks.spark.iceberg.catalog import JDBC_DRIVERS
+
+    return [Path(JDBC_DRIVERS[db][0]) for db in ("postgresql", "sqlite")
+            if Path(JDBC_DRIVERS[db][0]).is_file()]
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local Spark session (with the Iceberg runtime) for every Spark test of the run.
@@ -102,7 +112,17 @@ def spark() -> Iterator[Any]:
     session = start_session("local[2]", {"spark.sql.shuffle.partitions": "2",
                                          "spark.default.parallelism": "2",
                                          "spark.ui.showConsoleProgress": "false"},
-                            iceberg_jars(), "changestream-tests")
+                            iceberg_jars() + jdbc_driver_jars(), "changestream-tests")
     yield session
     session.stop()
     os.environ.pop("SPARK_LOCAL_IP", None)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """A private PostgreSQL server (tests/postgres.py) for the tests' JDBC catalogs."""
+    from tests.postgres import PrivatePostgres
+
+    server = PrivatePostgres().start()
+    yield server
+    server.stop()

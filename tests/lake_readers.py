@@ -1,6 +1,7 @@
 """The Iceberg tables changestream lands, read as other engines read them: pyiceberg and
-DuckDB's iceberg extension (from their PyPI packages), straight from a Hadoop catalog's
-table folder, with no Spark. docs/lakehouse.md shows the same calls to users."""
+DuckDB's iceberg extension (from their PyPI packages), from a table's metadata file (a
+Hadoop catalog's table folder names its current one; a JDBC catalog's row does), with no
+Spark. docs/lakehouse.md shows the same calls to users."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ from typing import Any
 import pytest
 
 
-def metadata_file(table_dir: Path) -> Path:
-    """The current metadata file of a Hadoop catalog's table (its version hint names it)."""
+def metadata_file(table_dir: Path | str) -> Path | str:
+    """The current metadata file of a Hadoop catalog's table (its version hint names it);
+    a metadata file's location is itself."""
+    if str(table_dir).endswith(".metadata.json"):
+        return str(table_dir).removeprefix("file:")
+    table_dir = Path(table_dir)
     version = (table_dir / "metadata" / "version-hint.text").read_text().strip()
     return table_dir / "metadata" / f"v{version}.metadata.json"
 
 
-def pyiceberg_rows(table_dir: Path) -> list[dict[str, Any]]:
+def pyiceberg_rows(table_dir: Path | str) -> list[dict[str, Any]]:
     """Every row of the table as pyiceberg reads it (deletes applied)."""
     pytest.importorskip("pyiceberg")
     from pyiceberg.table import StaticTable
@@ -43,7 +48,7 @@ def duckdb_connection() -> Any:
     return con
 
 
-def duckdb_rows(table_dir: Path) -> list[dict[str, Any]]:
+def duckdb_rows(table_dir: Path | str) -> list[dict[str, Any]]:
     """Every row of the table as DuckDB's ``iceberg_scan`` reads it."""
     con = duckdb_connection()
     result = con.execute("SELECT * FROM iceberg_scan(?)", [str(metadata_file(table_dir))])
@@ -51,20 +56,20 @@ def duckdb_rows(table_dir: Path) -> list[dict[str, Any]]:
     return [dict(zip(names, row)) for row in result.fetchall()]
 
 
-def duckdb_count(table_dir: Path) -> int:
+def duckdb_count(table_dir: Path | str) -> int:
     """``SELECT count(*)`` of the table in DuckDB (the query equality deletes broke)."""
     con = duckdb_connection()
     return int(con.execute("SELECT count(*) FROM iceberg_scan(?)",
                            [str(metadata_file(table_dir))]).fetchone()[0])
 
 
-def delete_file_kinds(table_dir: Path) -> set[str]:
+def delete_file_kinds(table_dir: Path | str) -> set[str]:
     """The kinds of delete file the table's current snapshot applies (pyiceberg's view):
     ``position`` and/or ``equality``."""
     return {kind for kind, _ in delete_files(table_dir)}
 
 
-def delete_files(table_dir: Path) -> list[tuple[str, str]]:
+def delete_files(table_dir: Path | str) -> list[tuple[str, str]]:
     """The delete files of the table's current snapshot: (kind, location)."""
     pytest.importorskip("pyiceberg")
     from pyiceberg.manifest import DataFileContent

@@ -167,3 +167,102 @@ def test_a_mirror_compacted_behind_the_router_lands_right(
     assert refused == (through == "another catalog")
     readers_agree(spark, catalog, tmp_path, "items",
                   sorted((r["id"], r["name"], r["qty"]) for r in items.values()))
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_a_jdbc_catalog_holds_tables_pyiceberg_finds_by_name(
+        spark: Any, tmp_path: Path, database: str, request: Any, monkeypatch: Any) -> None:
+    """catalog.type=jdbc on a SQLite file or a private PostgreSQL server (the password from
+    the environment): the tables are in its rows, a restart finds the position there, and
+    a user's pyiceberg SqlCatalog on the same database finds and reads them (as DuckDB does
+    from the metadata file the catalog names)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    name = f"lake_{database}"
+    warehouse = tmp_path / "warehouse"
+    if database == "sqlite":
+        options = {"uri": f"jdbc:sqlite:{tmp_path / 'catalog.db'}"}
+        user_uri = f"sqlite:///{tmp_path / 'catalog.db'}"
+    else:
+        server = request.getfixturevalue("postgres")
+        monkeypatch.setenv("LAKE_PASSWORD", server.password)
+        options = {"uri": server.jdbc_uri, "jdbc.user": server.user,
+                   "jdbc.password": "env:LAKE_PASSWORD"}
+        user_uri = server.sqlalchemy_uri
+    catalog_options = {"name": name, "type": "jdbc", **options}
+    sink = SparkSink("iceberg", warehouse=warehouse, spark=spark, catalog=catalog_options)
+    assert sink.open() is None
+    batches, items, bag = workload(Binlog())
+    for n, parts in enumerate(batches, 1):
+        sink.write(batch(n, parts))
+    position = batch(len(batches), batches[-1]).position
+    sink.close()
+    again = SparkSink("iceberg", warehouse=warehouse, spark=spark, catalog=catalog_options)
+    assert again.open() == position
+    again.close()
+
+    catalog = SqlCatalog(name, uri=user_uri, warehouse=str(warehouse))
+    assert {"items", "items__changelog", "bag", "bag__changelog"} <= {
+        table for _, table in catalog.list_tables("shop")}
+    for table, expected in (("items", sorted((r["id"], r["name"], r["qty"])
+                                             for r in items.values())),
+                            ("bag", sorted(bag.elements()))):
+        found = catalog.load_table(f"shop.{table}")
+        assert as_tuples(found.scan().to_arrow().to_pylist()) == expected, table
+        assert as_tuples(duckdb_rows(found.metadata_location)) == expected, table
+        assert duckdb_count(found.metadata_location) == len(expected), table
+        spark_rows = [r.asDict() for r in spark.table(f"{name}.shop.{table}").collect()]
+        assert as_tuples(spark_rows) == expected, table
+
+
+@pytest.mark.parametrize("fault", ["no server", "no folder", "wrong password"])
+def test_a_catalog_that_cannot_be_opened_is_one_line_naming_the_option(
+        spark: Any, tmp_path: Path, fault: str, request: Any) -> None:
+    from changestream.model.errors import SinkError
+
+    options: dict[str, str] = {"name": f"lake_bad_{fault.split()[1]}", "type": "jdbc"}
+    if fault == "no server":
+        options["uri"], want = "jdbc:postgresql://127.0.0.1:1/lake", "catalog.uri"
+    elif fault == "no folder":
+        options["uri"], want = "jdbc:sqlite:/nonexistent/folder/catalog.db", "catalog.uri"
+    else:
+        server = request.getfixturevalue("postgres")
+        options.update({"uri": server.jdbc_uri, "jdbc.user": server.user,
+                        "jdbc.password": "not-the-password"})
+        want = "catalog.jdbc.user and catalog.jdbc.password"
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=options)
+    with pytest.raises(SinkError) as caught:
+        sink.open()
+    message = str(caught.value)
+    assert "\n" not in message and f"catalog {options['name']} (jdbc:" in message
+    assert message.endswith(f"(check {want})")
+    assert "not-the-password" not in message
+    assert not list(tmp_path.iterdir())  # nothing landed
+
+
+def test_catalog_options_are_checked_before_anything_starts(monkeypatch: Any) -> None:
+    from changestream.model.errors import SinkError
+    from changestream.sinks.spark.iceberg.catalog import catalog_settings
+
+    with pytest.raises(SinkError, match="needs warehouse=FOLDER"):
+        catalog_settings({"type": "jdbc", "uri": "jdbc:sqlite:/tmp/x.db"}, None)
+    with pytest.raises(SinkError, match="variable LAKE_NOT_SET is not set"):
+        catalog_settings({"type": "jdbc", "uri": "jdbc:sqlite:/tmp/x.db",
+                          "jdbc.password": "env:LAKE_NOT_SET"}, "/tmp/w")
+    with pytest.raises(SinkError, match="no driver known for 'oracle'"):
+        catalog_settings({"type": "jdbc", "uri": "jdbc:oracle:thin:@h:1521/x"}, "/tmp/w")
+    with pytest.raises(SinkError, match=r"catalog\.name='a b'"):
+        catalog_settings({"name": "a b"}, "/tmp/w")
+    monkeypatch.setenv("LAKE_PASSWORD", "s3cret")
+    settings = catalog_settings({"name": "lake", "type": "jdbc", "uri": "jdbc:sqlite:/tmp/x.db",
+                                 "jdbc": {"user": "u", "password": "env:LAKE_PASSWORD"}},
+                                "/tmp/w")
+    assert settings.spark_conf() == {
+        "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.lake.type": "jdbc",
+        "spark.sql.catalog.lake.uri": "jdbc:sqlite:/tmp/x.db",
+        "spark.sql.catalog.lake.jdbc.user": "u", "spark.sql.catalog.lake.jdbc.password": "s3cret",
+        "spark.sql.catalog.lake.warehouse": "/tmp/w"}
+    assert "s3cret" not in settings.describe()
+    assert catalog_settings("plain", "/tmp/w").spark_conf()["spark.sql.catalog.plain.type"] == \
+        "hadoop"

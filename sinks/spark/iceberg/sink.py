@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from changestream.model.errors import SinkError
 from .. import positions
 from ..durable import DurableSparkSink
 from ..frames import Part, TableRun, table_runs, transaction_positions
-from ..options import age, flag, short
+from ..options import age, flag
+from .catalog import catalog_settings, open_error
 from .ddl import mirrored_ddl
 from .landing import CONTROL_TABLES
 from .maintenance import MaintenanceSchedule
@@ -25,7 +27,8 @@ logger = logging.getLogger("changestream.sinks.spark")
 
 
 class IcebergSparkSink(DurableSparkSink):
-    """Lands each batch into the Iceberg tables of ``catalog`` in ``warehouse``.
+    """Lands each batch into the Iceberg tables of ``catalog`` in ``warehouse``: a Hadoop
+    catalog's name, or a mapping of Iceberg catalog properties (:mod:`.catalog`).
 
     The runtime jar comes from ``jar``, ``CHANGESTREAM_ICEBERG_JAR`` or the pip package.
     ``append_new_keys`` (on by default) appends the last image of a key a batch INSERTs
@@ -44,15 +47,14 @@ class IcebergSparkSink(DurableSparkSink):
     mode = "iceberg"
 
     def __init__(self, warehouse: str | os.PathLike[str] | None = None, *,
-                 catalog: str = "changestream", jar: str | None = None,
+                 catalog: str | Mapping[str, Any] = "changestream", jar: str | None = None,
                  append_new_keys: bool | str = True, arrow_appends: bool | str = True,
                  mirror_deletes: str = "position", maintain_every: float | str | None = None,
                  maintain_expire_after: float | str = 3600.0, **session: Any):
-        if not warehouse:
-            raise SinkError("spark sink: mode 'iceberg' needs warehouse=FOLDER")
+        self.catalog_settings = catalog_settings(catalog, warehouse)
         super().__init__(**session)
-        self.warehouse = warehouse
-        self.catalog = catalog
+        self.warehouse = self.catalog_settings.warehouse
+        self.catalog = self.catalog_settings.name
         self.jar = jar
         self.append_new_keys = flag("append_new_keys", append_new_keys)
         self.arrow_appends = flag("arrow_appends", arrow_appends)
@@ -74,7 +76,6 @@ class IcebergSparkSink(DurableSparkSink):
         self._commits_jar: Path | None = None
 
     def open(self) -> Position | None:
-        from ..session import iceberg_conf
         from .landing import IcebergLanding
 
         jars = None
@@ -82,19 +83,18 @@ class IcebergSparkSink(DurableSparkSink):
             from ..jvm.jars import iceberg_jars
             from .commits import driver_commits_jar
 
-            jars = iceberg_jars(self.jar)
+            jars = iceberg_jars(self.jar) + list(self.catalog_settings.jars)
             self._commits_jar = driver_commits_jar(jars[0])
             if self._commits_jar.is_file():
                 jars.append(self._commits_jar)
-        self._open_session(iceberg_conf(self.catalog, self.warehouse), jars)
+        self._open_session(self.catalog_settings.spark_conf(), jars)
         self._held = []
         self._landing = IcebergLanding(self.catalog, self.append_new_keys, self.arrow_appends,
                                        self.position_deletes)
         try:
             position: Position | None = self._landing.open(self.spark)
         except Exception as exc:
-            raise SinkError(f"spark sink (iceberg): cannot open warehouse "
-                            f"{self.warehouse}: {short(exc)}") from exc
+            raise SinkError(open_error(self.catalog_settings, exc)) from exc
         if self._commits_jar is not None:
             self._keep_driver_commits(self._commits_jar)
         return position

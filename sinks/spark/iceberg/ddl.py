@@ -90,6 +90,7 @@ class MirroredDdl:
     renames: dict[str, dict[str, str]]
     defaults: dict[str, dict[str, str | None]]
     arrow_appends: bool
+    catalog_renames: bool  # the catalog renames tables (all but a Hadoop catalog)
 
     if TYPE_CHECKING:
         def mirror_name(self, run: TableRun) -> str: ...
@@ -219,11 +220,22 @@ class MirroredDdl:
 
     def _rename(self, spark: Any, old: tuple[str, str], new: tuple[str, str],
                 position: Position | None) -> None:
-        """A Hadoop catalog cannot rename tables: the mirror and the changelog are copied
-        under the new name (one atomic commit each, carrying ``position``) and the old ones
-        dropped."""
+        """Rename the mirror and the changelog: in the catalog where it can (one atomic
+        step each, the tables' history kept; a step done before a crash leaves no source
+        to rename again), else (a Hadoop catalog) copied under the new name (one atomic
+        commit each, carrying ``position``) and the old ones dropped."""
         for source, target in zip(self._names(old), self._names(new)):
             if not self._exists(spark, source):
+                continue
+            if self.catalog_renames:
+                if self._exists(spark, target):  # a table the source dropped long ago
+                    spark.sql(f"DROP TABLE {target} PURGE")
+                spark.sql(f"CREATE NAMESPACE IF NOT EXISTS "
+                          f"{_q(self.catalog)}.{_q(new[0])}")
+                # the new name is in the source's catalog: named without it
+                spark.sql(f"ALTER TABLE {source} RENAME TO "
+                          f"{target.removeprefix(_q(self.catalog) + '.')}")
+                self._forget(source, target)
                 continue
             done = self._exists(spark, target) and position is not None and \
                 not positions.is_after(position, self._committed(spark, target))

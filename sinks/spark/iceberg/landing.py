@@ -85,8 +85,10 @@ class IcebergLanding(MirroredDdl):
     :class:`changestream.sinks.spark.iceberg.ddl.MirroredDdl`'s."""
 
     def __init__(self, catalog: str = "changestream", append_new_keys: bool = True,
-                 arrow_appends: bool = True, position_deletes: bool = True):
+                 arrow_appends: bool = True, position_deletes: bool = True,
+                 catalog_renames: bool = False):
         self.catalog = catalog
+        self.catalog_renames = catalog_renames
         self.append_new_keys = append_new_keys
         self.arrow_appends = arrow_appends
         self.position_deletes = position_deletes

@@ -90,7 +90,8 @@ class IcebergSparkSink(DurableSparkSink):
         self._open_session(self.catalog_settings.spark_conf(), jars)
         self._held = []
         self._landing = IcebergLanding(self.catalog, self.append_new_keys, self.arrow_appends,
-                                       self.position_deletes)
+                                       self.position_deletes,
+                                       catalog_renames=self.catalog_settings.kind != "hadoop")
         try:
             position: Position | None = self._landing.open(self.spark)
         except Exception as exc:

@@ -239,9 +239,11 @@ public class DriverCommits {
      * line, with the properties in the summary. Validated as Iceberg's own merge-on-read
      * writers are, against every commit after baseSnapshot (-1: none): each referenced data
      * file must still be live and no delete file added to them meanwhile, or the commit
-     * fails (a ValidationException) and nothing is committed. Returns the new snapshot's id.
+     * fails (a ValidationException) and nothing is committed. Returns the new snapshot's id
+     * and its parent's (-1: none), space-separated: a parent other than baseSnapshot means
+     * another writer committed in between.
      */
-    public long commitPositionDelta(Table table, String dataFiles, String deleteLocation,
+    public String commitPositionDelta(Table table, String dataFiles, String deleteLocation,
                                     long deleteSize, long deleteRows, String referencedFiles,
                                     long baseSnapshot, String properties) throws Exception {
         PartitionSpec spec = table.spec();
@@ -276,7 +278,9 @@ public class DriverCommits {
             }
         }
         commit(delta, properties);
-        return table.currentSnapshot().snapshotId();
+        org.apache.iceberg.Snapshot made = table.currentSnapshot();
+        Long parent = made.parentId();
+        return made.snapshotId() + " " + (parent == null ? -1L : parent.longValue());
     }
 
     /** A data file of the table from a line "location\tsize\tpartition path". */

@@ -195,15 +195,20 @@ class ArrowAppender:
         facts.snapshot_id = int(snapshot)
         return facts
 
-    def facts(self, name: str) -> _TableFacts:
-        """What this writer knows of Iceberg table ``name`` now (its schema, its current
-        snapshot)."""
-        return self._facts_of(name, self._table(name))
+    def facts(self, name: str, refresh: bool = False) -> _TableFacts:
+        """What this writer knows of Iceberg table ``name`` (its schema, its current
+        snapshot); with ``refresh``, as the catalog has it now (other writers' commits
+        included: a catalog round trip)."""
+        table = self._table(name)
+        if refresh:
+            table.refresh()
+        return self._facts_of(name, table)
 
     def live_files(self, name: str) -> str:
-        """Table ``name``'s current snapshot and live files with the deletes that apply to
-        each (``DriverCommits.liveFilesAndDeletes``'s text)."""
+        """Table ``name``'s current snapshot (refreshed from the catalog) and live files with
+        the deletes that apply to each (``DriverCommits.liveFilesAndDeletes``'s text)."""
         table = self._table(name)
+        table.refresh()
         return str(self._commits(table).liveFilesAndDeletes(table))
 
     def key_schema(self, name: str, keys: list[str]) -> pa.Schema:
@@ -263,13 +268,14 @@ class ArrowAppender:
 
     def position_delta(self, name: str, rows: pa.Table | None, deleted: pa.Table,
                        base_snapshot: int, properties: dict[str, str]
-                       ) -> tuple[str | None, int] | None:
+                       ) -> tuple[str | None, int, int] | None:
         """In one commit of unpartitioned Iceberg table ``name`` (``properties`` in its
         summary): the rows ``deleted`` names (a position delete file's rows: data file and
         position, sorted) deleted and ``rows`` added as one data file; validated against
         the commits after ``base_snapshot`` (see ``DriverCommits.commitPositionDelta``).
         Returns (the new data file's location, ``None`` without rows; the new snapshot's
-        id), ``None`` (nothing written) when this writer cannot."""
+        id; its parent's, -1 for none), ``None`` (nothing written) when this writer
+        cannot."""
         table = self._table(name)
         facts = self._facts_of(name, table)
         if facts.base is None or facts.partitioned:
@@ -287,10 +293,10 @@ class ArrowAppender:
             delete_location, delete_size = self._write(facts.base, facts.root, "data/",
                                                        deleted)
             referenced = "\n".join(pc.unique(deleted.column("file_path")).to_pylist())
-        snapshot = self._commits(table).commitPositionDelta(
+        made, parent = str(self._commits(table).commitPositionDelta(
             table, "\n".join(files), delete_location, delete_size, deleted.num_rows,
-            referenced, base_snapshot, encode_properties(properties))
-        return location, int(snapshot)
+            referenced, base_snapshot, encode_properties(properties))).split()
+        return location, int(made), int(parent)
 
     @staticmethod
     def _write(base: Path, root: str, relative: str, rows: pa.Table) -> tuple[str, int]:

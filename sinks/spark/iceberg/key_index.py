@@ -60,23 +60,27 @@ class KeyIndex:
              _positions(n)],
             names=[*self.key_schema.names, FILE_COLUMN, POSITION_COLUMN])
 
-    def locate(self, keys: pa.Table) -> pa.Table:
+    def locate(self, keys: pa.Table) -> tuple[pa.Table, int]:
         """The live rows holding any of ``keys`` (key columns; any order, repeats allowed),
-        as a position delete file's rows (``file_path``, ``pos``), sorted by both."""
-        if not self._files or not keys.num_rows:
-            return DELETE_FILE_SCHEMA.empty_table()
+        as a position delete file's rows (``file_path``, ``pos``), sorted by both; and how
+        many of the distinct ``keys`` were not found."""
+        if not keys.num_rows:
+            return DELETE_FILE_SCHEMA.empty_table(), 0
         names = self.key_schema.names
         wanted = keys.select(names).cast(self.key_schema)
+        if not self._files:
+            return DELETE_FILE_SCHEMA.empty_table(), _distinct(wanted)
         try:
             found = pa.concat_tables(self._files.values()).join(
                 wanted, names, join_type="left semi", use_threads=True)
         except pa.ArrowNotImplementedError as exc:  # a key type Arrow's join lacks
             raise Unsupported(f"key columns {names}: {exc}") from None
         locations = pa.array(self.locations, pa.string())
-        return pa.Table.from_arrays(
+        rows = pa.Table.from_arrays(
             [pc.take(locations, found.column(FILE_COLUMN)), found.column(POSITION_COLUMN)],
             schema=DELETE_FILE_SCHEMA).sort_by([("file_path", "ascending"),
                                                  ("pos", "ascending")])
+        return rows, _distinct(wanted) - _distinct(found.select(names))
 
     def remove(self, deleted: pa.Table) -> None:
         """Forget the rows ``deleted`` (a position delete file's rows) names."""
@@ -98,6 +102,13 @@ class KeyIndex:
             number = self._numbers.get(location)
             if number is not None:
                 self._files.pop(number, None)
+
+
+def _distinct(keys: pa.Table) -> int:
+    """How many distinct rows ``keys`` holds."""
+    if not keys.num_rows:
+        return 0
+    return keys.group_by(keys.column_names, use_threads=False).aggregate([]).num_rows
 
 
 def _positions(n: int) -> pa.Array:

@@ -367,7 +367,8 @@ class IcebergLanding(MirroredDdl):
         if self.position_deletes:
             if self._positions is None or self._positions.appender is not appender:
                 self._positions = MirrorPositions(appender)
-            done = self._positions.land(name, run.key_names, upserts, deleted, properties)
+            done = self._positions.land(name, run.key_names, upserts, deleted, properties,
+                                        expect_present=self.append_new_keys)
             if done is not None:
                 return done
         return appender.row_delta(name, upserts, deleted, properties)

@@ -140,6 +140,29 @@ def remove_dangling_equality_deletes(spark: Any, full_name: str) -> int:
     return len(dangling)
 
 
+#: How many times a compaction that a writer's commit conflicted with is tried.
+COMPACTION_ATTEMPTS = 8
+
+
+def _retried(name: str, rewrite: Callable[[], Any]) -> Any:
+    """``rewrite()`` (a compaction procedure of table ``name``), tried again when a commit
+    of the router in the meantime conflicts with it (deleted rows of a file it rewrote, or
+    merged manifests it rewrote: Iceberg refuses the rewrite then), a little later each
+    time."""
+    for attempt in range(COMPACTION_ATTEMPTS):
+        try:
+            return rewrite()
+        except Exception as exc:  # Py4JJavaError or pyspark's own
+            text = str(exc)
+            if attempt == COMPACTION_ATTEMPTS - 1 or not any(
+                    w in text for w in ("ValidationException", "found new position delete",
+                                        "CommitFailedException")):
+                raise
+            logger.info("maintain: %s changed while it was compacted; trying again", name)
+            time.sleep(0.25 * (attempt + 1))
+    return None
+
+
 def _position_deletes(table: Any) -> int:
     """How many rows position delete files delete in Java table ``table``'s current
     snapshot."""
@@ -197,17 +220,19 @@ def maintain_table(spark: Any, catalog: str, name: str,
     if settings.compact and files > 1:
         # Files any delete applies to are rewritten without the deleted rows (the mirror's
         # batches add equality deletes), and deletes no file needs any more are dropped.
-        rewritten = spark.sql(
+        rewritten = _retried(name, lambda: spark.sql(
             f"CALL {system}.rewrite_data_files(table => '{literal}', options => map("
-            "'delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))").collect()
+            "'delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))").collect())
         upkeep.rewritten_files = int(rewritten[0][0]) if rewritten else 0
         upkeep.deletes_removed = remove_dangling_equality_deletes(spark, full)
         if _position_deletes(table):
             # Position deletes of rewritten files still "apply" by sequence number (the
             # rewrite keeps its starting one): this drops the rows that name no live file.
-            spark.sql(f"CALL {system}.rewrite_position_delete_files(table => '{literal}', "
-                      "options => map('rewrite-all', 'true'))").collect()
-        spark.sql(f"CALL {system}.rewrite_manifests(table => '{literal}')").collect()
+            _retried(name, lambda: spark.sql(
+                f"CALL {system}.rewrite_position_delete_files(table => '{literal}', "
+                "options => map('rewrite-all', 'true'))").collect())
+        _retried(name, lambda: spark.sql(
+            f"CALL {system}.rewrite_manifests(table => '{literal}')").collect())
     now_ms = time.time() * 1000
     older_than = now_ms - settings.expire_after * 1000
     kept = newest_position_millis(table)

@@ -40,20 +40,33 @@ class MirrorPositions:
         self._ids: dict[str, tuple[str, int, int, int]] = {}  # the table an index is of
 
     def land(self, name: str, keys: tuple[str, ...], upserts: pa.Table | None,
-             deleted: pa.Table | None, properties: dict[str, str]) -> bool | None:
+             deleted: pa.Table | None, properties: dict[str, str],
+             expect_present: bool = False) -> bool | None:
         """Commit to mirror ``name`` (key columns ``keys``) the rows of keys ``deleted``
         deleted and ``upserts`` added, with ``properties``. ``True`` when done, ``False``
         when the driver cannot write this table (the caller uses Spark), ``None`` when
-        the mirror cannot take position deletes (equality deletes apply to it)."""
+        the mirror cannot take position deletes (equality deletes apply to it).
+        ``expect_present``: every key of ``deleted`` is in the mirror (it changed at the
+        source, which the mirror equals as of the batch's start), so a key the index
+        lacks means an index behind the table: it is read again once."""
+        checked = False
         for attempt in range(ATTEMPTS):
+            built = name not in self.indexes
             index = self._index(name, keys, needed=deleted is not None)
             if index is None and deleted is not None:
                 return None
-            try:
-                located = DELETE_FILE_SCHEMA.empty_table() if index is None or deleted is None \
-                    else index.locate(deleted)
-            except Unsupported:
-                return None
+            located = DELETE_FILE_SCHEMA.empty_table()
+            if index is not None and deleted is not None:
+                try:
+                    located, missing = index.locate(deleted)
+                except Unsupported:
+                    return None
+                if missing and expect_present and not built and not checked:
+                    checked = True
+                    logger.info("spark sink: %d keys of mirror %s not where its key index "
+                                "said; reading it again", missing, name)
+                    self.indexes.pop(name, None)
+                    continue
             if index is None:  # only new keys and no index yet: a plain append
                 return self.appender.row_delta(name, upserts, None, properties)
             try:
@@ -69,7 +82,13 @@ class MirrorPositions:
             if done is None:
                 self.indexes.pop(name, None)
                 return False
-            location, snapshot = done
+            location, snapshot, parent = done
+            if parent != index.snapshot_id:
+                # Another writer committed in between (Iceberg put this commit on top of
+                # its, having checked that the files it deletes from are still there): the
+                # index misses that commit's changes, so it is read again when next needed.
+                self.indexes.pop(name, None)
+                return True
             index.remove(located)
             if location is not None and upserts is not None:
                 index.add_file(location, upserts.select(list(keys)))
@@ -80,8 +99,10 @@ class MirrorPositions:
     def _index(self, name: str, keys: tuple[str, ...], needed: bool) -> KeyIndex | None:
         """Mirror ``name``'s index, current with the table (built when ``needed`` and
         missing or stale); ``None`` when there is none."""
-        facts = self.appender.facts(name)
         index = self.indexes.get(name)
+        # Refreshed when an index would be used: another writer's commit (maintain,
+        # another process) makes it stale, and rebuilds it, before it is used.
+        facts = self.appender.facts(name, refresh=index is not None)
         if index is not None and self._ids.get(name) == facts.ids \
                 and index.snapshot_id == facts.snapshot_id:
             return index

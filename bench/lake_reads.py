@@ -52,7 +52,8 @@ class Log:
                                commit_ts=dt.datetime(2026, 11, 26, tzinfo=dt.UTC),
                                server_id=1, file="binlog.000001", start=start, end=self.pos)
         out = [Change(op=op, database="shop", table="items", before=before, after=after,
-                      primary_key={"id": (after or before or {})["id"]}, file="binlog.000001",
+                      primary_key={"id": (after or before or {})["id"]}, sql=None,
+                      file="binlog.000001",
                       pos=start + 50 * i, row=0, seq=i, last=i == len(changes) - 1,
                       schema=SCHEMA, transaction=info)
                for i, (op, before, after) in enumerate(changes)]

@@ -274,3 +274,22 @@ def test_catalog_options_are_checked_before_anything_starts(monkeypatch: Any) ->
     assert "s3cret" not in settings.describe()
     assert catalog_settings("plain", "/tmp/w").spark_conf()["spark.sql.catalog.plain.type"] == \
         "hadoop"
+
+
+def test_a_table_changestream_did_not_make_is_refused_by_name(
+        spark: Any, tmp_path: Path) -> None:
+    from changestream.model.errors import SinkError
+
+    catalog = "lake_foreign"
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    sink.open()
+    spark.sql(f"CREATE TABLE {catalog}.shop.items (id BIGINT, name STRING, qty BIGINT) "
+              "USING iceberg")
+    spark.sql(f"INSERT INTO {catalog}.shop.items VALUES (1, 'theirs', 1)")
+    batches, _, _ = workload(Binlog())
+    with pytest.raises(SinkError, match=r"table `lake_foreign`.`shop`.`items` exists and was "
+                                        r"not made by changestream"):
+        sink.write(batch(1, batches[0]))
+    assert [tuple(r) for r in spark.table(f"{catalog}.shop.items").collect()] == [
+        (1, "theirs", 1)]
+    sink.close()

@@ -49,7 +49,8 @@ METADATA_RETENTION = {"write.metadata.delete-after-commit.enabled": "true",
 CONTROL_NAMESPACE = "_changestream"
 DDL_TABLE = "ddl"
 CONTROL_TABLE_PROPERTIES = {"format-version": "2", **METADATA_RETENTION}
-#: The properties of every mirror and changelog table: those, row-level changes as
+#: The properties of every mirror and changelog table: those, ``changestream.table`` (which
+#: tells a table changestream made from one it would refuse to take over), row-level changes as
 #: delete files (merge-on-read), and no shuffle before a write (distribution mode ``none``;
 #: ``fanout`` lets a task write several day partitions unsorted). A batch is small and
 #: mostly one day, so a shuffle buys little; the more files it would save are what
@@ -59,7 +60,7 @@ MIRROR_TABLE_PROPERTIES = {
     "write.update.mode": "merge-on-read", "write.merge.mode": "merge-on-read",
     "write.distribution-mode": "none", "write.merge.distribution-mode": "none",
     "write.update.distribution-mode": "none", "write.delete.distribution-mode": "none",
-    "write.spark.fanout.enabled": "true"}
+    "write.spark.fanout.enabled": "true", "changestream.table": "true"}
 
 
 def sql_properties(properties: dict[str, str]) -> str:

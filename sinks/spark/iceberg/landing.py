@@ -101,6 +101,7 @@ class IcebergLanding(MirroredDdl):
         self.ddl_done: Position | None = None
         self.committed: dict[str, Position | None] = {}  # per Iceberg table
         self.existing: set[str] = set()  # Iceberg tables known to exist
+        self.owned: set[str] = set()  # Iceberg tables checked to be changestream's
         self._in_ddl = False
         self.schemas: dict[str, dict[str, str]] = {}  # column -> type, per Iceberg table
         self.renames: dict[str, dict[str, str]] = {}  # source table -> {new: old} from DDL
@@ -223,6 +224,7 @@ class IcebergLanding(MirroredDdl):
         if not self._exists(spark, name):
             self._create(spark, name, run, fields, changelog)
             return
+        self._check_owned(spark, name)
         have = self._table_columns(spark, name)
         want = {f.name: iceberg_type(f.spark_type) for f in fields}
         if {k: iceberg_type(v) for k, v in have.items()} == want:
@@ -263,6 +265,21 @@ class IcebergLanding(MirroredDdl):
         self.schemas.pop(name, None)
 
     # -- landing ---------------------------------------------------------------------
+
+    def _check_owned(self, spark: Any, name: str) -> None:
+        """Refuse to land into table ``name`` when changestream did not make it: it has rows
+        (a snapshot) but neither changestream's table property nor a snapshot that carries
+        a position (the tables made before the property have those)."""
+        if name in self.owned:
+            return
+        table = load_table(spark, name)
+        if table.properties().get("changestream.table") is None \
+                and table.currentSnapshot() is not None \
+                and positioned_snapshot(table, PROPERTY) is None:
+            raise SinkError(f"spark sink (iceberg): table {name} exists and was not made by "
+                            f"changestream (no {PROPERTY} in its snapshots): drop or rename "
+                            "it, or land into another catalog")
+        self.owned.add(name)
 
     def _with_properties(self, spark: Any, position: Position, action: Any) -> None:
         jvm = spark._jvm

@@ -36,15 +36,6 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_maintain)
 
 
-def first_line(exc: BaseException) -> str:
-    """What went wrong in one line: a Java exception's own message where Spark raised one
-    (Py4J's text starts with which call failed)."""
-    java = getattr(exc, "java_exception", None)
-    text = str(java.toString()) if java is not None else str(exc)
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[0][:500] if lines else type(exc).__name__
-
-
 def cmd_maintain(args: argparse.Namespace) -> int:
     from changestream.cli.run import config_from_args, configure_logging
     from changestream.delivery.plugins import make_sink
@@ -92,8 +83,10 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     except ChangestreamError as exc:
         print(f"changestream maintain: {exc}", file=sys.stderr)
         return EXIT_SINK
-    except Exception as exc:  # Spark's (Py4J): its first line, no traceback
-        print(f"changestream maintain: {first_line(exc)}", file=sys.stderr)
+    except Exception as exc:  # Spark's (Py4J): its message in one line, no traceback
+        from changestream.sinks.spark.options import java_cause
+
+        print(f"changestream maintain: {java_cause(exc)}", file=sys.stderr)
         return EXIT_SINK
     finally:
         if sink is not None:

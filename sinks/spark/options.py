@@ -46,6 +46,21 @@ def class_cache(value: str | os.PathLike[str] | bool | None) -> Path | None:
     return Path(text).expanduser()
 
 
+def java_cause(exc: BaseException) -> str:
+    """The first line of the deepest cause of ``exc``, through a Java exception's causes
+    when Spark (Py4J) raised it: the message that says what went wrong, not which call."""
+    java = getattr(exc, "java_exception", None)
+    if java is None:
+        return short(exc)
+    try:
+        while java.getCause() is not None and java.getCause() != java:
+            java = java.getCause()
+        lines = str(java.toString()).strip().splitlines()
+    except Exception:  # Py4J gone: the exception's own text
+        return short(exc)
+    return lines[0][:500] if lines else type(exc).__name__
+
+
 def short(exc: BaseException) -> str:
     """The first line of an exception's text (Py4J's are long)."""
     text = str(exc).strip().splitlines()

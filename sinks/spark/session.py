@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from .jvm.start import (  # noqa: F401 - the session's start, where callers find it
@@ -17,10 +16,11 @@ from .jvm.start import (  # noqa: F401 - the session's start, where callers find
 
 
 def iceberg_conf(catalog: str, warehouse: str | os.PathLike[str]) -> dict[str, str]:
-    """Spark settings for a Hadoop Iceberg catalog named ``catalog`` in ``warehouse``."""
-    prefix = f"spark.sql.catalog.{catalog}"
-    return {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.type": "hadoop",
-            f"{prefix}.warehouse": str(Path(warehouse).expanduser().absolute())}
+    """Spark settings for a Hadoop Iceberg catalog named ``catalog`` in ``warehouse`` (as
+    the Iceberg sink makes it: :func:`.iceberg.catalog.catalog_settings`)."""
+    from .iceberg.catalog import catalog_settings
+
+    return catalog_settings(catalog, warehouse).spark_conf()
 
 
 def require_utc(spark: Any) -> None:

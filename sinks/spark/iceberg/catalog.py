@@ -23,9 +23,9 @@ from urllib.parse import urlparse
 
 from changestream.model.errors import SinkError
 
+from ..options import java_cause
+
 DEFAULT_NAME = "changestream"
-#: Catalog kinds the tests land into here.
-TESTED_TYPES = ("hadoop", "jdbc", "hive")
 #: JDBC URI scheme -> (Debian's driver jar, the package that installs it).
 JDBC_DRIVERS = {
     "postgresql": ("/usr/share/java/postgresql.jar", "libpostgresql-jdbc-java"),
@@ -70,7 +70,7 @@ def open_error(settings: CatalogSettings, exc: BaseException) -> str:
     """One line saying why ``settings``' catalog could not be opened and which option to
     look at, from the deepest cause of ``exc`` (a Py4J error from the catalog's first
     use)."""
-    cause = _root_cause(exc)
+    cause = java_cause(exc)
     lowered = cause.lower()
     if any(w in lowered for w in ("password", "authentication", "access denied",
                                   "permission denied for", "role ")):
@@ -82,21 +82,6 @@ def open_error(settings: CatalogSettings, exc: BaseException) -> str:
         option = "the catalog.* options"
     return (f"spark sink (iceberg): cannot open {settings.describe()}: {cause} (check "
             f"{option})")
-
-
-def _root_cause(exc: BaseException) -> str:
-    """The first line of the deepest cause of ``exc`` (through a Java exception's causes)."""
-    java = getattr(exc, "java_exception", None)
-    if java is None:
-        lines = str(exc).strip().splitlines()
-        return lines[0][:300] if lines else type(exc).__name__
-    try:
-        while java.getCause() is not None and java.getCause() != java:
-            java = java.getCause()
-        lines = str(java.toString()).strip().splitlines()
-    except Exception:  # Py4J gone: the exception's own text
-        lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else type(exc).__name__
 
 
 def catalog_settings(catalog: str | Mapping[str, Any] | None,

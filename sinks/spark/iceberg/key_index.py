@@ -1,6 +1,6 @@
 """Where the current row of each key of a mirror lives (its data file and row position), so
 that a batch deletes the rows it replaces by position: Iceberg position delete files, which
-every engine reads (pyiceberg, DuckDB and Snowflake refuse or mishandle equality deletes).
+every engine reads (pyiceberg 0.12 and Snowflake refuse equality deletes).
 
 Data files and delete files never change once written; only which of them the table's
 current snapshot holds does. The index is built from a snapshot (the key columns of its
@@ -39,6 +39,8 @@ class KeyIndex:
     def __init__(self, key_schema: pa.Schema, snapshot_id: int):
         self.key_schema = key_schema
         self.snapshot_id = snapshot_id
+        # the table it is of (uuid, schema, spec, format): another one needs another index
+        self.table_ids: tuple[str, int, int, int] | None = None
         self.locations: list[str] = []  # file number -> data file location
         self._numbers: dict[str, int] = {}
         self._files: dict[int, pa.Table] = {}  # per data file: its live rows' keys
@@ -122,12 +124,10 @@ def _by_file(deleted: pa.Table) -> list[tuple[str, pa.Array]]:
     """The rows of a position delete table grouped by data file: (location, positions)."""
     if not deleted.num_rows:
         return []
-    paths = deleted.column("file_path")
-    out = []
-    for location in pc.unique(paths).to_pylist():
-        out.append((location, deleted.column("pos").filter(pc.equal(paths, location))
-                    .combine_chunks()))
-    return out
+    groups = deleted.group_by("file_path", use_threads=False).aggregate([("pos", "list")])
+    lists = groups.column("pos_list").combine_chunks()
+    return [(location, lists[i].values)
+            for i, location in enumerate(groups.column("file_path").to_pylist())]
 
 
 def read_keys(path: Path, key_schema: pa.Schema) -> pa.Table:

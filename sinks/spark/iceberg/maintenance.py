@@ -219,7 +219,8 @@ def maintain_table(spark: Any, catalog: str, name: str,
     _keep_properties(table)
     if settings.compact and files > 1:
         # Files any delete applies to are rewritten without the deleted rows (the mirror's
-        # batches add equality deletes), and deletes no file needs any more are dropped.
+        # batches add position deletes, or equality deletes in older mirrors), and deletes
+        # no file needs any more are dropped.
         rewritten = _retried(name, lambda: spark.sql(
             f"CALL {system}.rewrite_data_files(table => '{literal}', options => map("
             "'delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))").collect())

@@ -37,7 +37,6 @@ class MirrorPositions:
     def __init__(self, appender: ArrowAppender):
         self.appender = appender
         self.indexes: dict[str, KeyIndex] = {}
-        self._ids: dict[str, tuple[str, int, int, int]] = {}  # the table an index is of
 
     def land(self, name: str, keys: tuple[str, ...], upserts: pa.Table | None,
              deleted: pa.Table | None, properties: dict[str, str],
@@ -103,7 +102,7 @@ class MirrorPositions:
         # Refreshed when an index would be used: another writer's commit (maintain,
         # another process) makes it stale, and rebuilds it, before it is used.
         facts = self.appender.facts(name, refresh=index is not None)
-        if index is not None and self._ids.get(name) == facts.ids \
+        if index is not None and index.table_ids == facts.ids \
                 and index.snapshot_id == facts.snapshot_id:
             return index
         self.indexes.pop(name, None)
@@ -115,6 +114,6 @@ class MirrorPositions:
             return None
         index = build_index(self.appender.live_files(name), schema)
         if index is not None:
+            index.table_ids = facts.ids
             self.indexes[name] = index
-            self._ids[name] = facts.ids
         return index

@@ -36,8 +36,8 @@ class IcebergSparkSink(DurableSparkSink):
     on the driver where the warehouse is a local or mounted folder (see docs/sinks.md);
     ``mirror_deletes`` is how such a batch deletes the mirror rows it replaces:
     ``position`` (default: position delete files, which every engine reads) or
-    ``equality`` (equality delete files on the key: no key index, but pyiceberg, DuckDB's
-    ``count(*)`` and others cannot read them).
+    ``equality`` (equality delete files on the key: no key index, but pyiceberg 0.12 and
+    Snowflake refuse them).
     ``maintain_every`` (an age such as ``10m``, default off) has the sink compact, expire
     and clean the tables it lands between two batches once that long has passed since the
     last time (:mod:`.maintenance`; it is their only writer then, so it is safe on any

@@ -19,18 +19,21 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
 import os
 import platform
 import random
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, as other benches
+
 from changestream.decoding import field_types as ft
 from changestream.decoding.table_schema import Column, TableSchema
 from changestream.model.changes import Batch, Change, Position, TransactionInfo, TransactionPart
+from tests.lake_readers import duckdb_connection, metadata_file
 
 SCHEMA = TableSchema("shop", "items", (
     Column(index=0, type_code=ft.LONGLONG, name="id", nullable=False),
@@ -79,24 +82,10 @@ def timed(action: Any) -> tuple[float, Any]:
     return time.perf_counter() - began, result
 
 
-def duckdb_connection() -> Any:
-    import duckdb
-
-    spec = importlib.util.find_spec("duckdb_ext")
-    assert spec is not None and spec.submodule_search_locations
-    folder = Path(next(iter(spec.submodule_search_locations))) / "extensions"
-    con = duckdb.connect(config={"allow_unsigned_extensions": "true",
-                                 "extension_directory": str(folder)})
-    con.execute("LOAD avro")
-    con.execute("LOAD iceberg")
-    return con
-
-
 def reads(spark: Any, catalog: str, folder: Path) -> dict[str, Any]:
     from pyiceberg.table import StaticTable
 
-    version = (folder / "metadata" / "version-hint.text").read_text().strip()
-    metadata = str(folder / "metadata" / f"v{version}.metadata.json")
+    metadata = str(metadata_file(folder))
     name = f"{catalog}.shop.items"
     spark.sql(f"REFRESH TABLE {name}")
     con = duckdb_connection()

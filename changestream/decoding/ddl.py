@@ -81,6 +81,64 @@ def strip_comments(sql: str) -> str:
     return "".join(out)
 
 
+def split_clauses(sql: str) -> list[str]:
+    """The comma-separated clauses of an ALTER TABLE, commas inside () or quotes kept."""
+    parts, depth, quote, current = [], 0, "", []
+    for ch in sql:
+        if quote:
+            current.append(ch)
+            if ch == quote:
+                quote = ""
+            continue
+        if ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    parts.append("".join(current))
+    return parts
+
+
+_COLUMN_CLAUSE = re.compile(
+    r"\b(ADD|MODIFY|CHANGE)\s+(?:COLUMN\s+)?(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
+    r"(`(?:[^`]|``)+`|\"[^\"]+\"|[\w$]+)\s+", re.I)
+_NOT_COLUMNS = frozenset({"INDEX", "KEY", "UNIQUE", "PRIMARY", "CONSTRAINT", "FOREIGN",
+                          "FULLTEXT", "SPATIAL", "CHECK", "PARTITION", "PERIOD", "SYSTEM"})
+_NAME_TOKEN = re.compile(r"(`(?:[^`]|``)+`|\"[^\"]+\"|[\w$]+)\s+")
+
+
+def _unquoted(token: str) -> str:
+    return token[1:-1].replace("``", "`") if token[0] in "`\"" else token
+
+
+def column_clauses(sql: str, verbs: tuple[str, ...] = ("ADD", "MODIFY", "CHANGE")
+                   ) -> list[tuple[str, str]]:
+    """``(column, definition)`` of each clause of ALTER TABLE ``sql`` that adds
+    (``ADD``), redefines (``MODIFY``) or renames and redefines (``CHANGE``: the new name)
+    a column, for the ``verbs`` asked for; indexes and constraints are left out."""
+    out = []
+    for clause in split_clauses(strip_comments(sql)):
+        m = _COLUMN_CLAUSE.search(clause)
+        if m is None or m.group(1).upper() not in verbs or \
+                (m.group(2)[0] not in "`\"" and m.group(2).upper() in _NOT_COLUMNS):
+            continue
+        rest = clause[m.end():]
+        name = m.group(2)
+        if m.group(1).upper() == "CHANGE":
+            new = _NAME_TOKEN.match(rest)
+            if new is None:
+                continue
+            name, rest = new.group(1), rest[new.end():]
+        out.append((_unquoted(name), rest.strip()))
+    return out
+
+
 _TOKEN = re.compile(r"""\s*(?:(`(?:[^`]|``)*`)|("(?:[^"]|"")*")|('(?:[^'\\]|\\.|'')*')|"""
                     r"""([\w$\u0080-\uffff]+)|(.))""", re.S)
 

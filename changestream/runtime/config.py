@@ -56,11 +56,13 @@ class SchemaConfig:
 @dataclass(slots=True)
 class SnapshotConfig:
     """Snapshots (docs/snapshots.md): ``mode`` initial, when-needed, initial-only, never
-    ("": initial without start.at, else never), ``chunk_rows``, ``tables`` (patterns)."""
+    ("": initial without start.at, else never), ``chunk_rows``, ``tables`` (patterns),
+    ``refill`` (read a table again after a DDL gave its rows values no row event carries)."""
 
     mode: str = ""
     chunk_rows: int = 10_000
     tables: list[str] = field(default_factory=list)
+    refill: bool = True
 
 
 @dataclass(slots=True)

@@ -181,6 +181,8 @@ class Router:
                 "batches_delivered": st.batches_delivered,
                 "batch_retries": st.batch_retries,
                 "reconnects": st.reconnects,
+                "refills": st.refills,
+                "refills_skipped": st.refills_skipped,
                 "events_read": st.events_read,
                 "worker_segments": st.worker_segments,
                 "queue_depths": self.queue_depths(),

@@ -18,7 +18,13 @@ from changestream.runtime.listener import Listener
 from changestream.runtime.settings import RouterSettings
 from changestream.runtime.stats import RouterStats
 from changestream.snapshot.coordinator import SnapshotCoordinator
-from changestream.snapshot.planning import WITHHELD, file_purged, keyless_tables, new_snapshot
+from changestream.snapshot.planning import (
+    WITHHELD,
+    file_purged,
+    keyless_tables,
+    new_snapshot,
+    snapshot_id,
+)
 from changestream.snapshot.progress import SnapshotProgress
 from changestream.snapshot.reader import ChunkReader
 from changestream.snapshot.runner import SnapshotRunner
@@ -31,6 +37,11 @@ log = logging.getLogger("changestream")
 
 class SnapshotBusyError(ConfigError):
     """A snapshot was asked for while another one runs."""
+
+
+def _busy() -> SnapshotBusyError:
+    return SnapshotBusyError("snapshot: one is under way; ask again when it is done (see "
+                             "/status)")
 
 
 class RouterSnapshots:
@@ -53,6 +64,9 @@ class RouterSnapshots:
         self.runner: SnapshotRunner | None = None
         self.listener: Listener | None = None
         self._finished: dict[str, Any] | None = None  # a finished one's progress
+        self._assembler: TransactionAssembler | None = None
+        self._runner_lock = threading.Lock()  # a runner started once the listener is there
+        self._start_when_attached = False
 
     @property
     def mode(self) -> str:
@@ -96,7 +110,9 @@ class RouterSnapshots:
     def prepare(self, progress: SnapshotProgress | None,
                 assembler: TransactionAssembler) -> SnapshotCoordinator | None:
         """The coordinator the stream meets the snapshot through (``None`` for files), with
-        ``assembler`` set up for it."""
+        ``assembler`` set up for it (and for refills: see :meth:`refill`)."""
+        self._assembler = assembler
+        assembler.on_refill = self.refill
         if progress is not None:
             self.coordinator = SnapshotCoordinator(progress)
             assembler.resume.snapshot = progress.as_dict()
@@ -121,13 +137,17 @@ class RouterSnapshots:
 
     def attach(self, listener: Listener, start: bool) -> None:
         """The stream's listener, running; ``start``: the snapshot planned starts now."""
-        self.listener = listener
         if self.coordinator is not None:
             self.coordinator.waker = listener.wake
-        if start:
-            self._start_runner()
+            if start:
+                self.coordinator.running = True
+        with self._runner_lock:
+            self.listener = listener
+            if start or self._start_when_attached:
+                self._start_runner()
 
     def _start_runner(self) -> None:
+        """Start a runner for the coordinator's progress (which the caller claimed)."""
         assert self.coordinator is not None and self.listener is not None
         self.runner = SnapshotRunner(
             self._chunk_reader, self.coordinator,
@@ -145,9 +165,8 @@ class RouterSnapshots:
         coordinator = self.coordinator
         if coordinator is None or self.listener is None or self.stopping.is_set():
             raise ConfigError("snapshot: the router is not running from a server")
-        if self.runner is not None and not self.runner.finished.is_set():
-            raise SnapshotBusyError("snapshot: one is under way; ask again when it is done "
-                                    "(see /status)")
+        if coordinator.running:
+            raise _busy()
         if not tables:
             raise ConfigError("snapshot: name the tables (db.table patterns)")
         progress = new_snapshot(self.connect, self.table_filter(), tuple(tables))
@@ -161,11 +180,55 @@ class RouterSnapshots:
                               "snapshotted only when the router starts (snapshot.mode)")
         done = coordinator.progress.chunks if coordinator.progress is not None else int(
             (self._finished or {}).get("chunks") or 0)
-        coordinator.progress = replace(progress, chunks=done)
+        if not coordinator.begin(replace(progress, chunks=done)):
+            raise _busy()
         log.info("snapshot %s asked for: %s", progress.id, ", ".join(progress.tables))
-        self._start_runner()
+        with self._runner_lock:
+            self._start_runner()
         return {"snapshot": progress.id, "tables": list(progress.tables),
                 "rows_estimated": progress.total_rows}
+
+    def refill(self, database: str, table: str, reason: str, where: str) -> None:
+        """The DDL at ``where`` gave the rows of ``database.table`` values no row event
+        carries (``reason``): read the table again, in the snapshot under way or a new one,
+        unless ``snapshot.refill`` is off or it cannot be read while running. Called by the
+        assembler (the Transaction actor's thread) before the DDL's transaction is done, so
+        that its position, and every one after, carries the table to read: a restart goes
+        on with it."""
+        name = f"{database}.{table}"
+        why = self._no_refill(database, table)
+        if why is not None:
+            log.warning("the DDL at %s gave the rows %s held values no row event carries "
+                        "(%s); %s: sinks keep the values they had (NULL in a new column)",
+                        where, name, reason, why)
+            with self.stats.lock:
+                self.stats.refills_skipped += 1
+            return
+        coordinator, assembler = self.coordinator, self._assembler
+        assert coordinator is not None and assembler is not None
+        progress, start = coordinator.extend(name, snapshot_id())
+        assembler.resume.snapshot = progress.as_dict()
+        log.warning("the DDL at %s gave the rows %s held values no row event carries (%s): "
+                    "reading the table again (snapshot %s)", where, name, reason, progress.id)
+        with self.stats.lock:
+            self.stats.refills += 1
+        if start:
+            with self._runner_lock:
+                if self.listener is None:
+                    self._start_when_attached = True
+                else:
+                    self._start_runner()
+
+    def _no_refill(self, database: str, table: str) -> str | None:
+        """Why table ``database.table`` is not read again after a DDL (``None``: it is)."""
+        if not self.settings.snapshot.refill:
+            return "snapshot.refill is off"
+        if self.coordinator is None or self.spec.kind != "server":
+            return "binlog files hold no table to read again"
+        if keyless_tables(self.connect, (f"{database}.{table}",)):
+            return ("it has no primary key or NOT NULL unique key, and such a table is read "
+                    "again only by a snapshot when the router starts")
+        return None
 
     def _chunk_reader(self) -> ChunkReader:
         connection = self.spec.connection

@@ -78,7 +78,7 @@ class RouterSettings:
             verify_checksums=s.verify_checksums,
             tls=tls_options(s.tls),
             snapshot=SnapshotSettings(config.snapshot.mode or None, config.snapshot.chunk_rows,
-                                      tuple(config.snapshot.tables)))
+                                      tuple(config.snapshot.tables), config.snapshot.refill))
 
     def __post_init__(self) -> None:
         if self.until not in (None, "caught-up"):

@@ -27,6 +27,8 @@ class RouterStats:
     batches_delivered: int = 0
     batch_retries: int = 0
     reconnects: int = 0
+    refills: int = 0  # tables read again after a DDL (changestream.schema.refill)
+    refills_skipped: int = 0  # such DDL whose table was not read again
     delivered: Position | None = None
     last_commit_ts: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

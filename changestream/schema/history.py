@@ -68,6 +68,9 @@ class SchemaChangeSet:
     statement: str
     databases: dict[str, str | None] = field(default_factory=dict)
     tables: dict[TableKey, TableDefinition | None] = field(default_factory=dict)
+    #: Tables whose existing rows it gave values no row event carries, and why
+    #: (:func:`changestream.schema.refill.refill_reason`).
+    refills: dict[TableKey, str] = field(default_factory=dict)
 
 
 class SchemaHistory:

@@ -12,6 +12,7 @@ from changestream.decoding.query_status import QueryStatus
 from changestream.model.errors import SourceError
 from changestream.schema.definition import TableDefinition, TableKey
 from changestream.schema.history import SchemaChangeSet, SchemaHistory
+from changestream.schema.refill import refill_reason
 from changestream.schema.shadow import (
     SYSTEM_DATABASES,
     UNKNOWN_OBJECT_ERRORS,
@@ -104,9 +105,14 @@ class SchemaTracker:
             known = {k for k in self.history.current.tables if k[0] == name}
             keys |= known | {(name, t) for t in self.shadow.tables(name)}
         definitions: dict[TableKey, TableDefinition | None] = self.shadow.read(sorted(keys))
+        text = statement.decode("utf-8", "replace")
         for key, definition in definitions.items():
-            if definition != self.history.table(*key):
+            before = self.history.table(*key)
+            if definition != before:
                 change.tables[key] = definition
+                reason = refill_reason(before, definition, text, self.shadow.flavor)
+                if reason is not None:
+                    change.refills[key] = reason
         self.history.record(change)
         return change
 

@@ -76,12 +76,54 @@ class SnapshotCoordinator:
         self.kept_until: dict[tuple[str, str], tuple[Any, ...]] = {}
         self.offer: ChunkOffer | None = None
         self.waker: Callable[[], None] | None = None  # wakes a listener waiting for events
+        self.running = False  # a runner reads the progress's tables
         self._lock = threading.Lock()
 
     def wake(self) -> None:
         """Have the listener look again (a chunk was offered, or the snapshot ended)."""
         if self.waker is not None:
             self.waker()
+
+    # -- who runs it ---------------------------------------------------------------------
+
+    def begin(self, progress: SnapshotProgress) -> bool:
+        """Take up snapshot ``progress`` (asked for while running); ``False`` when one is
+        under way (nothing changed)."""
+        with self._lock:
+            if self.running:
+                return False
+            self.progress, self.running = progress, True
+            return True
+
+    def extend(self, name: str, snapshot_id: str) -> tuple[SnapshotProgress, bool]:
+        """Have table ``name`` (``db.table``) read (again): appended to the snapshot under
+        way, also when it is the table being read (its rows delivered so far may be from
+        before the change that calls for it), else as a new snapshot ``snapshot_id``.
+        Returns the progress and whether a runner must start for it."""
+        with self._lock:
+            p = self.progress
+            if p is not None and not p.finished:
+                queued = name in p.tables[1:] or (p.tables[0] == name and p.after is None)
+                self.progress = p if queued else replace(p, tables=(*p.tables, name))
+            else:
+                # Chunks keep counting on (they order positions at one binlog offset); the
+                # binlog orders of tables read whole stay with the positions.
+                self.progress = SnapshotProgress(
+                    snapshot_id, (name,), chunks=p.chunks if p is not None else 0,
+                    read_until=p.read_until if p is not None else ())
+            start = not self.running
+            self.running = True
+            return self.progress, start
+
+    def next_table(self) -> str | None:
+        """The table the runner reads next; ``None`` when the snapshot is done (the runner
+        ends: a table asked for after that starts another)."""
+        with self._lock:
+            p = self.progress
+            if p is None or p.finished:
+                self.running = False
+                return None
+            return p.tables[0]
 
     # -- the runner ----------------------------------------------------------------------
 

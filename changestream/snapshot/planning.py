@@ -31,11 +31,14 @@ WITHHELD = ("\U0010ffff", 1 << 62, 1 << 62)
 @dataclass(frozen=True, slots=True)
 class SnapshotSettings:
     """``mode`` (see the module docstring; ``None``: unset), ``chunk_rows`` rows per chunk,
-    ``tables`` the ``db.table`` patterns to snapshot (empty: every table in scope)."""
+    ``tables`` the ``db.table`` patterns to snapshot (empty: every table in scope),
+    ``refill``: read a table again after a DDL gave its rows values no row event carries
+    (:mod:`changestream.schema.refill`)."""
 
     mode: str | None = None
     chunk_rows: int = 10_000
     tables: tuple[str, ...] = ()
+    refill: bool = True
 
     def __post_init__(self) -> None:
         if self.mode is not None and self.mode not in SNAPSHOT_MODES:
@@ -84,8 +87,12 @@ def new_snapshot(connect: Callable[[], pymysql.Connection[Any]],
             continue
         tables.append(name)
         total += estimate
-    snapshot_id = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    return SnapshotProgress(snapshot_id, tuple(tables), total_rows=total)
+    return SnapshotProgress(snapshot_id(), tuple(tables), total_rows=total)
+
+
+def snapshot_id() -> str:
+    """A new snapshot's id: the time it begins, to the microsecond (UTC)."""
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
 
 
 def file_purged(connect: Callable[[], pymysql.Connection[Any]], file: str) -> bool:
@@ -107,6 +114,7 @@ def keyless_tables(connect: Callable[[], pymysql.Connection[Any]],
     wanted = {tuple(n.split(".", 1)) for n in names}
     if not wanted:
         return set()
+    databases = sorted({d for d, _ in wanted})
     conn = connect()
     try:
         with conn.cursor() as cur:
@@ -115,7 +123,9 @@ def keyless_tables(connect: Callable[[], pymysql.Connection[Any]],
                 "MAX(c.IS_NULLABLE = 'YES') FROM information_schema.STATISTICS s "
                 "JOIN information_schema.COLUMNS c ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND "
                 "c.TABLE_NAME = s.TABLE_NAME AND c.COLUMN_NAME = s.COLUMN_NAME "
-                "WHERE s.NON_UNIQUE = 0 GROUP BY s.TABLE_SCHEMA, s.TABLE_NAME, s.INDEX_NAME")
+                "WHERE s.NON_UNIQUE = 0 AND s.TABLE_SCHEMA IN "
+                f"({', '.join(['%s'] * len(databases))}) "
+                "GROUP BY s.TABLE_SCHEMA, s.TABLE_NAME, s.INDEX_NAME", databases)
             keyed = {(str(d), str(t)) for d, t, _, nullable in cur.fetchall()
                      if not int(nullable or 0)}
     finally:

@@ -69,8 +69,10 @@ class SnapshotRunner:
                  f", going on after {c.progress.rows} rows" if c.progress.rows else "")
         self._delivered(self._put(None, ReadChunk([], None, False, reader.head(), _now()),
                                   start=True))
-        while not c.progress.finished and not self.stopping.is_set():
-            name = c.progress.tables[0]
+        while not self.stopping.is_set():
+            name = c.next_table()
+            if name is None:
+                break
             database, _, table = name.partition(".")
             plan = reader.plan(database, table)
             if plan is None:

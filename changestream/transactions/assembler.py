@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from changestream.decoding.ddl import parse_ddl
+from changestream.decoding.ddl import DdlStatement, parse_ddl
 from changestream.decoding.events import (
     FL_STANDALONE,
     Event,
@@ -53,6 +53,7 @@ from changestream.model.changes import (
 )
 from changestream.model.gtid import GtidProgress, MariadbGtidState, MysqlGtidSet
 from changestream.schema.definition import definition_after
+from changestream.schema.refill import statement_refill_reason
 from changestream.transactions.filters import ChangeFilter
 from changestream.transactions.groups import (
     Finished,
@@ -105,6 +106,9 @@ class TransactionAssembler(XaGroups):
         # Tables whose rows in transactions that begin before a binlog position are left
         # out: a snapshot read them whole at that position (tables without a key).
         self.read_until: dict[tuple[str, str], tuple[str, int, int]] = {}
+        #: Told (database, table, why, "file:offset") of a DDL that gave a table's rows
+        #: values no row event carries, before that DDL's transaction is done.
+        self.on_refill: Callable[[str, str, str, str], None] | None = None
         self._handlers: dict[type, Callable[[Any], None]] = {
             RowsEvent: self._rows,
             QueryEvent: self._query,
@@ -299,9 +303,28 @@ class TransactionAssembler(XaGroups):
                 self.file, event.header.offset, 0,
                 schema=definition_after(event.schema_change, database, name),
                 session_database=event.database or None))
+            if self.on_refill is not None:
+                self._refills(event, ddl, database, name)
             self._commit(event)
         else:
             self._finish_empty(event, group.gtid)
+
+    def _refills(self, event: QueryEvent, ddl: DdlStatement, database: str | None,
+                 table: str | None) -> None:
+        """Tell ``on_refill`` of the tables in scope whose rows DDL ``event`` changed
+        without row events: as the schema history saw it, else from the statement."""
+        assert self.on_refill is not None
+        where = f"{self.file}:{event.header.offset}"
+        if event.schema_change is not None:
+            refills = dict(event.schema_change.refills)
+        elif ddl.kind == "alter_table" and database and table:
+            reason = statement_refill_reason(event.query, self.resume.flavor or "mysql")
+            refills = {(database, table): reason} if reason else {}
+        else:
+            return
+        for (db, name), reason in refills.items():
+            if self.filter is None or self.filter.table(db, name):
+                self.on_refill(db, name, reason, where)
 
     def _rows(self, event: RowsEvent) -> None:
         schema = event.schema

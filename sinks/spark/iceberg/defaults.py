@@ -13,59 +13,18 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from changestream.decoding.ddl import strip_comments
+from changestream.decoding.ddl import column_clauses
 
-_ADD = re.compile(r"\bADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?"
-                  r"(`(?:[^`]|``)+`|\"[^\"]+\"|[\w$]+)\s+", re.I)
 _DEFAULT = re.compile(r"\bDEFAULT\s+('(?:[^'\\]|\\.|'')*'|\([^)]*\)|[-+\w.:]+(?:\(\d*\))?)",
                       re.I)
-_NOT_COLUMNS = frozenset({"INDEX", "KEY", "UNIQUE", "PRIMARY", "CONSTRAINT", "FOREIGN",
-                          "FULLTEXT", "SPATIAL", "CHECK", "PARTITION", "PERIOD", "SYSTEM"})
 _NUMERIC = re.compile(r"^(tiny|small|medium|big)?int|^integer|^decimal|^numeric|^float|"
                       r"^double|^real|^bit|^bool|^year", re.I)
 
 
-def _split_definitions(sql: str) -> list[str]:
-    """The comma-separated clauses of an ALTER TABLE, commas inside () or quotes kept."""
-    parts, depth, quote, current = [], 0, "", []
-    for ch in sql:
-        if quote:
-            current.append(ch)
-            if ch == quote:
-                quote = ""
-            continue
-        if ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-            continue
-        current.append(ch)
-    parts.append("".join(current))
-    return parts
-
-
-def _name(token: str) -> str:
-    if token[0] in "`\"":
-        return token[1:-1].replace("``", "`")
-    return token
-
-
 def added_column_defaults(sql: str, commit_ts: dt.datetime | None) -> dict[str, str | None]:
     """``{column: Spark SQL literal or None}`` for each column ``sql`` adds."""
-    out: dict[str, str | None] = {}
-    for clause in _split_definitions(strip_comments(sql)):
-        m = _ADD.search(clause)
-        if m is None or (m.group(1)[0] not in "`\"" and m.group(1).upper() in _NOT_COLUMNS):
-            continue
-        column = _name(m.group(1))
-        definition = clause[m.end():].strip()
-        out[column] = _literal(definition, commit_ts)
-    return out
+    return {column: _literal(definition, commit_ts)
+            for column, definition in column_clauses(sql, ("ADD",))}
 
 
 def _literal(definition: str, commit_ts: dt.datetime | None) -> str | None:

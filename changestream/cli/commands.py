@@ -197,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     from changestream.cli.maintain import add_parser as add_maintain_parser
 
     add_maintain_parser(sub)
+    from changestream.cli.verify import add_parser as add_verify_parser
+
+    add_verify_parser(sub)
     from changestream.cli.backfill import add_parser as add_backfill_parser
 
     add_backfill_parser(sub)

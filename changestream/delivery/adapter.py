@@ -70,6 +70,9 @@ class SinkCapabilities:
       restart: it drops what it wrote after ``state``).
     - ``store_position``: it has ``store_position(position)``, committing a position alone
       (``changestream schema reseed``).
+    - ``verify_schedule``: it has ``verify_schedule() -> (seconds, patterns) | None`` (its
+      options ask for mirrors verified that often) and ``verify_target()``, a
+      :class:`~changestream.verify.verifier.MirrorTarget` (docs/verify.md).
     """
 
     batch_changes: int | None = None
@@ -78,6 +81,7 @@ class SinkCapabilities:
     wants_schema_history: bool = False
     history_storage: bool = False
     durable_state: bool = False
+    verify_schedule: bool = False
     store_position: bool = False
 
     def __post_init__(self) -> None:

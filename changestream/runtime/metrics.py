@@ -155,6 +155,23 @@ class _StatusCollector:
                 "binlog offset after the last delivered transaction", labels=["file"])
             offset.add_metric([position["file"]], position["pos"])
             yield offset
+        verify = status.get("verify")
+        if verify:
+            yield CounterMetricFamily("changestream_verify_tables_total",
+                                      "table verifications done (docs/verify.md)",
+                                      value=verify["runs"])
+            differ = GaugeMetricFamily(
+                "changestream_verify_differences",
+                "rows that differed from the source in the table's last verification",
+                labels=["table"])
+            rows = GaugeMetricFamily("changestream_verify_rows",
+                                     "rows compared in the table's last verification",
+                                     labels=["table"])
+            for table, report in verify["tables"].items():
+                differ.add_metric([table], report["differences"])
+                rows.add_metric([table], report["rows"])
+            yield differ
+            yield rows
         history = status.get("schema_history")
         if history:
             yield GaugeMetricFamily("changestream_schema_history_tables",

@@ -84,6 +84,7 @@ class Router:
         self._listener: Listener | None = None
         self._thread: threading.Thread | None = None
         self._actors: list[pykka.ActorRef[Any]] = []
+        self._verify: Any = None  # a VerifySchedule while one runs
         self._credits: list[Credits | CreditLine] = []
         self._workers: DecodeWorkers | None = None
         self._history: HistoryOpener | FileHistoryOpener | None = None
@@ -189,6 +190,7 @@ class Router:
                 "uptime_seconds": round(time.time() - st.started, 3),
                 "schema_history": self._history_status(),
                 "snapshot": self._snapshots.status(),
+                "verify": self._verify.status() if self._verify is not None else None,
             }
 
     def _history_status(self) -> dict[str, Any] | None:
@@ -326,6 +328,7 @@ class Router:
         ticker = threading.Thread(target=self._tick, args=(sink_ref,), daemon=True,
                                   name="changestream-ticker")
         ticker.start()
+        self._start_verify()
         self._ended.wait()
         if self._aborted.is_set():
             self._listener.stop()
@@ -352,7 +355,26 @@ class Router:
                 return
             self._ended.wait(interval)
 
+    def _start_verify(self) -> None:
+        """Verify mirrors on the schedule the sink's options ask for (docs/verify.md)."""
+        if not capabilities_of(self.sink).verify_schedule or self.spec.kind != "server":
+            return
+        asked = cast(Any, self.sink).verify_schedule()
+        if asked is None:
+            return
+        from changestream.verify.schedule import VerifySchedule
+
+        every, patterns = asked
+        self._verify = VerifySchedule(self.settings, cast(Any, self.sink).verify_target(),
+                                      every, patterns,
+                                      self._table_filter() or (lambda d, t: True),
+                                      self._connect)
+        self._verify.start()
+
     def _shutdown(self) -> None:
+        if self._verify is not None:
+            self._verify.stop()
+            self._verify = None
         self._snapshots.stop()
         if self._listener is not None:
             self._listener.stop()

@@ -169,6 +169,10 @@ class IcebergLanding(MirroredDdl):
         driver_commits(spark, load_table(spark, self.control))
         return self.position
 
+    def landed_to(self, spark: Any) -> Position | None:
+        """The position of the last batch landed, as the catalog has it now."""
+        return self._stored_position(spark, self.control)
+
     def _committed(self, spark: Any, name: str) -> Position | None:
         if name not in self.committed:
             self.committed[name] = self._stored_position(spark, name) \

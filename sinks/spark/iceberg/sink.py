@@ -42,6 +42,9 @@ class IcebergSparkSink(DurableSparkSink):
     and clean the tables it lands between two batches once that long has passed since the
     last time (:mod:`.maintenance`; it is their only writer then, so it is safe on any
     catalog), expiring snapshots older than ``maintain_expire_after`` (default an hour).
+    ``verify_every`` (an age, default off) has the router verify the mirrors of
+    ``verify_tables`` (``db.table`` patterns, comma-separated; default every table) against
+    the source that often (docs/verify.md).
     """
 
     mode = "iceberg"
@@ -50,7 +53,9 @@ class IcebergSparkSink(DurableSparkSink):
                  catalog: str | Mapping[str, Any] = "changestream", jar: str | None = None,
                  append_new_keys: bool | str = True, arrow_appends: bool | str = True,
                  mirror_deletes: str = "position", maintain_every: float | str | None = None,
-                 maintain_expire_after: float | str = 3600.0, **session: Any):
+                 maintain_expire_after: float | str = 3600.0,
+                 verify_every: float | str | None = None, verify_tables: str = "*.*",
+                 **session: Any):
         self.catalog_settings = catalog_settings(catalog, warehouse)
         super().__init__(**session)
         self.warehouse = self.catalog_settings.warehouse
@@ -66,11 +71,19 @@ class IcebergSparkSink(DurableSparkSink):
             age("maintain_every", maintain_every),
             age("maintain_expire_after", maintain_expire_after)) \
             if maintain_every not in (None, "", 0, "0") else None
+        self.verify_every = age("verify_every", verify_every) \
+            if verify_every not in (None, "", 0, "0") else None
+        self.verify_tables = tuple(p.strip() for p in str(verify_tables).split(",")
+                                   if p.strip())
+        if self.verify_every is not None and not self.verify_tables:
+            raise SinkError("spark sink: option verify_tables names no table (patterns "
+                            "like shop.orders or shop.*, separated by commas)")
         # Mirrors follow each ALTER/CREATE as it comes (not only once rows of the new shape
         # do), which takes the table's shape after it: the schema history, kept in the
         # warehouse beside the position.
         self.capabilities = replace(self.capabilities, wants_schema_history=True,
-                                    history_storage=True, store_position=True)
+                                    history_storage=True, store_position=True,
+                                    verify_schedule=self.verify_every is not None)
         # Where the driver's compiled commit class is kept (a sink that starts its own
         # session; see .commits.driver_commits_jar).
         self._commits_jar: Path | None = None
@@ -169,6 +182,29 @@ class IcebergSparkSink(DurableSparkSink):
                                                    for name in self._landing.table_names(run))])
             with self._landing.clock("maintenance"):
                 self.upkeep.run_if_due(self.spark, self.catalog)
+
+    def landed_to(self) -> Position | None:
+        """The position of the last batch landed (by this or another process), read from
+        the catalog now."""
+        assert self.spark is not None
+        return self._landing.landed_to(self.spark)
+
+    def verify_schedule(self) -> tuple[float, tuple[str, ...]] | None:
+        """How often, and which tables (patterns), ``verify_every``/``verify_tables`` ask
+        to verify (``None``: never)."""
+        if self.verify_every is None:
+            return None
+        return self.verify_every, self.verify_tables
+
+    def verify_target(self) -> Any:
+        """The mirrors as the verifier reads them."""
+        from .verify_target import IcebergMirrors
+
+        return IcebergMirrors(self)
+
+    def mirror_name(self, run: TableRun) -> str:
+        """The mirror of ``run``'s table, with its catalog, quoted."""
+        return self._landing.mirror_name(run)
 
     def _before_stop(self) -> None:
         from ..session import writes_class_archive

@@ -110,6 +110,15 @@ class EmbeddedServer:
         return self.base_dir / "binlog"
 
     @property
+    def tmp_dir(self) -> Path:
+        """The server's own temporary directory (made when first asked for): a MariaDB
+        server that starts removes every ``#sql*`` file in its tmpdir, which in a shared
+        ``/tmp`` are other servers' temporary tables in use."""
+        path = self.base_dir / "tmp"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
     def error_log(self) -> Path:
         return self.base_dir / "error.log"
 

@@ -98,6 +98,7 @@ class EmbeddedMariaDB(EmbeddedServer):
             "--auth-root-authentication-method=normal",
             "--skip-test-db",
             f"--datadir={self.data_dir}",
+            f"--tmpdir={self.tmp_dir}",
             *self._user_args(),
             *extra_options,
         ]
@@ -127,6 +128,7 @@ class EmbeddedMariaDB(EmbeddedServer):
             self.mariadbd,
             "--no-defaults",
             f"--datadir={self.data_dir}",
+            f"--tmpdir={self.tmp_dir}",
             f"--port={self.port}",
             f"--bind-address={self.host}",
             f"--socket={self.socket_path}",

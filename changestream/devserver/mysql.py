@@ -151,6 +151,7 @@ class EmbeddedMySQL(EmbeddedServer):
             self.mysqld,
             *self._base_args(),
             f"--datadir={self.data_dir}",
+            f"--tmpdir={self.tmp_dir}",
             f"--port={self.port}",
             f"--bind-address={self.host}",
             "--mysqlx=OFF",

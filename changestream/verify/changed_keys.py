@@ -64,6 +64,7 @@ class ChangedKeys:
     def __init__(self, settings: RouterSettings, database: str, table: str,
                  key: Sequence[str], start: tuple[str, int]):
         self.notes = _KeyNotes(database, table, key)
+        self.start: Order = binlog_order(*start)
         follower = replace(
             settings, start=f"{start[0]}:{start[1]}", until=None, position_file=None,
             filter=ChangeFilter(include=[f"{database}.{table}"]),

@@ -146,7 +146,8 @@ class Verifier:
             try:
                 seen = self._chunks(reader, plan, changed, report)
                 if not self.stopping():
-                    self._extra_rows(plan, changed, binlog_order(*start), seen, report)
+                    self._extra_rows(reader, plan, changed, binlog_order(*start), seen,
+                                     report)
             finally:
                 changed.stop()
         finally:
@@ -184,11 +185,15 @@ class Verifier:
             after = chunk.last_key
         return seen
 
-    def _extra_rows(self, plan: TablePlan, changed: ChangedKeys, start: Order,
-                    seen: set[Key], report: VerifyReport) -> None:
-        """Keys the mirror holds that no chunk had and the binlog did not change."""
+    def _extra_rows(self, reader: ChunkReader, plan: TablePlan, changed: ChangedKeys,
+                    start: Order, seen: set[Key], report: VerifyReport) -> None:
+        """Keys the mirror holds that no chunk had and the binlog did not change: read once
+        the sink holds the table as of now (a row deleted at the source before its chunk
+        was read is gone from the mirror by then)."""
+        head = reader.head()
+        self._wait_for_sink(head, changed)
         keys, position = self.target.mirror_keys(plan.schema, plan.key)
-        bound = _order(position)
+        bound = max(binlog_order(*head), _order(position))
         changed.wait_past(bound, self.timeout)
         touched, _ = changed.between(start, bound)
         landed = self.target.landed_keys(plan.schema, plan.key, seen | touched)
@@ -211,7 +216,8 @@ class Verifier:
             at = _order(landed)
             if at >= target:
                 return
-            if changed.read_to() >= target and at > ("", 0, 0):
+            # (only from where the follower began: before it, changes are not known)
+            if changed.read_to() >= target and at >= changed.start:
                 keys, ddl = changed.between(at, target)
                 if not keys and not ddl:
                     return

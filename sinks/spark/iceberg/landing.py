@@ -177,6 +177,7 @@ class IcebergLanding(MirroredDdl):
         if name not in self.committed:
             self.committed[name] = self._stored_position(spark, name) \
                 if self._exists(spark, name) else None
+            logger.debug("spark sink: %s holds position %s", name, self.committed[name])
         return self.committed[name]
 
     # -- schema ----------------------------------------------------------------------

@@ -206,7 +206,8 @@ class RouterSnapshots:
             return
         coordinator, assembler = self.coordinator, self._assembler
         assert coordinator is not None and assembler is not None
-        progress, start = coordinator.extend(name, snapshot_id())
+        finished = SnapshotProgress.from_dict(self._finished) if self._finished else None
+        progress, start = coordinator.extend(name, snapshot_id(), finished)
         assembler.resume.snapshot = progress.as_dict()
         log.warning("the DDL at %s gave the rows %s held values no row event carries (%s): "
                     "reading the table again (snapshot %s)", where, name, reason, progress.id)

@@ -95,10 +95,12 @@ class SnapshotCoordinator:
             self.progress, self.running = progress, True
             return True
 
-    def extend(self, name: str, snapshot_id: str) -> tuple[SnapshotProgress, bool]:
+    def extend(self, name: str, snapshot_id: str, finished: SnapshotProgress | None = None
+               ) -> tuple[SnapshotProgress, bool]:
         """Have table ``name`` (``db.table``) read (again): appended to the snapshot under
         way, also when it is the table being read (its rows delivered so far may be from
-        before the change that calls for it), else as a new snapshot ``snapshot_id``.
+        before the change that calls for it), else as a new snapshot ``snapshot_id``
+        (after ``finished``, the last one done, when this run took none).
         Returns the progress and whether a runner must start for it."""
         with self._lock:
             p = self.progress
@@ -108,6 +110,7 @@ class SnapshotCoordinator:
             else:
                 # Chunks keep counting on (they order positions at one binlog offset); the
                 # binlog orders of tables read whole stay with the positions.
+                p = p or finished
                 self.progress = SnapshotProgress(
                     snapshot_id, (name,), chunks=p.chunks if p is not None else 0,
                     read_until=p.read_until if p is not None else ())

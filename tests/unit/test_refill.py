@@ -164,3 +164,23 @@ def test_renames_and_column_lines_are_read_from_the_texts() -> None:
 def test_without_a_history_the_statement_says_it(statement: str, flavor: str,
                                                  reason: str | None) -> None:
     assert statement_refill_reason(statement, flavor) == reason
+
+
+def test_a_refill_joins_the_snapshot_under_way_or_starts_one_counting_on() -> None:
+    from changestream.snapshot.coordinator import SnapshotCoordinator
+    from changestream.snapshot.progress import SnapshotProgress
+
+    idle = SnapshotCoordinator(None)
+    finished = SnapshotProgress("a", (), chunks=5, read_until=(("d.n", "bin.000001", 4),))
+    progress, start = idle.extend("d.t", "b", finished)
+    # Chunks count on from the last snapshot: positions at one offset stay ordered.
+    assert (progress.id, progress.tables, progress.chunks, start) == ("b", ("d.t",), 5, True)
+    assert progress.read_until == finished.read_until
+    assert idle.extend("d.t", "c") == (progress, False)  # queued, not started yet
+    assert idle.next_table() == "d.t"
+    busy = SnapshotCoordinator(SnapshotProgress("a", ("d.t", "d.u"), after=(7,)))
+    busy.running = True
+    progress, start = busy.extend("d.t", "b")  # rows of d.t before key 7 are old: again
+    assert (progress.id, progress.tables, start) == ("a", ("d.t", "d.u", "d.t"), False)
+    busy.progress = SnapshotProgress("a", ())
+    assert busy.next_table() is None and not busy.running

@@ -83,10 +83,10 @@ class ChangedKeys:
                 return
             if self.router.wait(0.05):
                 raise SourceError("verify: the binlog follower stopped before "
-                                  f"{order[0]}:{order[1]}")
+                                  f"{_where(order)}")
             if time.monotonic() > deadline:
-                raise SourceError(f"verify: the binlog follower did not reach {order[0]}:"
-                                  f"{order[1]} within {timeout:.0f} s")
+                raise SourceError(f"verify: the binlog follower did not reach "
+                                  f"{_where(order)} within {timeout:.0f} s")
 
     def read_to(self) -> Order:
         """How far the stream has been delivered here (filtered transactions included)."""
@@ -96,7 +96,7 @@ class ChangedKeys:
         orders = [o for o in (noted, binlog_order(delivered.file, delivered.pos)
                               if delivered is not None and delivered.file else None)
                   if o is not None]
-        return max(orders) if orders else ("", 0, 0)
+        return max([self.start, *orders])  # what comes before the start is not wanted
 
     def between(self, low: Order, high: Order) -> tuple[set[tuple[Any, ...]], bool]:
         """The keys changed after ``low`` up to ``high``, and whether a DDL of the table
@@ -114,3 +114,9 @@ class ChangedKeys:
 
     def stop(self) -> None:
         self.router.stop()
+
+
+def _where(order: Order) -> str:
+    """A binlog order as ``file:offset``."""
+    base, number, pos = order
+    return f"{base}.{number:06d}:{pos}"

@@ -45,10 +45,19 @@ class DurableSparkSink(SparkSinkBase):
             self._held = parts  # the router has no resume point yet: nothing to commit
             self.last = LandedBatch(batch.id, {}, time.perf_counter() - started, True)
             return
+        ends = transaction_positions(parts)
+        # A batch can end inside a transaction whose first parts came (a big one, sent in
+        # parts): its position is the last whole transaction's, and those parts wait for
+        # the rest of theirs in the next batch (landed now, they would carry no position,
+        # and a later batch would take them for landed).
+        whole = len(parts)
+        while whole and ends[whole - 1] is None:
+            whole -= 1
+        parts, tail, ends = parts[:whole], parts[whole:], ends[:whole]
         committed = self._landing.position
-        parts = positions.new_parts(parts, committed, transaction_positions(parts))
+        parts = positions.new_parts(parts, committed, ends)
         if not parts or not positions.is_after(batch.position, committed):
-            self._held = []
+            self._held = tail
             self.last = LandedBatch(batch.id, {}, time.perf_counter() - started, True)
             return
         grouped = time.perf_counter()
@@ -61,7 +70,7 @@ class DurableSparkSink(SparkSinkBase):
         except Exception as exc:
             raise SinkError(f"spark sink ({self.mode}): batch {batch.id} at "
                             f"{batch.position}: {short(exc)}") from exc
-        self._held = []
+        self._held = tail
         self._landed(runs)
         stages = {"group": grouped, **self._landing.clock.take()}
         self.last = LandedBatch(batch.id, rows, time.perf_counter() - started, stages=stages)

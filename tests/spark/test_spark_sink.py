@@ -14,7 +14,7 @@ import pytest
 from changestream.decoding import field_types as ft
 from changestream.decoding.table_schema import TableSchema
 from changestream.delivery.plugins import make_sink
-from changestream.model.changes import EncodedRun
+from changestream.model.changes import Batch, EncodedRun, TransactionPart
 from changestream.model.errors import SinkError
 from changestream.sinks.spark import SparkSink
 from changestream.sinks.spark.frames import encode_runs, table_runs
@@ -645,3 +645,39 @@ def test_iceberg_mirror_reads_no_rows_for_columns_the_filter_excludes(
                                            {"id": 1, "qty": 2})])]))
     assert [(r["id"], r["name"], r["qty"]) for r in mirror(spark, catalog, "orders")] == [
         (1, None, 2)]
+
+
+@pytest.mark.parametrize("mode", ["parquet", "iceberg"])
+def test_a_batch_that_ends_inside_a_transaction_lands_its_first_parts_with_the_rest(
+        spark: Any, tmp_path: Any, catalog: str, mode: str) -> None:
+    """A big transaction comes in parts; a batch can hold a whole transaction and the first
+    part of the next one (the batch's position is the whole one's). Those first rows land
+    with the rest of their transaction in the next batch, not never (they were dropped:
+    taken for landed once the rest had)."""
+    log = Binlog()
+    schema, other = simple_schema("items"), simple_schema("other")
+    first = log.transaction([("insert", other, None, {"id": 1, "name": "a", "qty": 1})])
+    big = log.transaction([("insert", schema, None, {"id": i, "name": "b", "qty": i})
+                           for i in range(10, 16)] +
+                          [("delete", other, {"id": 1, "name": "a", "qty": 1}, None)])
+    head = TransactionPart(big.info, big.changes[:4], False, None)
+    rest = TransactionPart(big.info, big.changes[4:], True, big.position)
+    options = {"path": str(tmp_path)} if mode == "parquet" else {
+        "warehouse": str(tmp_path), "catalog": catalog}
+    sink = make_sink(f"spark:{mode}", spark=spark, **options)
+    sink.open()
+    sink.write(Batch(1, [first, head], first.position))
+    sink.write(Batch(2, [rest], big.position))
+    sink.close()
+    if mode == "parquet":
+        items = spark.read.parquet(str(tmp_path / "shop" / "items"))
+        others = spark.read.parquet(str(tmp_path / "shop" / "other"))
+    else:
+        items = spark.table(f"{catalog}.shop.items__changelog")
+        others = spark.table(f"{catalog}.shop.other__changelog")
+        assert [r["id"] for r in mirror(spark, catalog, "items")] == list(range(10, 16))
+        assert mirror(spark, catalog, "other") == []
+    assert sorted((r["_op"], r["id"]) for r in items.collect()) == [
+        ("insert", i) for i in range(10, 16)]
+    assert sorted((r["_op"], r["id"]) for r in others.collect()) == [
+        ("delete", 1), ("insert", 1)]

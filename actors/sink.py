@@ -99,6 +99,9 @@ class SinkActor(pykka.ThreadingActor):
         self._bytes = 0
         self._since = 0.0
         self._position: Position | None = None
+        # The last part taken is the first of a big transaction's parts (the rest come in
+        # the next messages): a batch cut there has no resume point.
+        self._inside = False
         self._held: deque[Parts] = deque()  # came while the batch was full and waiting
         self._writing = False
         self._ending = False
@@ -165,6 +168,9 @@ class SinkActor(pykka.ThreadingActor):
                 self._parts.append(part)
                 self._changes += part.count
                 self._bytes += part.approx_bytes
+            if message.parts:
+                last = message.parts[-1]
+                self._inside = isinstance(last, TransactionPart) and not last.complete
             if message.position is not None:
                 self._position = message.position
         finally:
@@ -183,7 +189,10 @@ class SinkActor(pykka.ThreadingActor):
                 if self._ending and not pending and not self._held:
                     self.finished.set()
                 return
-            self._batches.put((self._parts, self._position))
+            # A batch that ends inside a transaction is written without a position: the
+            # one of its last whole transaction would make the sink's saved state hold
+            # parts of the next one, which a restart from there reads again.
+            self._batches.put((self._parts, None if self._inside else self._position))
             self._writing = True
             self._parts, self._changes, self._bytes, self._position = [], 0, 0, None
             while self._held and not self._full:

@@ -140,3 +140,24 @@ def test_a_failed_write_stops_the_actor_with_its_error() -> None:
     with pytest.raises(pykka.ActorDeadError):
         _wait(lambda: not actor.is_alive(), 5)
         actor.tell(Tick())
+
+
+def test_a_batch_cut_inside_a_big_transaction_has_no_position() -> None:
+    """A message can end with the first parts of a big transaction after whole ones (and
+    carry the whole ones' position): a batch cut there is written without a position, so
+    no sink saves a state that holds part of a transaction a restart reads again."""
+    sink, errors, finished = _HeldSink(), [], threading.Event()
+    sink.release.set()
+    actor = _start(sink, errors, finished, max_changes=10)
+    try:
+        big = _part(2, 8)
+        head = TransactionPart(big.info, big.changes[:5], False, None)
+        rest = TransactionPart(big.info, big.changes[5:], True, None)
+        actor.tell(Parts([_part(1, 5), head], Position("bin.000001", 199)))  # 10: due
+        actor.tell(Parts([rest], Position("bin.000001", 299)))
+        actor.tell(EndOfStream())
+        assert finished.wait(10)
+        assert [b[1:] for b in sink.batches] == [(10, None), (3, Position("bin.000001", 299))]
+        assert errors == []
+    finally:
+        actor.stop()

@@ -73,6 +73,15 @@ class Workload:
         self.thread.join(30)
 
 
+def _exists(spark: Any, name: str) -> bool:
+    """Whether table ``name`` is there (``False`` also before the router's sink has set its
+    catalog up in the session)."""
+    try:
+        return bool(spark.catalog.tableExists(name))
+    except Exception:  # AnalysisException: no such catalog yet
+        return False
+
+
 def _behind_the_routers_back(spark: Any, statement: str) -> None:
     """Run ``statement`` on a mirror the router also commits to (again when Iceberg refuses
     it for a commit of the router's in between)."""
@@ -110,7 +119,7 @@ def test_verify_finds_only_the_rows_changed_behind_the_routers_back(
         from changestream.sinks.spark.iceberg.verify_target import IcebergMirrors
 
         deadline = time.monotonic() + 180  # the snapshot landed: the warehouse is there
-        while not all(spark.catalog.tableExists(f"{CATALOG}.{DB}.{t}") for t in ("t", "pair")):
+        while not all(_exists(spark, f"{CATALOG}.{DB}.{t}") for t in ("t", "pair")):
             assert time.monotonic() < deadline and not router.wait(0.2)
         target_sink.open()
         verifier = Verifier(settings, IcebergMirrors(target_sink), chunk_rows=400,

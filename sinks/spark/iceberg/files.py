@@ -107,12 +107,15 @@ def load_table(spark: Any, name: str) -> Any:
 _SPARK3_UTIL: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
-def positioned_snapshot(table: Any, property_name: str) -> Any:
-    """The newest snapshot of Java table ``table`` (refreshed first: another process may
-    have committed) whose summary has ``property_name``, walked back from the current one
-    along its parents (commit times can tie within a millisecond); ``None`` if none has."""
-    table.refresh()
-    snapshot = table.currentSnapshot()
+def positioned_snapshot(table: Any, property_name: str, start: Any = None) -> Any:
+    """The newest snapshot of Java table ``table`` whose summary has ``property_name``,
+    walked back along its parents (commit times can tie within a millisecond) from
+    ``start``, else from the current one (refreshed first: another process may have
+    committed); ``None`` if none has."""
+    snapshot = start
+    if snapshot is None:
+        table.refresh()
+        snapshot = table.currentSnapshot()
     while snapshot is not None:
         if snapshot.summary().get(property_name) is not None:
             return snapshot

@@ -17,7 +17,7 @@ from changestream.model.errors import SinkError
 from .. import positions
 from ..frames import TableRun, _columns, to_dataframe
 from ..types import FieldMapping, table_mappings
-from .files import load_table
+from .files import load_table, positioned_snapshot
 
 Key = tuple[Any, ...]
 Row = dict[str, Any]
@@ -51,14 +51,9 @@ class IcebergMirrors:
         snapshot = table.currentSnapshot()
         if snapshot is None:
             return -1, None
-        current = snapshot.snapshotId()
-        while snapshot is not None:  # the newest with a position, from there back
-            text = snapshot.summary().get(positions.PROPERTY)
-            if text is not None:
-                return current, positions.decode(str(text))
-            parent = snapshot.parentId()
-            snapshot = table.snapshot(parent) if parent is not None else None
-        return current, None
+        held = positioned_snapshot(table, positions.PROPERTY, snapshot)
+        return snapshot.snapshotId(), None if held is None else positions.decode(
+            str(held.summary().get(positions.PROPERTY)))
 
     def _fields(self, name: str, schema: TableSchema) -> tuple[FieldMapping, ...]:
         """The source's columns the mirror has (the filter may leave some out)."""

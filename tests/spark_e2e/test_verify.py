@@ -101,7 +101,7 @@ def test_verify_finds_only_the_rows_changed_behind_the_routers_back(
                     f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, a INT, note VARCHAR(20), "
                     "price DECIMAL(10,2), at DATETIME(6))",
                     f"CREATE TABLE {DB}.pair (k VARCHAR(10), n INT, v INT, "
-                    "PRIMARY KEY (k, n))"])
+                    "PRIMARY KEY (n, k))"])  # a key in another order than its columns
     values = ", ".join(f"({i}, {i}, 'r{i}', {i}.5, '2024-01-01 00:00:00.{i:06d}')"
                        for i in range(1, 3001))
     server.execute(f"INSERT INTO {DB}.t VALUES {values}")

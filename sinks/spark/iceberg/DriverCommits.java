@@ -234,29 +234,33 @@ public class DriverCommits {
 
     /**
      * One commit of table that deletes rows by position and adds data files: the data files
-     * as commitFiles takes them, a position delete file (deleteRows rows: data file
-     * location and row position, sorted by both) and the data files it references, one a
-     * line, with the properties in the summary. Validated as Iceberg's own merge-on-read
-     * writers are, against every commit after baseSnapshot (-1: none): each referenced data
-     * file must still be live and no delete file added to them meanwhile, or the commit
-     * fails (a ValidationException) and nothing is committed. Returns the new snapshot's id
-     * and its parent's (-1: none), space-separated: a parent other than baseSnapshot means
-     * another writer committed in between.
+     * as commitFiles takes them; the position delete files ("location\tsize\trows" a line,
+     * each of the deletes of one data file: Iceberg then applies it to that file alone) and
+     * the data files they reference, one a line; the properties in the summary. Validated
+     * as Iceberg's own merge-on-read writers are, against every commit after baseSnapshot
+     * (-1: none): each referenced data file must still be live and no delete file added to
+     * them meanwhile, or the commit fails (a ValidationException) and nothing is committed.
+     * Returns the new snapshot's id and its parent's (-1: none), space-separated: a parent
+     * other than baseSnapshot means another writer committed in between.
      */
-    public String commitPositionDelta(Table table, String dataFiles, String deleteLocation,
-                                    long deleteSize, long deleteRows, String referencedFiles,
-                                    long baseSnapshot, String properties) throws Exception {
+    public String commitPositionDelta(Table table, String dataFiles, String deleteFiles,
+                                      String referencedFiles, long baseSnapshot,
+                                      String properties) throws Exception {
         PartitionSpec spec = table.spec();
         MetricsConfig config = MetricsConfig.forTable(table);
         RowDelta delta = table.newRowDelta();
         delta.scanManifestsWith(direct);
-        if (deleteLocation != null) {
-            DeleteFile deletes = FileMetadata.deleteFileBuilder(spec).ofPositionDeletes()
-                .withPath(deleteLocation).withFormat(FileFormat.PARQUET)
-                .withFileSizeInBytes(deleteSize).withRecordCount(deleteRows)
-                .withMetrics(metrics(deleteLocation, MetricsConfig.forPositionDelete(table)))
-                .build();
-            delta.addDeletes(deletes);
+        if (deleteFiles.length() > 0) {
+            MetricsConfig deleteConfig = MetricsConfig.forPositionDelete(table);
+            String[] lines = deleteFiles.split("\n");
+            for (int i = 0; i < lines.length; i++) {
+                String[] fields = lines[i].split("\t", -1);
+                delta.addDeletes(FileMetadata.deleteFileBuilder(spec).ofPositionDeletes()
+                    .withPath(fields[0]).withFormat(FileFormat.PARQUET)
+                    .withFileSizeInBytes(Long.parseLong(fields[1]))
+                    .withRecordCount(Long.parseLong(fields[2]))
+                    .withMetrics(metrics(fields[0], deleteConfig)).build());
+            }
             java.util.List referenced = new java.util.ArrayList();
             String[] locations = referencedFiles.split("\n");
             for (int i = 0; i < locations.length; i++) {

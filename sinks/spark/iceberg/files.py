@@ -291,14 +291,18 @@ class ArrowAppender:
         if rows is not None:
             location, size = self._write(facts.base, facts.root, "data/", rows)
             files.append(f"{location}\t{size}\t")
-        delete_location, delete_size, referenced = None, 0, ""
-        if deleted.num_rows:
-            delete_location, delete_size = self._write(facts.base, facts.root, "data/",
-                                                       deleted)
-            referenced = "\n".join(pc.unique(deleted.column("file_path")).to_pylist())
+        # One delete file per data file it deletes from: Iceberg applies such a file to
+        # that data file alone (a file naming several applies to every file whose name
+        # falls between them, which a reader then opens: reads and compaction slowed down
+        # with the number of batches).
+        deletes, referenced = [], []
+        for location, positions in _by_data_file(deleted):
+            path, size = self._write(facts.base, facts.root, "data/", positions)
+            deletes.append(f"{path}\t{size}\t{positions.num_rows}")
+            referenced.append(location)
         made, parent = str(self._commits(table).commitPositionDelta(
-            table, "\n".join(files), delete_location, delete_size, deleted.num_rows,
-            referenced, base_snapshot, encode_properties(properties))).split()
+            table, "\n".join(files), "\n".join(deletes), "\n".join(referenced),
+            base_snapshot, encode_properties(properties))).split()
         return location, int(made), int(parent)
 
     @staticmethod
@@ -337,6 +341,18 @@ class ArrowAppender:
             return [(path(unique[0]), rows)]
         return [(path(day), rows.filter(pc.is_null(days) if day is None
                                         else pc.equal(days, day))) for day in unique]
+
+
+def _by_data_file(deleted: pa.Table) -> list[tuple[str, pa.Table]]:
+    """The rows of a position delete table (sorted by file and position) split by the data
+    file they name: (its location, its rows)."""
+    if not deleted.num_rows:
+        return []
+    out, start = [], 0
+    for entry in pc.value_counts(deleted.column("file_path")).to_pylist():  # in order
+        out.append((entry["values"], deleted.slice(start, entry["counts"])))
+        start += entry["counts"]
+    return out
 
 
 def append_rows(spark: Any, appender: ArrowAppender | None, name: str, rows: pa.Table,

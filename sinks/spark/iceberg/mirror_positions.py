@@ -1,6 +1,7 @@
 """A keyed mirror's batch as one Iceberg row delta that deletes by position: the rows the
 batch replaces or removes are found in the mirror's :class:`.key_index.KeyIndex` and named
-in a position delete file (data file, row position), committed with the data file of the
+in position delete files (data file, row position; one for each data file, which Iceberg
+then applies to that file alone), committed with the data file of the
 batch's last images and the position.
 
 The index of a mirror is built at the first batch that deletes from it (reading the key

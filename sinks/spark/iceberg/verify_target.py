@@ -73,10 +73,11 @@ class IcebergMirrors:
         fields = self._fields(name, schema)
         names = [f.name for f in fields]
         source = pa.Table.from_arrays(_columns(fields, rows), names=names)
-        key_fields = tuple(f for f in fields if f.name in key)
-        if len(key_fields) != len(key):
+        by_name = {f.name: f for f in fields}
+        if any(k not in by_name for k in key):
             raise SinkError(f"verify: the mirror {name} lacks key columns of "
                             f"{schema.qualified_name}")
+        key_fields = tuple(by_name[k] for k in key)  # in the key's order
         by_landed_key: dict[Key, Key] = {}
         for image, landed in zip(rows, source.select(list(key)).to_pylist()):
             by_landed_key[tuple(landed[k] for k in key)] = tuple(image.get(k) for k in key)
@@ -106,7 +107,7 @@ class IcebergMirrors:
             return set(), position
         columns = ", ".join(f"`{k}`" for k in key)
         held = self._read(f"SELECT {columns} FROM {name} VERSION AS OF {snapshot}")
-        fields = tuple(f for f in table_mappings(schema) if f.name in key)
+        fields = _key_fields(schema, key)
         if held.num_rows:
             held = held.cast(pa.schema([pa.field(f.name, f.arrow) for f in fields]))
         return {tuple(r[k] for k in key) for r in held.to_pylist()}, position
@@ -114,9 +115,15 @@ class IcebergMirrors:
     def landed_keys(self, schema: TableSchema, key: tuple[str, ...],
                     keys: Iterable[Key]) -> set[Key]:
         """Keys given in the decoder's values, as the mirror holds them."""
-        fields = tuple(f for f in table_mappings(schema) if f.name in key)
+        fields = _key_fields(schema, key)
         rows = [dict(zip(key, k)) for k in keys]
         if not rows:
             return set()
         table = pa.Table.from_arrays(_columns(fields, rows), names=[f.name for f in fields])
         return {tuple(r[k] for k in key) for r in table.to_pylist()}
+
+
+def _key_fields(schema: TableSchema, key: tuple[str, ...]) -> tuple[FieldMapping, ...]:
+    """The mappings of the key columns ``key`` of ``schema``, in the key's order."""
+    by_name = {f.name: f for f in table_mappings(schema)}
+    return tuple(by_name[k] for k in key)

@@ -296,10 +296,10 @@ class ArrowAppender:
         # falls between them, which a reader then opens: reads and compaction slowed down
         # with the number of batches).
         deletes, referenced = [], []
-        for location, positions in _by_data_file(deleted):
+        for data_file, positions in _by_data_file(deleted):
             path, size = self._write(facts.base, facts.root, "data/", positions)
             deletes.append(f"{path}\t{size}\t{positions.num_rows}")
-            referenced.append(location)
+            referenced.append(data_file)
         made, parent = str(self._commits(table).commitPositionDelta(
             table, "\n".join(files), "\n".join(deletes), "\n".join(referenced),
             base_snapshot, encode_properties(properties))).split()

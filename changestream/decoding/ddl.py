@@ -139,6 +139,25 @@ def column_clauses(sql: str, verbs: tuple[str, ...] = ("ADD", "MODIFY", "CHANGE"
     return out
 
 
+_NAME = r"(`(?:[^`]|``)+`|\"[^\"]+\"|[\w$]+)"
+_RENAME_COLUMN = re.compile(rf"\bRENAME\s+COLUMN\s+{_NAME}\s+TO\s+{_NAME}", re.I)
+_CHANGE_COLUMN = re.compile(
+    rf"\bCHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?{_NAME}\s+{_NAME}", re.I)
+
+
+def renamed_columns(statement: str) -> dict[str, str]:
+    """``{new name: old name}`` of the columns ALTER TABLE ``statement`` renames
+    (``RENAME COLUMN old TO new``, ``CHANGE old new``)."""
+    text = strip_comments(statement)
+    renames = {}
+    for pattern in (_RENAME_COLUMN, _CHANGE_COLUMN):
+        for m in pattern.finditer(text):
+            old, new = _unquoted(m.group(1)), _unquoted(m.group(2))
+            if old != new:
+                renames[new] = old
+    return renames
+
+
 _TOKEN = re.compile(r"""\s*(?:(`(?:[^`]|``)*`)|("(?:[^"]|"")*")|('(?:[^'\\]|\\.|'')*')|"""
                     r"""([\w$\u0080-\uffff]+)|(.))""", re.S)
 

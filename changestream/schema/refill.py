@@ -18,13 +18,9 @@ from __future__ import annotations
 
 import re
 
-from changestream.decoding.ddl import column_clauses, strip_comments
+from changestream.decoding.ddl import column_clauses, renamed_columns
 from changestream.schema.definition import ColumnDefinition, TableDefinition
 
-_NAME = r"(`(?:[^`]|``)+`|\"[^\"]+\"|[\w$]+)"
-_RENAME_COLUMN = re.compile(rf"\bRENAME\s+COLUMN\s+{_NAME}\s+TO\s+{_NAME}", re.I)
-_CHANGE_COLUMN = re.compile(
-    rf"\bCHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?{_NAME}\s+{_NAME}", re.I)
 _LINE = re.compile(r"^\s*`((?:[^`]|``)+)`\s+(.*?),?\s*$")
 _DEFAULT = re.compile(r"\bDEFAULT\s+(\(|[a-z_][\w]*\s*\(\s*(\d*)\s*\)|CURRENT_TIMESTAMP\b|"
                       r"NOW\b|LOCALTIME\w*\b)", re.I)
@@ -36,25 +32,6 @@ _TEMPORAL = frozenset({"datetime", "timestamp", "time"})
 _APPROXIMATE = frozenset({"float", "double", "real"})
 _EXACT = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal",
                     "numeric"})
-
-
-def _unquote(token: str) -> str:
-    if token[0] == "`":
-        return token[1:-1].replace("``", "`")
-    return token[1:-1] if token[0] == '"' else token
-
-
-def renamed_columns(statement: str) -> dict[str, str]:
-    """``{new name: old name}`` of the columns ``statement`` renames (``RENAME COLUMN``,
-    ``CHANGE old new``)."""
-    text = strip_comments(statement)
-    renames = {}
-    for pattern in (_RENAME_COLUMN, _CHANGE_COLUMN):
-        for m in pattern.finditer(text):
-            old, new = _unquote(m.group(1)), _unquote(m.group(2))
-            if old != new:
-                renames[new] = old
-    return renames
 
 
 def column_lines(create_sql: str) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """What the two Spark sinks that store the position with their data share: they return it
 from ``open`` (the router resumes there: exactly once), skip what a replayed batch already
 landed, and hold the parts of a transaction that is not complete yet (a batch without a
-position) until the batch that completes it."""
+position: the Sink actor gives none to a batch that ends inside a transaction) until the
+batch that completes it."""
 
 from __future__ import annotations
 
@@ -46,18 +47,15 @@ class DurableSparkSink(SparkSinkBase):
             self.last = LandedBatch(batch.id, {}, time.perf_counter() - started, True)
             return
         ends = transaction_positions(parts)
-        # A batch can end inside a transaction whose first parts came (a big one, sent in
-        # parts): its position is the last whole transaction's, and those parts wait for
-        # the rest of theirs in the next batch (landed now, they would carry no position,
-        # and a later batch would take them for landed).
-        whole = len(parts)
-        while whole and ends[whole - 1] is None:
-            whole -= 1
-        parts, tail, ends = parts[:whole], parts[whole:], ends[:whole]
+        if ends and ends[-1] is None:
+            # Landed, those last parts would carry no position and a later batch would
+            # take them for landed: Batch's contract gives such a batch no position.
+            raise SinkError(f"spark sink ({self.mode}): batch {batch.id} ends inside a "
+                            f"transaction but has position {batch.position}")
         committed = self._landing.position
         parts = positions.new_parts(parts, committed, ends)
         if not parts or not positions.is_after(batch.position, committed):
-            self._held = tail
+            self._held = []
             self.last = LandedBatch(batch.id, {}, time.perf_counter() - started, True)
             return
         grouped = time.perf_counter()
@@ -70,7 +68,7 @@ class DurableSparkSink(SparkSinkBase):
         except Exception as exc:
             raise SinkError(f"spark sink ({self.mode}): batch {batch.id} at "
                             f"{batch.position}: {short(exc)}") from exc
-        self._held = tail
+        self._held = []
         self._landed(runs)
         stages = {"group": grouped, **self._landing.clock.take()}
         self.last = LandedBatch(batch.id, rows, time.perf_counter() - started, stages=stages)

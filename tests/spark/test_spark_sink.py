@@ -651,9 +651,9 @@ def test_iceberg_mirror_reads_no_rows_for_columns_the_filter_excludes(
 def test_a_batch_that_ends_inside_a_transaction_lands_its_first_parts_with_the_rest(
         spark: Any, tmp_path: Any, catalog: str, mode: str) -> None:
     """A big transaction comes in parts; a batch can hold a whole transaction and the first
-    part of the next one (the batch's position is the whole one's). Those first rows land
-    with the rest of their transaction in the next batch, not never (they were dropped:
-    taken for landed once the rest had)."""
+    part of the next one: such a batch has no position (given one, the sink refuses it).
+    Those first rows land with the rest of their transaction in the next batch, not never
+    (they were dropped: taken for landed once the rest had)."""
     log = Binlog()
     schema, other = simple_schema("items"), simple_schema("other")
     first = log.transaction([("insert", other, None, {"id": 1, "name": "a", "qty": 1})])
@@ -666,7 +666,9 @@ def test_a_batch_that_ends_inside_a_transaction_lands_its_first_parts_with_the_r
         "warehouse": str(tmp_path), "catalog": catalog}
     sink = make_sink(f"spark:{mode}", spark=spark, **options)
     sink.open()
-    sink.write(Batch(1, [first, head], first.position))
+    with pytest.raises(SinkError, match="batch 1 ends inside a transaction"):
+        sink.write(Batch(1, [first, head], first.position))  # against Batch's contract
+    sink.write(Batch(1, [first, head], None))  # as the Sink actor cuts it
     sink.write(Batch(2, [rest], big.position))
     sink.close()
     if mode == "parquet":

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from changestream.decoding.ddl import renamed_columns
 from changestream.schema.definition import ColumnDefinition, TableDefinition
-from changestream.schema.refill import (
-    column_lines,
-    refill_reason,
-    renamed_columns,
-    statement_refill_reason,
-)
+from changestream.schema.refill import column_lines, refill_reason, statement_refill_reason
 
 BEFORE = """CREATE TABLE `t` (
   `a` int(11) NOT NULL,

@@ -19,12 +19,12 @@ skips the transactions its own last commit holds.
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from typing import Any
 
 import pyarrow as pa
 
+from changestream.decoding.ddl import renamed_columns
 from changestream.model.changes import Change, Position
 from changestream.model.errors import SinkError
 from changestream.sinks.spark.iceberg.defaults import added_column_defaults
@@ -64,9 +64,6 @@ CONTROL_TABLES = (f"{_q(CONTROL_NAMESPACE)}.`batches`", f"{_q(CONTROL_NAMESPACE)
 BATCH_PROPERTY = "changestream.batch"
 
 logger = logging.getLogger("changestream.sinks.spark")
-_RENAME = re.compile(
-    r"\b(?:RENAME\s+COLUMN\s+`?(\w+)`?\s+TO\s+`?(\w+)`?"
-    r"|CHANGE\s+(?:COLUMN\s+)?`?(\w+)`?\s+`?(\w+)`?)", re.IGNORECASE)
 class _Callable:
     """A ``java.util.concurrent.Callable`` implemented in Python (through Py4J)."""
 
@@ -188,10 +185,9 @@ class IcebergLanding(MirroredDdl):
         if not change.sql or not change.database:
             return
         table = f"{change.database}.{change.table or ''}"
-        for m in _RENAME.finditer(change.sql):
-            old, new = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-            if old != new:
-                self.renames.setdefault(table, {})[new] = old
+        renamed = renamed_columns(change.sql)
+        if renamed:
+            self.renames.setdefault(table, {}).update(renamed)
         commit_ts = change.transaction.commit_ts if change.transaction else None
         added = added_column_defaults(change.sql, commit_ts)
         if added:

@@ -6,6 +6,13 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh --test
 .venv/bin/ruff check .
 bash scripts/typecheck.sh
+# The binlog corpus: ../shared/corpus or CHANGESTREAM_CORPUS when there, else the one
+# scripts/corpus.sh builds (once) in ~/.cache/changestream/corpus.
+if [ -z "${CHANGESTREAM_CORPUS:-}" ] && [ ! -d ../shared/corpus ]; then
+  export CHANGESTREAM_CORPUS="$HOME/.cache/changestream/corpus"
+  bash scripts/corpus.sh "$CHANGESTREAM_CORPUS" \
+    || echo "scripts/test.sh: the corpus lacks the files named above: the tests that read them fail" >&2
+fi
 export CHANGESTREAM_REQUIRE_SERVERS=1
 set +e
 .venv/bin/python -m pytest -q --durations=30 "$@"

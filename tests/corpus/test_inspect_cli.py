@@ -46,6 +46,16 @@ def test_text_has_one_line_per_transaction() -> None:
     assert result.stdout.splitlines() == TEXT
 
 
+def test_a_reader_that_stops_early_gets_no_traceback() -> None:
+    """``inspect FILE | head -1``: the closed pipe ends the command quietly."""
+    crc32 = CORPUS / "osheroff/mysql-bin.checksum-crc32"
+    result = subprocess.run(
+        f"{sys.executable} -m changestream.cli inspect {crc32} | head -1", shell=True,
+        capture_output=True, text=True, timeout=60)
+    assert len(result.stdout.splitlines()) == 1
+    assert result.stderr == ""
+
+
 def test_jsonl_has_the_documented_keys_and_values(capsys: Any) -> None:
     assert main(["inspect", "--format", "jsonl", str(APECLOUD)]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

@@ -8,7 +8,10 @@ session, then for each landing mode (``parquet``, ``iceberg``):
    from before the workload until caught up. ``--shape inserts`` (the default): every
    change a row INSERTed by a multi-row INSERT; ``--shape mixed``: each transaction
    inserts 80% of its changes that way, updates 15% (earlier rows, one UPDATE each, full
-   images) and deletes 5% (earlier rows), so the Iceberg mirror takes deletes. Rows per
+   images) and deletes 5% (earlier rows), so the Iceberg mirror takes deletes;
+   ``--shape mixed-keyless``: the same, with a tenth of each transaction's inserts going to
+   a table without a primary key (``n``: few distinct values, so duplicates), and one
+   ``UPDATE ... LIMIT 1`` and one ``DELETE ... LIMIT 1`` of it per transaction. Rows per
    second = changes landed / the router's run time (the session is already up, so Spark's
    start is not in it; it is reported apart). The landed tables are counted afterwards
    (the changelog, and the mirror against the source) to make sure every change is
@@ -48,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +65,8 @@ from changestream.transactions.filters import ChangeFilter
 
 TABLE = ("CREATE TABLE `{db}`.t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(64), "
          "amount DECIMAL(12,2), at DATETIME(6), d DATE, ts TIMESTAMP(6) NULL, flag BOOLEAN)")
+KEYLESS_TABLE = "CREATE TABLE `{db}`.n (v INT, w VARCHAR(32), at DATETIME(6))"
+SHAPES = ("inserts", "mixed", "mixed-keyless")
 
 
 def _row(i: int) -> str:
@@ -71,21 +77,37 @@ def _row(i: int) -> str:
 
 
 def write_workload(server: EmbeddedMariaDB, db: str, rows: int, tx_rows: int,
-                   shape: str = "inserts") -> tuple[float, int]:
+                   shape: str = "inserts") -> tuple[float, dict[str, int]]:
     """``rows`` changes in transactions of ``tx_rows`` (``shape``: see the module
-    docstring); returns the seconds it took and the rows the table holds after it."""
+    docstring); returns the seconds it took and the rows each table holds after it."""
     rng = random.Random(7)
     began = time.perf_counter()
-    inserted, present = 0, []  # the rows the table holds, in no order
+    inserted, present = 0, []  # the rows t holds, in no order
+    keyless = 0  # the rows n holds
     with server.connect(autocommit=False) as conn, conn.cursor() as cur:
         cur.execute("SET time_zone = '+00:00'")
         written = 0
         while written < rows:
             size = min(tx_rows, rows - written)
-            updates = deletes = 0
-            if shape == "mixed" and present:
+            updates = deletes = keyless_changes = 0
+            if shape != "inserts" and present:
                 updates, deletes = size * 15 // 100, size * 5 // 100
-            inserts = size - updates - deletes
+            if shape == "mixed-keyless" and keyless and size - updates - deletes > 12:
+                # a row of n changed by an UPDATE and one removed by a DELETE, each
+                # LIMIT 1 on a value n holds several times
+                updated = cur.execute(f"UPDATE `{db}`.n SET w = CONCAT(w, '+') "
+                                      f"WHERE v = {rng.randrange(50)} LIMIT 1")
+                removed = cur.execute(f"DELETE FROM `{db}`.n WHERE v = {rng.randrange(50)} "
+                                      "LIMIT 1")
+                keyless_changes, keyless = updated + removed, keyless - removed
+            inserts = size - updates - deletes - keyless_changes
+            to_n = inserts // 10 if shape == "mixed-keyless" else 0
+            if to_n:
+                cur.execute(f"INSERT INTO `{db}`.n VALUES " + ",".join(
+                    f"({(keyless + j) % 50}, 'dup {(keyless + j) % 50}', "
+                    f"'2024-01-01 00:00:{j % 60:02d}.{j:06d}')" for j in range(to_n)))
+                keyless += to_n
+            inserts -= to_n
             cur.execute(f"INSERT INTO `{db}`.t VALUES " + ",".join(
                 _row(i) for i in range(inserted + 1, inserted + inserts + 1)))
             present.extend(range(inserted + 1, inserted + inserts + 1))
@@ -99,7 +121,10 @@ def write_workload(server: EmbeddedMariaDB, db: str, rows: int, tx_rows: int,
                 cur.execute(f"DELETE FROM `{db}`.t WHERE id = {present.pop()}")
             conn.commit()
             written += size
-    return time.perf_counter() - began, len(present)
+    held = {"t": len(present)}
+    if shape == "mixed-keyless":
+        held["n"] = keyless
+    return time.perf_counter() - began, held
 
 
 class Target:
@@ -132,11 +157,20 @@ class Target:
     def count(self, spark: Any) -> int:
         return int(self.frame(spark).count())
 
-    def changelog_count(self, spark: Any) -> int:
-        """The changes landed: the changelog's rows (the Parquet mode has only it)."""
+    def changelog_count(self, spark: Any, tables: Iterable[str] = ("t",)) -> int:
+        """The changes landed into ``tables``: their changelogs' rows (the Parquet mode has
+        only them)."""
         if self.mode == "iceberg":
-            return int(spark.table(f"{self.catalog}.{self.db}.t__changelog").count())
-        return self.count(spark)
+            return sum(int(spark.table(f"{self.catalog}.{self.db}.{table}__changelog").count())
+                       for table in tables)
+        return sum(int(spark.read.parquet(str(self.where / self.db / table)).count())
+                   for table in tables)
+
+    def mirror_count(self, spark: Any, table: str) -> int:
+        """The rows of Iceberg mirror ``table``."""
+        name = f"{self.catalog}.{self.db}.{table}"
+        spark.sql(f"REFRESH TABLE {name}")
+        return int(spark.table(name).count())
 
     def visible(self, spark: Any, row_id: int) -> bool:
         try:
@@ -198,7 +232,8 @@ def _workers(sink: TimedSink, decode_workers: int) -> int:
     return decode_workers if sink.capabilities.encoded_format else 0
 
 
-def _land(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, present: int,
+def _land(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int,
+          present: dict[str, int],
           start: tuple[str, int], batch_seconds: float, batch_changes: int | None,
           decode_workers: int) -> tuple[float, int, TimedSink]:
     """One landing of the workload into ``target`` (checked afterwards); its seconds,
@@ -211,15 +246,15 @@ def _land(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, presen
     began = time.perf_counter()
     router.run()
     seconds = time.perf_counter() - began
-    landed = target.changelog_count(spark)
+    landed = target.changelog_count(spark, present)
     if landed != rows:
         raise SystemExit(f"{target.mode}: {landed} changes landed, {rows} written")
-    if target.mode == "iceberg":
-        mirrored = target.count(spark)
-        source = server.execute(f"SELECT count(*) FROM `{db}`.t")[0][0]
-        if mirrored != present or source != present:
-            raise SystemExit(f"iceberg: the mirror holds {mirrored} rows, the source "
-                             f"{source}, the workload left {present}")
+    for table, held in present.items() if target.mode == "iceberg" else ():
+        mirrored = target.mirror_count(spark, table)
+        source = server.execute(f"SELECT count(*) FROM `{db}`.{table}")[0][0]
+        if mirrored != held or source != held:
+            raise SystemExit(f"iceberg: the mirror of {table} holds {mirrored} rows, the "
+                             f"source {source}, the workload left {held}")
     return seconds, router.stats.batches_delivered, sink
 
 
@@ -234,6 +269,8 @@ def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, t
     server.execute([f"DROP DATABASE IF EXISTS `{db}`", f"CREATE DATABASE `{db}`"])
     start = server.binlog_position()
     server.execute(TABLE.format(db=db))
+    if shape == "mixed-keyless":
+        server.execute(KEYLESS_TABLE.format(db=db))
     write_seconds, present = write_workload(server, db, rows, tx_rows, shape)
     out = target.where.parent / f"{target.mode}-alone.jsonl"
     landings: list[tuple[float, int, TimedSink]] = []
@@ -386,8 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--tx-rows", type=int, default=100)
     parser.add_argument("--modes", default="parquet,iceberg")
-    parser.add_argument("--shape", choices=("inserts", "mixed"), default="inserts",
-                        help="inserts only, or 80%% inserts, 15%% updates, 5%% deletes")
+    parser.add_argument("--shape", choices=SHAPES, default="inserts",
+                        help="inserts only; 80%% inserts, 15%% updates, 5%% deletes; the same "
+                             "with a keyless table (see the module's docstring)")
     parser.add_argument("--probes", type=int, default=20)
     parser.add_argument("--batch-seconds", type=float, default=1.0,
                         help="the router's micro-batch time limit (its default: 1.0)")

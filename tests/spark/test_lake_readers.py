@@ -276,20 +276,29 @@ def test_catalog_options_are_checked_before_anything_starts(monkeypatch: Any) ->
         "hadoop"
 
 
+@pytest.mark.parametrize("theirs", ["same-columns-with-rows", "another-schema-empty"])
 def test_a_table_changestream_did_not_make_is_refused_by_name(
-        spark: Any, tmp_path: Path) -> None:
+        spark: Any, tmp_path: Path, theirs: str) -> None:
+    """Whether it holds rows or not, whatever its columns: refused by name, left as it
+    was (not altered to the source's columns, nothing landed into it)."""
     from changestream.model.errors import SinkError
 
-    catalog = "lake_foreign"
+    catalog = f"lake_foreign_{theirs.replace('-', '_')}"
     sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
     sink.open()
-    spark.sql(f"CREATE TABLE {catalog}.shop.items (id BIGINT, name STRING, qty BIGINT) "
-              "USING iceberg")
-    spark.sql(f"INSERT INTO {catalog}.shop.items VALUES (1, 'theirs', 1)")
+    if theirs == "same-columns-with-rows":
+        spark.sql(f"CREATE TABLE {catalog}.shop.items (id BIGINT, name STRING, qty BIGINT) "
+                  "USING iceberg")
+        spark.sql(f"INSERT INTO {catalog}.shop.items VALUES (1, 'theirs', 1)")
+    else:
+        spark.sql(f"CREATE TABLE {catalog}.shop.items (code STRING, price DOUBLE) "
+                  "USING iceberg")
+    schema = spark.table(f"{catalog}.shop.items").schema.simpleString()
     batches, _, _ = workload(Binlog())
-    with pytest.raises(SinkError, match=r"table `lake_foreign`.`shop`.`items` exists and was "
+    with pytest.raises(SinkError, match=rf"table `{catalog}`.`shop`.`items` exists and was "
                                         r"not made by changestream"):
         sink.write(batch(1, batches[0]))
-    assert [tuple(r) for r in spark.table(f"{catalog}.shop.items").collect()] == [
-        (1, "theirs", 1)]
+    assert spark.table(f"{catalog}.shop.items").schema.simpleString() == schema
+    assert [tuple(r) for r in spark.table(f"{catalog}.shop.items").collect()] == (
+        [(1, "theirs", 1)] if theirs == "same-columns-with-rows" else [])
     sink.close()

@@ -268,18 +268,18 @@ class IcebergLanding(MirroredDdl):
     # -- landing ---------------------------------------------------------------------
 
     def _check_owned(self, spark: Any, name: str) -> None:
-        """Refuse to land into table ``name`` when changestream did not make it: it has rows
-        (a snapshot) but neither changestream's table property nor a snapshot that carries
-        a position (the tables made before the property have those)."""
+        """Refuse to land into (or alter) table ``name`` when changestream did not make it:
+        it has neither changestream's table property nor a snapshot that carries a position
+        (the tables made before the property have those), empty or not, whatever its
+        schema."""
         if name in self.owned:
             return
         table = load_table(spark, name)
         if table.properties().get("changestream.table") is None \
-                and table.currentSnapshot() is not None \
                 and positioned_snapshot(table, PROPERTY) is None:
             raise SinkError(f"spark sink (iceberg): table {name} exists and was not made by "
-                            f"changestream (no {PROPERTY} in its snapshots): drop or rename "
-                            "it, or land into another catalog")
+                            f"changestream (no changestream.table property, no {PROPERTY} in "
+                            "its snapshots): drop or rename it, or land into another catalog")
         self.owned.add(name)
 
     def _with_properties(self, spark: Any, position: Position, action: Any) -> None:

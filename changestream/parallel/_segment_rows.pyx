@@ -538,7 +538,7 @@ cdef class SegmentEncoder:
                 server_id = u32(b + at + 5)
                 gtid_json = self._mariadb_gtid_json(u32(b + at + header + 8),
                                                     u32(b + at + 5), u64(b + at + header))
-                gtid = gtid_json[1:-1].decode("ascii")
+                gtid = gtid_json[1:len(gtid_json) - 1].decode("ascii")  # no wraparound here
                 inside, began, start, commit_ts = True, True, offset, None
                 commit_micros = 0
                 sql_index = 0

@@ -126,3 +126,14 @@ def postgres() -> Iterator[Any]:
     server = PrivatePostgres().start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def hive_metastore(postgres: Any) -> Iterator[Any]:
+    """A private Hive Metastore (tests/metastore.py) on the private PostgreSQL, for the
+    tests' Hive catalogs."""
+    from tests.metastore import PrivateHiveMetastore
+
+    metastore = PrivateHiveMetastore(postgres).start()
+    yield metastore
+    metastore.stop()

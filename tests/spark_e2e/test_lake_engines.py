@@ -4,12 +4,14 @@ A seeded random workload (inserts, updates, deletes and key moves on a keyed and
 composite-key table, a table whose only key is a UNIQUE one with NULLs in it, a keyless
 table of duplicate rows; rows there before the router starts, taken by its snapshot; ADD
 COLUMN, TRUNCATE and RENAME TABLE between phases) is landed live by the router, in batches
-of a few dozen changes, into Iceberg tables in a Hadoop catalog and in a JDBC catalog kept
-in a private PostgreSQL. After each phase every mirror and changelog is read with Spark,
-pyiceberg and DuckDB (``SELECT *`` and ``count(*)``): each mirror equals the server's table,
-and each changelog is the same rows in every engine. On the JDBC catalog ``changestream
-maintain`` (another process) compacts and expires the same tables while the router lands
-round after round, and the router lands on the compacted tables after it. Batches of 25
+of a few dozen changes, into Iceberg tables in a Hadoop catalog, in a JDBC catalog kept
+in a private PostgreSQL and in a Hive catalog (a private Hive Metastore, tests/metastore.py,
+on that PostgreSQL). After each phase every mirror and changelog is read with Spark,
+pyiceberg (its SqlCatalog and HiveCatalog for those two) and DuckDB (``SELECT *`` and
+``count(*)``): each mirror equals the server's table, and each changelog is the same rows in
+every engine. On the JDBC and Hive catalogs ``changestream maintain`` (another process)
+compacts and expires the same tables while the router lands round after round, and the
+router lands on the compacted tables after it. Batches of 25
 changes cut the workload's bigger transactions in parts, so batches end inside them.
 """
 
@@ -121,7 +123,7 @@ class Lake:
     """Where a catalog's tables are and how each engine finds them."""
 
     def __init__(self, kind: str, tmp_path: Path, postgres: Any = None,
-                 monkeypatch: Any = None):
+                 monkeypatch: Any = None, metastore: Any = None):
         self.kind, self.warehouse = kind, tmp_path / "warehouse"
         self.name = f"lake_{kind.replace('-', '_')}"
         self.options: Any = self.name
@@ -132,13 +134,20 @@ class Lake:
             self.options = {"name": self.name, "type": "jdbc", "uri": postgres.jdbc_uri,
                             "jdbc.user": postgres.user, "jdbc.password": "env:LAKE_PASSWORD"}
             self.sql_uri = postgres.sqlalchemy_uri
+        elif kind == "hive":
+            self.options = {"name": self.name, "type": "hive", "uri": metastore.uri}
 
     def metadata(self, db: str, table: str) -> str:
         if self.kind == "hadoop":
             return str(metadata_file(self.warehouse / db / table))
-        from pyiceberg.catalog.sql import SqlCatalog
+        if self.kind == "hive":
+            from pyiceberg.catalog.hive import HiveCatalog
 
-        catalog = SqlCatalog(self.name, uri=self.sql_uri, warehouse=str(self.warehouse))
+            catalog: Any = HiveCatalog(self.name, uri=self.options["uri"])
+        else:
+            from pyiceberg.catalog.sql import SqlCatalog
+
+            catalog = SqlCatalog(self.name, uri=self.sql_uri, warehouse=str(self.warehouse))
         return str(catalog.load_table(f"{db}.{table}").metadata_location)
 
     def sink_arguments(self) -> list[str]:
@@ -174,7 +183,8 @@ def check_every_engine(server: Any, spark: Any, lake: Lake, db: str,
 
 
 @pytest.mark.parametrize(("kind", "flavor"), [("hadoop", "mariadb"),
-                                              ("jdbc-postgresql", "mysql")])
+                                              ("jdbc-postgresql", "mysql"),
+                                              ("hive", "mariadb11")])
 def test_every_engine_reads_every_table_equal_on_each_catalog(
         spark: Any, tmp_path: Path, kind: str, flavor: str,
         request: pytest.FixtureRequest, monkeypatch: Any) -> None:
@@ -183,7 +193,8 @@ def test_every_engine_reads_every_table_equal_on_each_catalog(
     server, db = request.getfixturevalue(flavor), f"lake_{kind.replace('-', '_')}"
     server.execute([f"DROP DATABASE IF EXISTS `{db}`", f"CREATE DATABASE `{db}`"])
     lake = Lake(kind, tmp_path, request.getfixturevalue("postgres")
-                if kind == "jdbc-postgresql" else None, monkeypatch)
+                if kind == "jdbc-postgresql" else None, monkeypatch,
+                request.getfixturevalue("hive_metastore") if kind == "hive" else None)
     work = Workload(server, db, SEED)
     server.execute([f"CREATE TABLE `{db}`.`{t}` ({columns})" for t, columns in TABLES.items()])
     work.run(30)  # rows the snapshot takes

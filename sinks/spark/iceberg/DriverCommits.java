@@ -139,8 +139,30 @@ public class DriverCommits {
             props.put(items[i], items[i + 1]);
         }
         props.put(TableCatalog.PROP_OWNER, org.apache.spark.util.Utils.getCurrentUserName());
+        ensureNamespace(catalog, namespace);
         catalog.createTable(Identifier.of(new String[] {namespace}, name), schema,
             partitioning, props);
+    }
+
+    /** Create namespace (a Hive Metastore's database) when the catalog keeps namespaces
+     *  and lacks it: a Hive catalog refuses a table in a namespace it does not have (the
+     *  Hadoop and JDBC ones make it with the table). Another process may create it at the
+     *  same moment: that is fine. */
+    private static void ensureNamespace(TableCatalog catalog, String namespace) {
+        if (!(catalog instanceof org.apache.spark.sql.connector.catalog.SupportsNamespaces)) {
+            return;
+        }
+        org.apache.spark.sql.connector.catalog.SupportsNamespaces namespaces =
+            (org.apache.spark.sql.connector.catalog.SupportsNamespaces) catalog;
+        String[] path = new String[] {namespace};
+        if (namespaces.namespaceExists(path)) {
+            return;
+        }
+        try {
+            namespaces.createNamespace(path, new java.util.HashMap());
+        } catch (org.apache.spark.sql.catalyst.analysis.NamespaceAlreadyExistsException e) {
+            // made by another writer in between
+        }
     }
 
     /** The locations of the data files of the table's current snapshot, one a line;

@@ -103,17 +103,22 @@ def _from_package(source: str, path: str) -> bytes:
     deb = _package(source[len("deb:"):])
     if shutil.which("dpkg-deb") is None:
         raise Unavailable("dpkg-deb is not installed")
-    with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)],
-                          stdout=subprocess.PIPE) as proc:
+    found = None
+    with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL) as proc:
         assert proc.stdout is not None
-        found = None
-        with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
-            for member in tar:
-                if member.name.lstrip("./") == path:
-                    extracted = tar.extractfile(member)
-                    found = extracted.read() if extracted else None
-                    break
-        proc.kill()
+        try:
+            with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+                for member in tar:
+                    if member.name.removeprefix("./") == path:
+                        extracted = tar.extractfile(member)
+                        found = extracted.read() if extracted else None
+                        break
+        except tarfile.TarError as exc:
+            deb.unlink(missing_ok=True)  # a damaged download: fetched again next time
+            raise Unavailable(f"cannot read {deb}: {exc}") from None
+        finally:
+            proc.kill()
     if found is None:
         raise Unavailable(f"{deb.name} has no {path}")
     return found

@@ -111,13 +111,17 @@ class _Stop(Exception):
     pass
 
 
-@pytest.mark.parametrize("server, metadata", [
-    ("mariadb", "FULL"), ("mysql", "FULL"),
+@pytest.mark.parametrize("server, metadata, kind", [
+    ("mariadb", "FULL", "hadoop"), ("mysql", "FULL", "hive"),
     # MySQL's default: no column names in the files; the backfill learns them from the
-    # files' own DDL (the ADD COLUMN lands in the middle of a unit: the names change there)
-    ("mysql", "MINIMAL")], indirect=["server"])
+    # files' own DDL (the ADD COLUMN lands in the middle of a unit: the names change there),
+    # and the schema history is kept in the catalog
+    ("mysql", "MINIMAL", "jdbc")], indirect=["server"])
 def test_backfill_lands_archived_files_then_run_goes_on_live(
-        server: Any, metadata: str, fresh_database: str, spark: Any, tmp_path: Path) -> None:
+        server: Any, metadata: str, kind: str, fresh_database: str, spark: Any,
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """On each tested catalog: a Hadoop one, a JDBC one on the private PostgreSQL, a Hive
+    Metastore on it."""
     db = fresh_database
     server.execute(f"SET GLOBAL binlog_row_metadata = {metadata}")
     try:
@@ -130,13 +134,21 @@ def test_backfill_lands_archived_files_then_run_goes_on_live(
     assert len(archive) >= 3
     catalog = f"backfill_{server.flavor}_{metadata.lower()}"
     warehouse = tmp_path / "warehouse"
+    options: Any = catalog
+    if kind == "jdbc":
+        postgres = request.getfixturevalue("postgres")
+        options = {"name": catalog, "type": "jdbc", "uri": postgres.jdbc_uri,
+                   "jdbc.user": postgres.user, "jdbc.password": postgres.password}
+    elif kind == "hive":
+        options = {"name": catalog, "type": "hive",
+                   "uri": request.getfixturevalue("hive_metastore").uri}
     # MySQL's files are cut into ranges (GTID events carry transaction_length).
     split = 4096 if server.flavor == "mysql" else 0
     units = plan_units([str(tmp_path / "archive")], split)
     if server.flavor == "mysql":
         assert len(units) > len(archive), "the big MySQL files should be cut into ranges"
-    sink = make_sink("spark:iceberg", spark=spark, catalog=catalog, warehouse=warehouse)
-    sink.open()
+    sink = make_sink("spark:iceberg", spark=spark, catalog=options, warehouse=warehouse)
+    sink.open()  # the catalog set up in the session, as `changestream backfill` does
     settings = BackfillSettings(split_bytes=split, change_filter=ChangeFilter([db]),
                                 shadow_server=shadow_command(server))
     if metadata == "MINIMAL":
@@ -166,7 +178,7 @@ def test_backfill_lands_archived_files_then_run_goes_on_live(
     server.execute([f"INSERT INTO `{db}`.items (id, name) VALUES (5000, 'live')",
                     f"UPDATE `{db}`.items SET name = 'live too' WHERE id = 11",
                     f"INSERT INTO `{db}`.nokey VALUES (4, 'four')"])
-    live = make_sink("spark:iceberg", spark=spark, catalog=catalog, warehouse=warehouse)
+    live = make_sink("spark:iceberg", spark=spark, catalog=options, warehouse=warehouse)
     assert live.open() == report.position
     Router(RouterSettings(source=server.url, until="caught-up", filter=ChangeFilter([db])),
            live).run()

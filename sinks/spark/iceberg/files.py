@@ -296,7 +296,7 @@ class ArrowAppender:
         # falls between them, which a reader then opens: reads and compaction slowed down
         # with the number of batches).
         deletes, referenced = [], []
-        for data_file, positions in _by_data_file(deleted):
+        for data_file, positions in split_by_data_file(deleted):
             path, size = self._write(facts.base, facts.root, "data/", positions)
             deletes.append(f"{path}\t{size}\t{positions.num_rows}")
             referenced.append(data_file)
@@ -343,11 +343,12 @@ class ArrowAppender:
                                         else pc.equal(days, day))) for day in unique]
 
 
-def _by_data_file(deleted: pa.Table) -> list[tuple[str, pa.Table]]:
-    """The rows of a position delete table (sorted by file and position) split by the data
-    file they name: (its location, its rows)."""
+def split_by_data_file(deleted: pa.Table) -> list[tuple[str, pa.Table]]:
+    """The rows of a position delete table (``file_path``, ``pos``) split by the data file
+    they name, each part sorted by position: (its location, its rows)."""
     if not deleted.num_rows:
         return []
+    deleted = deleted.sort_by([("file_path", "ascending"), ("pos", "ascending")])
     out, start = [], 0
     for entry in pc.value_counts(deleted.column("file_path")).to_pylist():  # in order
         out.append((entry["values"], deleted.slice(start, entry["counts"])))

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .files import FIELD_ID, Unsupported, local_path
+from .files import FIELD_ID, Unsupported, local_path, split_by_data_file
 
 #: Iceberg's reserved field ids of a position delete file's two columns.
 DELETE_FILE_SCHEMA = pa.schema([
@@ -86,7 +86,8 @@ class KeyIndex:
 
     def remove(self, deleted: pa.Table) -> None:
         """Forget the rows ``deleted`` (a position delete file's rows) names."""
-        for location, positions in _by_file(deleted):
+        for location, part in split_by_data_file(deleted):
+            positions = part.column("pos")
             number = self._numbers.get(location)
             if number is None or number not in self._files:
                 continue
@@ -118,16 +119,6 @@ def _positions(n: int) -> pa.Array:
     if not n:
         return pa.array([], pa.int64())
     return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
-
-
-def _by_file(deleted: pa.Table) -> list[tuple[str, pa.Array]]:
-    """The rows of a position delete table grouped by data file: (location, positions)."""
-    if not deleted.num_rows:
-        return []
-    groups = deleted.group_by("file_path", use_threads=False).aggregate([("pos", "list")])
-    lists = groups.column("pos_list").combine_chunks()
-    return [(location, lists[i].values)
-            for i, location in enumerate(groups.column("file_path").to_pylist())]
 
 
 def read_keys(path: Path, key_schema: pa.Schema) -> pa.Table:

@@ -1,25 +1,15 @@
 """The ``iceberg`` landing: per source table a changelog table and a mirror table.
 
-In a Hadoop catalog (``spark.sql.catalog.<catalog>``, a warehouse folder), source table
-``db.t`` lands in ``<catalog>.db.t__changelog`` (every change, appended, partitioned by day
-of commit) and ``<catalog>.db.t`` (the mirror: the table as it is at the source, kept by
-``MERGE INTO``). Both are created on first sight and evolved when the source's shape changes
-(see :func:`IcebergLanding._evolve`).
-
-Exactly once: every commit carries, in its snapshot summary, ``changestream.position``: the
-position after the last transaction it holds. Iceberg 1.10's Spark ``MERGE`` takes no write
-options, so the property is set through ``CommitMetadata.withCommitProperties``, whose
-thread-local the MERGE (run from a Py4J callback on the same JVM thread) commits with. A
-batch ends with a snapshot of ``<catalog>._changestream.batches`` that adds no rows, its
-summary carrying the batch's position and id; ``open()`` returns the position. After a
-crash in the middle of a batch the router resumes from the previous batch, and each table
-skips the transactions its own last commit holds.
-"""
+Source table ``db.t`` lands in ``<catalog>.db.t__changelog`` (every change, appended,
+partitioned by day of commit) and ``<catalog>.db.t`` (the mirror: the table as it is at the
+source), both created on first sight and evolved with the source's shape. Every commit
+carries ``changestream.position`` in its snapshot summary, and a batch ends with a snapshot
+of ``<catalog>._changestream.batches``, whose position ``open()`` returns: after a crash
+each table skips what its own last commit holds (docs/sinks.md, "Landing modes")."""
 
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
 import pyarrow as pa
@@ -31,7 +21,7 @@ from changestream.sinks.spark.iceberg.defaults import added_column_defaults
 from changestream.sinks.spark.stages import StageClock
 
 from .. import positions
-from ..frames import TableRun, frame_dataframe, to_dataframe
+from ..frames import TableRun, frame_dataframe
 from ..positions import PROPERTY
 from ..types import METADATA, METADATA_NAMES, FieldMapping, columns_json, spark_schema
 from .columns import iceberg_type, retyped, widens_in_place
@@ -46,15 +36,7 @@ from .ddl import (
 )
 from .ddl import quote as _q
 from .files import ArrowAppender, load_table, positioned_snapshot
-from .mirror_images import complete_images
-from .mirror_keyless import keyless_source
-from .mirror_plan import (
-    last_change_per_key,
-    merge_on_keys,
-    merge_on_values,
-    mirror_delta,
-    split_new_keys,
-)
+from .mirror_landing import MirrorLanding
 from .mirror_positions import MirrorPositions
 
 #: changestream's own tables in a catalog (``namespace.table``, quoted): a snapshot per
@@ -64,22 +46,12 @@ CONTROL_TABLES = (f"{_q(CONTROL_NAMESPACE)}.`batches`", f"{_q(CONTROL_NAMESPACE)
 BATCH_PROPERTY = "changestream.batch"
 
 logger = logging.getLogger("changestream.sinks.spark")
-class _Callable:
-    """A ``java.util.concurrent.Callable`` implemented in Python (through Py4J)."""
-
-    def __init__(self, function: Any):
-        self.function = function
-
-    def call(self) -> None:
-        self.function()
-
-    class Java:
-        implements = ["java.util.concurrent.Callable"]
 
 
-class IcebergLanding(MirroredDdl):
+class IcebergLanding(MirroredDdl, MirrorLanding):
     """The landing (see the module docstring); DDL the mirrors follow is
-    :class:`changestream.sinks.spark.iceberg.ddl.MirroredDdl`'s."""
+    :class:`changestream.sinks.spark.iceberg.ddl.MirroredDdl`'s, the mirrors'
+    landing :class:`changestream.sinks.spark.iceberg.mirror_landing.MirrorLanding`'s."""
 
     def __init__(self, catalog: str = "changestream", append_new_keys: bool = True,
                  arrow_appends: bool = True, position_deletes: bool = True,
@@ -142,7 +114,7 @@ class IcebergLanding(MirroredDdl):
 
     def _stored_position(self, spark: Any, name: str) -> Position | None:
         """The position of the newest commit that has one, through Iceberg's Java API (a
-        query of the metadata tables took ~0.3 s a table)."""
+        query of the metadata tables is a Spark job per table)."""
         snapshot = positioned_snapshot(load_table(spark, name), PROPERTY)
         return None if snapshot is None else \
             positions.decode(str(snapshot.summary().get(PROPERTY)))
@@ -161,8 +133,8 @@ class IcebergLanding(MirroredDdl):
             self.position = self._stored_position(spark, self.control)
         self.ddl_done = self._stored_position(spark, self.ddl_log) \
             if self._exists(spark, self.ddl_log) else None
-        # The class that makes the driver's commits and tables is compiled now (~0.3 s
-        # once per JVM), a start's cost, not the first batch's.
+        # The class that makes the driver's commits and tables is compiled now (once per
+        # JVM), a start's cost, not the first batch's.
         driver_commits(spark, load_table(spark, self.control))
         return self.position
 
@@ -204,13 +176,13 @@ class IcebergLanding(MirroredDdl):
         """Create mirror or changelog ``name`` of ``run`` with ``fields`` (the changelog
         partitioned by day of ``_commit_ts``), as ``CREATE TABLE ... USING iceberg`` with
         the tables' properties would, through the catalog's own call (Spark's SQL parse
-        and plan of it was half its time, ~25 ms)."""
+        and plan of it was half its time)."""
         create_table(spark, self.catalog, run.database,
                      run.table + (CHANGELOG_SUFFIX if changelog else ""),
                      spark_schema(fields).json(), MIRROR_TABLE_PROPERTIES,
                      "_commit_ts" if changelog else None)
         # What Spark would read back from the new table (a lookup of its schema cost a
-        # catalog round trip, ~20 ms a table, in the next batch).
+        # catalog round trip per table in the next batch).
         self.schemas[name] = {f.name: iceberg_type(f.spark_type) for f in fields}
         self.committed[name] = None  # a new table holds nothing yet
         if not self._in_ddl:
@@ -281,13 +253,6 @@ class IcebergLanding(MirroredDdl):
                             f"changestream (no changestream.table property, no {PROPERTY} in "
                             "its snapshots): drop or rename it, or land into another catalog")
         self.owned.add(name)
-
-    def _with_properties(self, spark: Any, position: Position, action: Any) -> None:
-        jvm = spark._jvm
-        props = jvm.java.util.HashMap()
-        props.put(PROPERTY, positions.encode(position))
-        jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
-            props, _Callable(action), jvm.java.lang.Class.forName("java.lang.Exception"))
 
     def _pending(self, spark: Any, name: str, run: TableRun
                  ) -> tuple[pa.Table | None, Position | None, list[int] | None]:
@@ -375,127 +340,12 @@ class IcebergLanding(MirroredDdl):
             self._appender = ArrowAppender(spark)
         return self._appender
 
-    def _row_delta(self, spark: Any, name: str, run: TableRun, upserts: pa.Table | None,
-                   deleted: pa.Table | None, last: Position) -> bool:
-        """Commit keyed mirror ``name``'s batch written by the driver: position deletes
-        (:mod:`.mirror_positions`) unless off or the mirror still has equality deletes,
-        else equality deletes; ``False`` when the driver cannot write the table."""
-        appender = self._appender_for(spark)
-        properties = {PROPERTY: positions.encode(last)}
-        if self.position_deletes:
-            if self._positions is None or self._positions.appender is not appender:
-                self._positions = MirrorPositions(appender)
-            done = self._positions.land(name, run.key_names, upserts, deleted, properties,
-                                        expect_present=self.append_new_keys)
-            if done is not None:
-                return done
-        return appender.row_delta(name, upserts, deleted, properties)
-
-    def land_mirror(self, spark: Any, run: TableRun) -> int:
-        name = self.mirror_name(run)
-        clock = self.clock
-        with clock("evolve"):
-            self._evolve(spark, name, run, changelog=False)
-            rows, last, kept = self._pending(spark, name, run)
-        if rows is None or last is None:
-            return 0
-        keys = run.key_names
-        # Columns inserts lack too are excluded by the filter: nothing to fill.
-        gaps = self.insert_gaps.setdefault(run.name, set())
-        gaps |= run.insert_gaps
-        if run.absent:
-            absent = [a - gaps or None if a else None for a in (
-                run.absent.get(i) for i in (range(run.rows) if kept is None else kept))]
-            if any(absent):
-                if not keys:
-                    raise SinkError(
-                        f"spark sink: updates of {run.name} (no primary key) were logged "
-                        "without every column (MariaDB leaves unchanged generated columns "
-                        "out, binlog_row_image MINIMAL or NOBLOB more): a mirror of a table "
-                        "without a key cannot tell which rows they change")
-                with clock("mirror images"):
-                    rows = complete_images(spark, name, run, rows, absent)
-        if keys and self.arrow_appends:
-            with clock("mirror plan"):
-                upserts, deleted = mirror_delta(run, rows, self.append_new_keys)
-            if upserts is None and deleted is None:
-                return rows.num_rows  # keys the batch inserted and deleted again
-            with clock("mirror delta"):
-                done = self._row_delta(spark, name, run, upserts, deleted, last)
-            if done:
-                self.committed[name] = last
-                return rows.num_rows
-        if keys and self.append_new_keys:
-            split = split_new_keys(run, rows)
-            if split is not None:
-                appended, merged = split
-                self._land_split(spark, name, run, appended, merged, last)
-                return rows.num_rows
-        self._merge_rows(spark, name, run, rows, last)
-        return rows.num_rows
-
-    def _land_split(self, spark: Any, name: str, run: TableRun, appended: pa.Table | None,
-                    merged: pa.Table | None, last: Position) -> None:
-        """Land keys new to the batch by appending their last image, the rest by MERGE;
-        only the last of the (up to two) commits carries ``last``: after a crash between
-        them the MERGE is applied again (it sets each key to its last change: idempotent)
-        and the append comes after it."""
-        if merged is not None:
-            self._merge_rows(spark, name, run, merged, None if appended is not None else last)
-        if appended is not None:
-            with self.clock("mirror append"):
-                self._append(spark, name, run, appended, [f.name for f in run.fields], last)
-
-    def _merge_rows(self, spark: Any, name: str, run: TableRun, rows: pa.Table,
-                    last: Position | None) -> None:
-        """MERGE the changes ``rows`` into mirror ``name``; the commit carries ``last``
-        (``None``: no position)."""
-        clock = self.clock
-        keys = run.key_names
-        view = f"changestream_src_{uuid.uuid4().hex}"
-        try:
-            if keys:
-                with clock("arrow to spark"):
-                    self._dataframe(spark, run, rows).createOrReplaceTempView(view)
-                source = f"({last_change_per_key(run, view, rows)})"
-                on, matched = merge_on_keys(run)
-            else:
-                from pyspark.sql import types as T
-
-                with clock("mirror source"):
-                    table = keyless_source(spark, name, run, rows)
-                    if not table.num_rows:  # its changes cancel out, as a keyed no-op
-                        return
-                    to_dataframe(spark, table, run.fields, (("_op", T.StringType()),)) \
-                        .createOrReplaceTempView(view)
-                source = view
-                on, matched = merge_on_values(run)
-            with clock("mirror merge"):
-                self._merge(spark, name, run, source, on, matched, last)
-        finally:
-            spark.catalog.dropTempView(view)
-
-    def _merge(self, spark: Any, name: str, run: TableRun, source: str, on: str,
-               matched: str, last: Position | None) -> None:
-        """MERGE ``source`` (rows with ``_op`` ``upsert`` or ``delete``) into mirror
-        ``name``, committed with position ``last`` (``None``: none)."""
-        cols = [f.name for f in run.fields]
-        sql = (f"MERGE INTO {name} t USING {source} s ON {on} {matched}"
-               f"WHEN NOT MATCHED AND s._op = 'upsert' THEN INSERT "
-               f"({', '.join(_q(c) for c in cols)}) "
-               f"VALUES ({', '.join('s.' + _q(c) for c in cols)})")
-        if last is None:
-            spark.sql(sql)
-            return
-        self._with_properties(spark, last, lambda: spark.sql(sql))
-        self.committed[name] = last
-
     def commit_batch(self, spark: Any, batch_id: int, position: Position) -> None:
         """Mark the batch done: a snapshot of the control table with ``position``."""
         with self.clock("batch commit"):
             self._shared = None
             # A snapshot without files: its summary is all a resume reads, and a data file
-            # per batch cost a write, its metrics and a bigger commit (~0.08 s a batch).
+            # per batch cost a write, its metrics and a bigger commit.
             self._appender_for(spark).mark(self.control, {
                 PROPERTY: positions.encode(position), BATCH_PROPERTY: str(batch_id)})
             self.position = position

@@ -67,19 +67,12 @@ class _Written:
 class SinkActor(pykka.ThreadingActor):
     """Collects :class:`Parts` into batches and writes them through ``adapter``.
 
-    Batches are written by a thread of its own, one at a time and in order, while the next
-    batch fills: reading and decoding go on while a sink lands (a Spark job, an fsync). A
-    batch is handed to the writer when it is free and the batch is full (``max_changes`` or
-    ``max_bytes``), holds a tenth of that (an idle writer is not kept waiting for a full
-    batch while a backlog is read: the writes overlap the reading, and the last batch,
-    written after the reader is done, is small), is old enough (``max_seconds`` since its
-    first part), the reader has caught up with its source (nothing to wait for: a change at
-    a low rate goes at once) or the stream ends; so a batch that fills while the writer is
-    busy grows until the writer is free or it is full, and batches are as big as the
-    sink's pace asks. A full batch
-    waiting for the writer takes no more messages: they wait unacknowledged, which holds
-    the reader back (:class:`PartsTaken`).
-    """
+    A thread of its own writes the batches, one at a time and in order, while the next fills.
+    A batch goes to the free writer when it is full (``max_changes``, ``max_bytes``), holds a
+    tenth of that (so writes overlap reading a backlog and the last batch is small), is
+    ``max_seconds`` old, the reader has caught up, or the stream ends: batches grow as big as
+    the sink's pace asks. A full batch waiting for the writer takes no more messages; they wait
+    unacknowledged, which holds the reader back (:class:`PartsTaken`)."""
 
     def __init__(self, adapter: SinkAdapter, store: PositionStore | None,
                  settings: BatchSettings, stats: RouterStats,

@@ -33,9 +33,8 @@ Outgoing = Iterator[Parts | EndOfStream]
 
 
 class TransactionActor(pykka.ThreadingActor):
-    """Feeds event batches to a
-    :class:`~changestream.transactions.assembler.TransactionAssembler` and sends what it
-    completes to the Sink actor, in messages of at most ``message_changes`` changes.
+    """Feeds event batches to a :class:`~changestream.transactions.assembler.TransactionAssembler`
+    and sends what it completes to the Sink actor, in messages of at most ``message_changes``.
 
     It never blocks: it sends while ``credits_out`` has room, and goes on when the Sink
     actor acknowledges a message (:class:`PartsTaken`); a batch may hold tickets of

@@ -1,14 +1,11 @@
 """``changestream quickstart``: the main job on an embedded default.
 
-Starts a private MariaDB with binlogs on, loads a sample shop into it and resets the
-binlog (the rows are in no binlog, as on a server whose old binlogs were purged), runs the
-router from that server into local Spark as Iceberg tables (a changelog and a mirror per
-source table): a snapshot of the tables, then the changes made meanwhile (inserts, updates,
-deletes, a schema change, a rolled-back transaction, a table without a primary key), and
-shows the tables, checking each mirror against the source.
-Like the Router, this module wires a source and a sink together, so it may import the
-Spark sink.
-"""
+Starts a private MariaDB with binlogs on, loads a sample shop into it and resets the binlog
+(as on a server whose old binlogs were purged), runs the router from it into local Spark as
+Iceberg tables (a changelog and a mirror per table): a snapshot, then the changes made
+meanwhile (inserts, updates, deletes, a schema change, a rollback, a table without a
+primary key), and shows the tables, each mirror checked against the source. Like the
+Router, this module wires a source and a sink together, so it may import the Spark sink."""
 
 from __future__ import annotations
 

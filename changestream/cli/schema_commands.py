@@ -1,19 +1,13 @@
 """``changestream schema``: look at the stored schema history and repair it.
 
-- ``show``: the history at the saved position (every table, or the ones named), as text
-  or JSON.
-- ``skip FILE:POS``: leave the DDL statement logged there out of the history (for a
-  statement the shadow server cannot run); the next ``changestream run`` applies it.
-- ``reseed``: build the history again from the server's catalog for the saved position
-  (tables a DDL changed between that position and the head are left out, so run it while
-  the router is stopped at the head to get every table) and make the position refer to it.
+- ``show``: the history at the saved position (all tables or those named), text or JSON.
+- ``skip FILE:POS``: leave the DDL logged there out of the history (a statement the shadow
+  server cannot run); the next ``changestream run`` applies it.
+- ``reseed``: the history built again from the server's catalog for the saved position.
 
-``show`` and ``reseed`` work on a position file, or (``--sink``, with ``--config`` and
-``--sink-option`` as for ``run``) on a sink that keeps the history beside its own position
-(the Iceberg warehouse); ``skip`` writes beside a position file, and for a sink's history
-the statement goes into the configuration's ``schema.skip``. The router must not be
-running for ``skip`` and ``reseed`` to take effect (they are read when it starts).
-"""
+Each works on a position file or (``--sink``) on a sink that keeps the history beside its
+own position; ``skip`` and ``reseed`` take effect at the router's next start
+(docs/schema-history.md has the details)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ servers it names in ``GENERATED_FROM``.
 - ``DECODING_TABLES``: the server's character for each byte 0..255 ('\\ufffe': none).
 - ``MULTIBYTE``: the closest Python codec; the server's sequences it lacks (hex: text);
   characters it decodes unlike the server (translated wherever they come from); sequences
-  it decodes unlike the server that a translation cannot fix (hex: text).
-"""
+  it decodes unlike the server that a translation cannot fix (hex: text)."""
 
 from __future__ import annotations
 

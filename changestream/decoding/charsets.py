@@ -1,15 +1,12 @@
 """From MySQL/MariaDB collation ids to Python codecs.
 
-Every collation id of MySQL and MariaDB is in :mod:`collation_ids`, and how each character set
-decodes in :mod:`charset_tables`; both are generated from the servers themselves by
-``scripts/charset_tables.py``. No collation id means different character sets on the two
-servers, so the decoder needs no flavour. A character set decodes with Python's own codec
-where that gives exactly the server's text; the others are registered here as codecs named
-``changestream_<charset>``: single-byte ones as charmaps of the server's table, multibyte ones
-as the closest Python codec plus the sequences and characters where the server differs.
-A byte the server cannot convert to Unicode is left undefined (a decode error), so the
-caller can keep the value's raw bytes.
-"""
+Collation ids (:mod:`collation_ids`) and how each character set decodes
+(:mod:`charset_tables`) are generated from the servers by ``scripts/charset_tables.py``; no
+id means different character sets on the two, so the decoder needs no flavour. A character
+set Python decodes exactly uses Python's codec; the others are registered here as codecs
+``changestream_<charset>`` (a charmap of the server's table, or the closest Python codec
+plus where the server differs). A byte the server cannot convert is left undefined (a
+decode error), so the caller can keep the value's raw bytes."""
 
 from __future__ import annotations
 

@@ -1,24 +1,9 @@
-"""Exact decoder for MySQL's binary DECIMAL format (``decimal2bin`` / ``bin2decimal``).
+"""Exact decoder for MySQL's binary DECIMAL format (``decimal2bin`` / ``bin2decimal``), used in
+binlog row images and inside binary JSON (opaque type 246, after precision and scale bytes).
 
-The format is used for DECIMAL/NEWDECIMAL columns in binlog row images and for
-decimal values inside binary JSON (opaque type 246, after a precision byte and
-a scale byte).
-
-Layout for ``DECIMAL(precision, scale)``:
-
-* the integer part has ``precision - scale`` digits, the fraction ``scale``
-  digits; each part is split into groups of 9 decimal digits stored as 4-byte
-  big-endian integers.  The integer part's leftover digits (the most
-  significant ones) come first, the fraction's leftover digits (the least
-  significant ones) last; leftover groups of ``n`` digits take
-  ``[0, 1, 1, 2, 2, 3, 3, 4, 4, 4][n]`` bytes;
-* positive values have the top bit of the first byte set (it is flipped on
-  write); for negative values every byte is additionally inverted.
-
-Everything is decoded with integer arithmetic only, so the result is exact
-for every precision (columns: up to 65, scale up to 30; JSON values: up to 81),
-independent of the current ``decimal`` context.
-"""
+Integer arithmetic only, so the result is exact for every precision (columns: up to 65,
+scale up to 30; JSON values: up to 81), whatever the ``decimal`` context. The layout is
+described at :func:`_layout`."""
 
 from __future__ import annotations
 
@@ -37,6 +22,15 @@ _MAX_PRECISION = 81
 @cache
 def _layout(precision: int, scale: int) -> tuple[int, tuple[tuple[int, int, int, int], ...]]:
     """Return ``(size, groups)``; each group is ``(shift, mask, multiplier, limit)``.
+
+    The layout of ``DECIMAL(precision, scale)``: the integer part has ``precision - scale``
+    digits, the fraction ``scale`` digits; each part is split into groups of 9 decimal
+    digits stored as 4-byte big-endian integers. The integer part's leftover digits (the
+    most significant ones) come first, the fraction's leftover digits (the least
+    significant ones) last; leftover groups of ``n`` digits take
+    ``[0, 1, 1, 2, 2, 3, 3, 4, 4, 4][n]`` bytes. Positive values have the top bit of the
+    first byte set (it is flipped on write); for negative values every byte is
+    additionally inverted.
 
     ``shift``/``mask`` extract the group from the whole value read as one
     big-endian integer; ``multiplier`` is ``10 ** digits`` of the group (the

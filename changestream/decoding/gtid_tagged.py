@@ -1,17 +1,8 @@
 """MySQL 8.4/9.x GTID formats with tags: GTID_TAGGED events (mysql::serialization), the
 tagged form of PREVIOUS_GTIDS, and GTID sets (tagged or not) encoded for COM_BINLOG_DUMP_GTID.
 
-Checked against MySQL 9.7's own bytes and ``mysqlbinlog`` (tests/integration/test_gtid_tagged.py).
-
-A GTID_TAGGED body is one mysql::serialization message::
-
-    <serialization_version=1> <message_size> <last_non_ignorable_field_id> { <field_id> <data> }
-
-every number a variable-length integer (the count of trailing one bits of the first byte is
-the count of bytes that follow; the value is little-endian above the marker bits; signed
-numbers are zigzag encoded). Fields are written in id order and may be left out (then they
-take their defaults); ids unknown to this decoder can only follow the known ones.
-"""
+Checked against MySQL 9.7's own bytes and ``mysqlbinlog`` (tests/integration/test_gtid_tagged.py);
+the serialization format is described at :func:`decode_gtid_tagged`."""
 
 from __future__ import annotations
 
@@ -75,7 +66,18 @@ def _write_varlen(value: int) -> bytes:
 
 
 def decode_gtid_tagged(h: EventHeader, body: bytes) -> GtidEvent:
-    """Decode a GTID_TAGGED event body (``body`` without header and checksum)."""
+    """Decode a GTID_TAGGED event body (``body`` without header and checksum).
+
+    A GTID_TAGGED body is one mysql::serialization message::
+
+        <serialization_version=1> <message_size> <last_non_ignorable_field_id> { <field_id> <data> }
+
+    every number a variable-length integer (the count of trailing one bits of the first
+    byte is the count of bytes that follow; the value is little-endian above the marker
+    bits; signed numbers are zigzag encoded). Fields are written in id order and may be left
+    out (then they take their defaults); ids unknown to this decoder can only follow the
+    known ones.
+    """
     version, pos = _read_varlen(body, 0)
     if version != SERIALIZATION_VERSION:
         raise ValueError(f"GTID_TAGGED serialization version {version}, expected "

@@ -1,49 +1,10 @@
 """Decoder for MySQL's binary JSON format (the documents a JSON column holds).
 
-Binary JSON (``sql-common/json_binary.cc``) is what a JSON column holds in a
-binlog row image (after the column's 4-byte length prefix)::
-
-    doc        ::= type value
-    type       ::= 0x00 small object | 0x01 large object | 0x02 small array
-                 | 0x03 large array | 0x04 literal | 0x05 int16 | 0x06 uint16
-                 | 0x07 int32 | 0x08 uint32 | 0x09 int64 | 0x0a uint64
-                 | 0x0b double | 0x0c utf8mb4 string | 0x0f opaque (custom data)
-    object     ::= count size key-entry* value-entry* key* value*
-    array      ::= count size value-entry* value*
-    count/size ::= uint16 (small format) | uint32 (large format)
-    key-entry  ::= key-offset (uint16 | uint32) key-length (uint16)
-    value-entry::= type offset-or-inlined-value (uint16 | uint32)
-    literal    ::= 0x00 null | 0x01 true | 0x02 false
-    string     ::= data-length utf8mb4-data
-    opaque     ::= field-type (uint8) data-length binary-data
-    data-length::= 1..5 bytes, 7 bits each, least significant first, high bit = more
-
-All integers are little-endian.  Offsets in entries are relative to the start of
-the object/array (the byte after its type byte).  Literals, int16 and uint16 are
-always inlined in the value entry; int32 and uint32 only in the large format.
-
-Python mapping returned by :func:`decode_json`:
-
-* object -> ``dict`` (keys in stored order, which is MySQL's order: by byte
-  length, then bytewise), array -> ``list``, literals -> ``None``/``True``/``False``;
-* int16/32/64, uint16/32/64 -> ``int`` (exact), double -> ``float``, string -> ``str``;
-* opaque values, as MySQL's JSON printer shows them:
-
-  - DECIMAL (field type 246) -> ``decimal.Decimal`` with the stored scale;
-  - DATE (10) -> ``'YYYY-MM-DD'``; DATETIME (12) and TIMESTAMP (7) ->
-    ``'YYYY-MM-DD hh:mm:ss.ffffff'``; TIME (11) -> ``'[-]hh:mm:ss.ffffff'``
-    (always 6 fractional digits, like ``my_TIME_to_str(..., 6)``);
-  - VAR_STRING (253) -> ``str`` (MySQL prints it as a plain JSON string);
-  - anything else (BLOB, VARBINARY, BIT, ...) -> ``'base64:type<N>:<base64>'``
-    exactly as MySQL prints it, including MySQL's line break after every 76
-    base64 characters.
-
-An empty input (length 0) decodes to ``None``: MySQL stores an empty value in a
-JSON column only when NULL/DEFAULT was forced into a NOT NULL JSON column in a
-non-strict mode, and reads it back as the JSON ``null`` literal.
-
-Partial updates (PARTIAL_JSON diffs) are in :mod:`changestream.decoding.json_diff`.
-"""
+:func:`decode_json` decodes one document into Python values (its docstring has the
+mapping: objects, arrays, numbers and strings as Python's, opaque values such as DECIMAL
+and temporal values as MySQL's JSON printer shows them); the binary format is described in
+the comment above :func:`_container`. Partial updates (PARTIAL_JSON diffs) are in
+:mod:`changestream.decoding.json_diff`."""
 
 from __future__ import annotations
 
@@ -155,6 +116,27 @@ def _read_varlen(data: bytes, pos: int, end: int) -> tuple[int, int]:
     raise JsonBinaryError(f"malformed variable-length field before offset {pos}")
 
 
+# Binary JSON (``sql-common/json_binary.cc``) is what a JSON column holds in a
+# binlog row image (after the column's 4-byte length prefix)::
+#
+#     doc        ::= type value
+#     type       ::= 0x00 small object | 0x01 large object | 0x02 small array
+#                  | 0x03 large array | 0x04 literal | 0x05 int16 | 0x06 uint16
+#                  | 0x07 int32 | 0x08 uint32 | 0x09 int64 | 0x0a uint64
+#                  | 0x0b double | 0x0c utf8mb4 string | 0x0f opaque (custom data)
+#     object     ::= count size key-entry* value-entry* key* value*
+#     array      ::= count size value-entry* value*
+#     count/size ::= uint16 (small format) | uint32 (large format)
+#     key-entry  ::= key-offset (uint16 | uint32) key-length (uint16)
+#     value-entry::= type offset-or-inlined-value (uint16 | uint32)
+#     literal    ::= 0x00 null | 0x01 true | 0x02 false
+#     string     ::= data-length utf8mb4-data
+#     opaque     ::= field-type (uint8) data-length binary-data
+#     data-length::= 1..5 bytes, 7 bits each, least significant first, high bit = more
+#
+# All integers are little-endian.  Offsets in entries are relative to the start of
+# the object/array (the byte after its type byte).  Literals, int16 and uint16 are
+# always inlined in the value entry; int32 and uint32 only in the large format.
 def _container(data: bytes, base: int, end: int, kind: int) -> Any:
     """Decode an object/array whose header (element count) starts at ``base``."""
     # Hot path: type codes are written as literals (constants are cheaper than globals).
@@ -368,8 +350,27 @@ def decode_json_at(data: bytes, start: int, end: int) -> Any:
 def decode_json(data: bytes | bytearray | memoryview) -> Any:
     """Decode one binary JSON document (a JSON column value without its length prefix).
 
-    Returns ``None`` for an empty input (see the module docstring).  Raises
-    :class:`JsonBinaryError` for malformed data.
+    The Python values it returns:
+
+    * object -> ``dict`` (keys in stored order, which is MySQL's order: by byte
+      length, then bytewise), array -> ``list``, literals -> ``None``/``True``/``False``;
+    * int16/32/64, uint16/32/64 -> ``int`` (exact), double -> ``float``, string -> ``str``;
+    * opaque values, as MySQL's JSON printer shows them:
+
+      - DECIMAL (field type 246) -> ``decimal.Decimal`` with the stored scale;
+      - DATE (10) -> ``'YYYY-MM-DD'``; DATETIME (12) and TIMESTAMP (7) ->
+        ``'YYYY-MM-DD hh:mm:ss.ffffff'``; TIME (11) -> ``'[-]hh:mm:ss.ffffff'``
+        (always 6 fractional digits, like ``my_TIME_to_str(..., 6)``);
+      - VAR_STRING (253) -> ``str`` (MySQL prints it as a plain JSON string);
+      - anything else (BLOB, VARBINARY, BIT, ...) -> ``'base64:type<N>:<base64>'``
+        exactly as MySQL prints it, including MySQL's line break after every 76
+        base64 characters.
+
+    An empty input (length 0) decodes to ``None``: MySQL stores an empty value in a
+    JSON column only when NULL/DEFAULT was forced into a NOT NULL JSON column in a
+    non-strict mode, and reads it back as the JSON ``null`` literal.
+
+    Raises :class:`JsonBinaryError` for malformed data.
     """
     if type(data) is not bytes:
         data = bytes(data)

@@ -1,19 +1,9 @@
 """MySQL's PARTIAL_JSON diff format: parsing a logged ``Json_diff_vector`` and applying it.
 
-Partial updates (``binlog_row_value_options=PARTIAL_JSON``, rows event type 39):
-a JSON column flagged in the row's partial bitmap holds a serialised
-``Json_diff_vector`` (``sql/json_diff.cc``) instead of a document::
-
-    diff-vector ::= length (uint32, the column's length prefix) diff*
-    diff        ::= operation (uint8: 0 REPLACE, 1 INSERT, 2 REMOVE)
-                    path-length (packed int) path (utf8mb4, e.g. '$.a[1]')
-                    [ value-length (packed int) value (binary JSON) ]   -- not for REMOVE
-
-:func:`decode_json_diffs` parses it into :class:`JsonDiff` objects (the values decoded
-by :mod:`changestream.decoding.json_binary`) and :func:`apply_json_diffs` applies them
-to a decoded before-image document with the same semantics as the server's
-``apply_json_diffs()``.
-"""
+:func:`decode_json_diffs` parses it into :class:`JsonDiff` objects (the format is in its
+docstring; values decoded by :mod:`changestream.decoding.json_binary`) and
+:func:`apply_json_diffs` applies them to a decoded before-image document with the same
+semantics as the server's ``apply_json_diffs()``."""
 
 from __future__ import annotations
 
@@ -65,6 +55,15 @@ def decode_json_diffs(
     data: bytes | bytearray | memoryview, *, length_prefixed: bool = False
 ) -> list[JsonDiff]:
     """Parse the serialised diff vector of a partially updated JSON column.
+
+    Partial updates (``binlog_row_value_options=PARTIAL_JSON``, rows event type 39):
+    a JSON column flagged in the row's partial bitmap holds a serialised
+    ``Json_diff_vector`` (``sql/json_diff.cc``) instead of a document::
+
+        diff-vector ::= length (uint32, the column's length prefix) diff*
+        diff        ::= operation (uint8: 0 REPLACE, 1 INSERT, 2 REMOVE)
+                        path-length (packed int) path (utf8mb4, e.g. '$.a[1]')
+                        [ value-length (packed int) value (binary JSON) ]   -- not for REMOVE
 
     ``data`` is the column value *after* its 4-byte length prefix (the prefix
     is the diff vector's length), i.e. the same bytes a full JSON value would

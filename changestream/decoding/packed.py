@@ -1,21 +1,7 @@
 """MySQL length-encoded ("packed") integers, as read by ``net_field_length()``.
 
-Encoding (little-endian):
-
-===========  ===============================================
-first byte   value
-===========  ===============================================
-``< 0xFB``   the byte itself (0..250); 1 byte in total
-``0xFC``     the next 2 bytes; 3 bytes in total
-``0xFD``     the next 3 bytes; 4 bytes in total
-``0xFE``     the next 8 bytes; 9 bytes in total
-``0xFB``     SQL NULL marker (never valid where a length is expected)
-``0xFF``     undefined (error packet marker in the client protocol)
-===========  ===============================================
-
-Used by binlog rows events (column counts, value options) and by the JSON
-partial-update diff format (path and value lengths).
-"""
+Used by binlog rows events (column counts, value options) and by the JSON partial-update
+diff format (path and value lengths); the encoding is in :func:`read_packed_int`."""
 
 from __future__ import annotations
 
@@ -30,6 +16,19 @@ _U64 = struct.Struct("<Q").unpack_from
 
 def read_packed_int(buf: bytes | bytearray | memoryview, offset: int) -> tuple[int, int]:
     """Read one packed integer at ``buf[offset]``.
+
+    Encoding (little-endian):
+
+    ===========  ===============================================
+    first byte   value
+    ===========  ===============================================
+    ``< 0xFB``   the byte itself (0..250); 1 byte in total
+    ``0xFC``     the next 2 bytes; 3 bytes in total
+    ``0xFD``     the next 3 bytes; 4 bytes in total
+    ``0xFE``     the next 8 bytes; 9 bytes in total
+    ``0xFB``     SQL NULL marker (never valid where a length is expected)
+    ``0xFF``     undefined (error packet marker in the client protocol)
+    ===========  ===============================================
 
     Returns ``(value, next_offset)`` where ``next_offset`` is the offset just
     past the encoded integer (``offset`` + 1, 3, 4 or 9).

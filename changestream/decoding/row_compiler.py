@@ -1,18 +1,12 @@
 """Row image readers generated per table schema: the fast path of row decoding.
 
-The generic path (:mod:`changestream.decoding.row_values`) calls one reader function per
-value and builds a tuple for each. For the common case, a row image that logs every column
-(``binlog_row_image=FULL``, no partial JSON), this module writes one Python function per
-table schema that reads a whole row with the integer, float, DECIMAL, DATETIME, TIMESTAMP,
-DATE, YEAR and character/binary columns decoded inline; every other type calls its generic
-reader. The values are the generic path's, by construction: inline code uses the same
-formulas, and wherever a formula could fail (an invalid date, bytes that are not in the
-column's charset) the generic reader is asked for that value.
-
-``RowImageDecoder`` uses the generated functions only for full images and falls back to the
-generic path when they raise or do not end where the event ends, so malformed events get
-the generic path's errors, word for word.
-"""
+For a row image that logs every column (``binlog_row_image=FULL``, no partial JSON) this
+module writes one function per table schema that reads a whole row, the common types
+decoded inline and every other type through its generic reader
+(:mod:`changestream.decoding.row_values`). The values are the generic path's: inline code
+uses the same formulas and asks the generic reader wherever one could fail.
+``RowImageDecoder`` falls back to the generic path when they raise or do not end where the
+event ends, so malformed events get the generic path's errors, word for word."""
 
 from __future__ import annotations
 

@@ -1,15 +1,12 @@
 """Readers for one column value in a row image, chosen once per column.
 
-Each reader is ``read(buf, pos) -> (value, new_pos)``. Value mapping (docs/records.md):
-integers as int (unsigned in full range when the column is known to be unsigned), DECIMAL as
-Decimal, FLOAT/DOUBLE as float (FLOAT as the shortest decimal that reads back as the same
-4-byte float), DATE as date, DATETIME as naive datetime, TIMESTAMP as a UTC datetime, TIME as
-timedelta, YEAR as int, zero or invalid dates as the string MySQL prints,
-character types as str in the column's charset, binary types as bytes (BINARY(n) padded back to
-n bytes), ENUM as its label, SET as a list of labels, BIT as int, JSON as Python values
-(the literal null as ``JSON_NULL``, apart from SQL NULL),
-GEOMETRY as bytes (SRID + WKB), VECTOR as a list of floats.
-"""
+Each reader is ``read(buf, pos) -> (value, new_pos)``. The values (docs/records.md):
+integers, YEAR and BIT as int (unsigned in full range when known), DECIMAL as Decimal,
+FLOAT/DOUBLE as float (FLOAT as the shortest decimal that reads back as the same float),
+DATE, DATETIME (naive), TIMESTAMP (UTC) and TIME as date, datetime and timedelta, zero or
+invalid dates as MySQL prints them, text as str in its charset, binary as bytes (BINARY(n)
+padded back to n), ENUM as its label, SET as a list of labels, JSON as Python values (the
+literal null as ``JSON_NULL``), GEOMETRY as bytes (SRID + WKB), VECTOR as a list of floats."""
 
 from __future__ import annotations
 

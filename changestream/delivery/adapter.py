@@ -1,20 +1,12 @@
 """The sink adapter interface: how committed changes leave the router.
 
-An adapter is any object with these three methods; it knows nothing of actors. The router
-calls ``open`` once, then ``write`` for each batch in order, then ``close``: one call at a
-time, but ``write`` from another thread than ``open`` and ``close``. ``write``
-returns only when the batch is durable: the router saves the position after it only then,
-so a crash never skips a batch that was not written. A batch can come again after a crash
-(the last one written before it) unless the adapter stores positions itself: an adapter
-that commits the batch's position atomically with its data returns the last one from
-``open``, and the router resumes there (exactly once). An adapter whose output can be cut
-back (a file) gets exactly once with the router's position file instead: see
-:class:`SinkCapabilities`.
-
-What else an adapter offers it declares once, as its ``capabilities``
-(:class:`SinkCapabilities`); the router reads nothing else of it, and an adapter that
-declares none gets the defaults.
-"""
+An adapter is any object with ``open``, ``write`` and ``close``; it knows nothing of actors.
+The router calls ``open`` once, ``write`` for each batch in order (from another thread),
+then ``close``. ``write`` returns only when the batch is durable: the position moves past it
+only then. A batch can come again after a crash unless the adapter stores positions itself
+(the last one returned from ``open``: exactly once) or its output can be cut back. What else
+it offers it declares once as its ``capabilities`` (:class:`SinkCapabilities`); the router
+reads nothing else of it (docs/sinks.md, "Writing a sink adapter")."""
 
 from __future__ import annotations
 
@@ -51,37 +43,36 @@ class SinkAdapter(Protocol):
 @dataclass(frozen=True, slots=True)
 class SinkCapabilities:
     """What a sink adapter offers beyond ``open``/``write``/``close``, declared once as its
-    ``capabilities`` attribute. Each default is what a plain adapter gets.
+    ``capabilities`` attribute (docs/sinks.md has the table). Each default is what a plain
+    adapter gets; a hook is called only when declared."""
 
-    - ``batch_changes``: the micro-batch size it wants unless the router's batch settings
-      give one (``None``: the router's default).
-    - ``writer_cpus``: CPUs its own writing keeps busy; the router starts that many fewer
-      decode workers (at least one).
-    - ``encoded_format``: the records decode workers may encode for it ("changestream" or
-      "original": JSON lines; "arrow": the Spark sink's frames); its batches then also hold
-      :class:`~changestream.model.changes.EncodedRun` parts (``None``: changes only).
-    - ``wants_schema_history``: the schema history opens at the start (the adapter follows
-      each DDL with the table's shape after it).
-    - ``history_storage``: it has ``history_storage()`` (called after ``open``), a
-      :class:`~changestream.schema.store.HistoryStorage` where the schema history's states
-      are kept beside the position it keeps itself.
-    - ``durable_state``: it has ``durable_state() -> dict | None`` (what it has made durable,
-      saved with every position) and ``restore(state)`` (called before ``open`` on a
-      restart: it drops what it wrote after ``state``).
-    - ``store_position``: it has ``store_position(position)``, committing a position alone
-      (``changestream schema reseed``).
-    - ``verify_schedule``: it has ``verify_schedule() -> (seconds, patterns) | None`` (its
-      options ask for mirrors verified that often) and ``verify_target()``, a
-      :class:`~changestream.verify.verifier.MirrorTarget` (docs/verify.md).
-    """
-
+    #: The micro-batch size it wants unless the router's batch settings give one (``None``:
+    #: the router's default).
     batch_changes: int | None = None
+    #: CPUs its own writing keeps busy; the router starts that many fewer decode workers (at
+    #: least one).
     writer_cpus: int = 0
+    #: The records decode workers may encode for it ("changestream" or "original": JSON
+    #: lines; "arrow": the Spark sink's frames); its batches then also hold
+    #: :class:`~changestream.model.changes.EncodedRun` parts (``None``: changes only).
     encoded_format: str | None = None
+    #: The schema history opens at the start (the adapter follows each DDL with the table's
+    #: shape after it).
     wants_schema_history: bool = False
+    #: It has ``history_storage()`` (called after ``open``), a
+    #: :class:`~changestream.schema.store.HistoryStorage` where the schema history's states
+    #: are kept beside the position it keeps itself.
     history_storage: bool = False
+    #: It has ``durable_state() -> dict | None`` (what it has made durable, saved with every
+    #: position) and ``restore(state)`` (called before ``open`` on a restart: it drops what
+    #: it wrote after ``state``).
     durable_state: bool = False
+    #: It has ``verify_schedule() -> (seconds, patterns) | None`` (its options ask for
+    #: mirrors verified that often) and ``verify_target()``, a
+    #: :class:`~changestream.verify.verifier.MirrorTarget` (docs/verify.md).
     verify_schedule: bool = False
+    #: It has ``store_position(position)``, committing a position alone (``changestream
+    #: schema reseed``).
     store_position: bool = False
 
     def __post_init__(self) -> None:

@@ -1,24 +1,12 @@
 """Private database servers started on demand: for the quick-start demo and the tests.
 
-An embedded server is a real ``mariadbd`` or ``mysqld`` process with its own data
-directory, port and socket under a temporary base directory, configured for
-change-data-capture: ROW binlog format, full row images and full row metadata (or, with
-``binlog=False``, no binlog at all: the schema history's shadow server). It binds to
-127.0.0.1 only and its ``root`` user has an empty password, so it is for local use only.
-
-A server program from another root (e.g. a newer distribution unpacked in a directory)
-runs through a ``launcher``: the words put before the program, such as that root's
-dynamic loader and its ``--library-path``. Its share and plugin directories are found
-next to the program (``<prefix>/sbin/mysqld`` -> ``<prefix>/share/mysql``).
-
-    with EmbeddedMariaDB() as server:
-        server.execute(["CREATE DATABASE shop", "CREATE TABLE shop.t (id INT PRIMARY KEY)"])
-        print(server.url, server.binlog_files())
-
-:class:`EmbeddedServer` (:mod:`.base`) holds the process handling shared by every flavour;
-a subclass (:mod:`.mariadb`, :mod:`.mysql`) says how to initialise a data directory and
-which command line starts the server.
-"""
+An embedded server (:class:`EmbeddedMariaDB`, :class:`EmbeddedMySQL`, context managers) is
+a real ``mariadbd`` or ``mysqld`` with its own data directory, port and socket under a
+temporary folder, set up for change-data-capture (ROW binlog, full row images and metadata;
+or ``binlog=False``: the schema history's shadow server), bound to 127.0.0.1 with an empty
+``root`` password: for local use only. A program from another root runs through a
+``launcher`` (the words put before it, e.g. that root's dynamic loader; share and plugin
+directories are found next to the program). :mod:`.base` holds what every flavour shares."""
 
 from changestream.devserver.base import EmbeddedServer
 from changestream.devserver.errors import ServerNotAvailableError, ServerStartError

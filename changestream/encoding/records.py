@@ -4,11 +4,9 @@ Values keep their meaning (docs/records.md, "Values in records", has the full ta
 integers as JSON numbers (unsigned BIGINT exact), DECIMAL as a string with its scale,
 DATETIME as ``YYYY-MM-DDTHH:MM:SS[.f]``, TIMESTAMP the same with ``+00:00``, TIME as
 ``[-]HH:MM:SS[.f]`` (hours can pass 24), each with exactly its column's fractional digits
-(:mod:`changestream.encoding.temporal_text`), DATE as ``YYYY-MM-DD``, bytes (BINARY, BLOB, GEOMETRY)
-as base64, JSON columns as JSON (a JSON ``null`` document as ``{"$json": null}``, SQL NULL
-as ``null``), ENUM as its label, SET as a list of labels, BIT as a number, VECTOR as a list
-of numbers.
-"""
+(:mod:`changestream.encoding.temporal_text`), DATE as ``YYYY-MM-DD``, bytes as base64, JSON
+columns as JSON (a JSON ``null`` document as ``{"$json": null}``, SQL NULL as ``null``),
+ENUM as its label, SET as a list of labels, BIT as a number, VECTOR as a list of numbers."""
 
 from __future__ import annotations
 

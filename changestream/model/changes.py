@@ -29,17 +29,13 @@ def binlog_order(file: str, pos: int) -> tuple[str, int, int]:
 class Position:
     """A transaction boundary in the binlog: where the router resumes.
 
-    ``file``/``pos`` is the offset just after the last delivered transaction; ``gtid_set``
-    is the MySQL GTID set or MariaDB GTID state including it (``None`` when unknown, e.g.
-    after a start from a file offset on a server without GTIDs). ``pending_xa`` lists XA
-    transactions that were prepared before this point but not yet committed or rolled back:
-    ``{xid: "file:pos"}`` of each one's start, so a restart can read them again.
-    ``schema_history`` names the stored schema history state at this point, when one is
-    kept (see :mod:`changestream.schema.store`). ``snapshot`` is the progress of a snapshot
-    under way (:class:`changestream.snapshot.progress.SnapshotProgress` as a dict): what
-    it has delivered up to this point. ``sink`` is what a sink that cuts its output back on
-    a restart (the JSON-lines file) had made durable at this point, e.g. the file's length.
-    """
+    ``file``/``pos``: the offset just after the last delivered transaction; ``gtid_set``: the
+    MySQL GTID set or MariaDB GTID state including it (``None`` when unknown); ``pending_xa``:
+    ``{xid: "file:pos"}`` of XA transactions prepared before this point and not yet ended, so
+    a restart reads them again; ``schema_history``: the stored schema history state here
+    (:mod:`changestream.schema.store`); ``snapshot``: a snapshot's progress up to here
+    (:class:`changestream.snapshot.progress.SnapshotProgress` as a dict); ``sink``: what a
+    sink that cuts its output back on a restart had made durable here (e.g. a file's length)."""
 
     file: str
     pos: int

@@ -1,21 +1,13 @@
 """Decode workers: plain DML transactions decoded, assembled and encoded in other processes.
 
-One Python process spends most of its time turning row images into values and values into
-records, and the router's threads share one interpreter lock. When the sink takes encoded
-records (it declares an ``encoded_format``, as the JSON-lines sinks do, or ``arrow``, as
-the Spark sink does: then a run's records are its Arrow frames), the listener cuts
-the stream into *segments* of whole transactions that need nothing but their own events
-(see :mod:`changestream.parallel.segments`) and hands each segment to a worker process, round robin.
-A worker writes a segment's records on its fast path (:mod:`changestream.parallel.segment_encoder`)
-or, when the segment holds anything that path does not take, with the same
-:class:`EventDecoder`, :class:`TransactionAssembler` and record encoder as the router; its
-records are byte for byte the ones the router would write (but for ``ts``, the time they
-were encoded), and it sends them back. For the Spark sink a compiled fast path
-(:mod:`changestream.parallel._segment_arrow`) writes the frames straight from the events'
-bytes, with no change object per row. The Transaction actor
-takes the results in binlog order. Everything else (DDL, XA, rollbacks, big transactions,
-tables whose column names are not in the binlog) is decoded in the router's process.
-"""
+The router's threads share one interpreter lock. When the sink takes encoded records (it
+declares an ``encoded_format``), the listener cuts the stream into segments of whole
+transactions that need nothing but their own events (:mod:`changestream.parallel.segments`)
+and hands them to worker processes, round robin. A worker writes a segment's records on a
+fast path (:mod:`changestream.parallel.segment_encoder`; for the Spark sink the compiled
+:mod:`changestream.parallel._segment_arrow`) or with the router's own decoder, assembler
+and encoder: the router's records byte for byte (but for ``ts``). The Transaction actor
+takes the results in binlog order (docs/internals.md, "Decode workers")."""
 
 from __future__ import annotations
 

@@ -1,16 +1,11 @@
 """A decode worker's fast path: plain DML transactions from a segment's bytes to records.
 
-A worker's segment holds plain DML transactions only (see :mod:`changestream.parallel.segments`).
-The general path (:class:`EventDecoder` to events, :class:`TransactionAssembler` to
-changes, then records) makes several objects per event and per row that such transactions
-do not need. This path walks the segment's bytes, reads TABLE_MAPs and row images with the
-decoder's own parsers and generated row readers, and writes each row's record as soon as
-its transaction commits. It takes the common case only: checksums that verify, rows
-events that are neither compressed nor partial JSON updates, images that log every column
-of a table whose columns no filter leaves out, the changestream record format. For
-anything else it gives up on the segment (``None``) and the worker runs the general path
-over it, which gives the records, or the error with its file and offset.
-"""
+It makes none of the general path's event and change objects: it walks the segment's
+bytes, reads TABLE_MAPs and row images with the decoder's parsers and generated row
+readers, and writes each row's record once its transaction commits. It takes the common
+case only (checksums that verify, rows events neither compressed nor partial JSON, images
+of every column, no column filtered out, the changestream format); for anything else it
+returns ``None`` and the worker runs the general path, which gives the records or the error."""
 
 from __future__ import annotations
 

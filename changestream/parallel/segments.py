@@ -1,18 +1,11 @@
 """Which transactions decode workers take, and the segments they are handed in.
 
-A transaction goes to a worker (:mod:`changestream.parallel.decode_workers`) when its own
-events are all it takes to assemble it: it begins with a GTID event (MariaDB: not
-standalone, not XA), then MySQL's BEGIN, holds only TABLE_MAPs that carry their column
-names (``binlog_row_metadata=FULL``), rows events and statement annotations, ends with XID
-or COMMIT, and is not big; MySQL's compressed transactions too, when the events in their
-TRANSACTION_PAYLOAD are such (:mod:`changestream.parallel.payloads`). These are recognised
-from a few bytes of each event, without decoding it, because the router's process would
-otherwise spend as long on every event as a worker. Anything else (DDL, XA, ROLLBACK,
-SAVEPOINT, INTVAR and the like, tables whose names come from ``information_schema``,
-transactions without a GTID event) is decoded here, in binlog order, as without workers; so
-is a transaction that turns out not to be a worker's, from its first event, as soon as that
-is known.
-"""
+A worker's transaction needs only its own events: a GTID event (MariaDB: not standalone,
+not XA), MySQL's BEGIN, TABLE_MAPs with column names, rows events and annotations, XID or
+COMMIT, and it is not big (MySQL's compressed ones too: :mod:`changestream.parallel.payloads`).
+They are recognised from a few bytes of each event without decoding it (decoding here would
+cost as much as in a worker). Anything else is decoded here, in binlog order, as without
+workers, from the first event that shows a transaction is not a worker's."""
 
 from __future__ import annotations
 

@@ -1,19 +1,12 @@
 """The listener: reads the binlog source and routes its events, in batches, to the actors.
 
-Routing table (the change-stream design): TABLE_MAP events and schema-changing QUERY events
-go to ColumnInfo, in this thread and in binlog order (a TABLE_MAP is resolved there when the
-decoder first meets it; each DDL advances the schema history before the next event is
-read, so no lock or round trip is needed); GTID, QUERY, ROWS_QUERY / ANNOTATE_ROWS, rows events,
-XID, XA_PREPARE and TRANSACTION_PAYLOAD events go to the Transaction actor, which sends
-committed transactions on to the Sink actor.
-
-The listener runs in a thread of its own because reading a source blocks. It sends a batch
-when it holds ``batch_events`` events or ``batch_bytes`` bytes of them at a transaction
-boundary (inside a big transaction at ``batch_bytes``), or whenever the source has nothing
-more to read right now, and waits for a credit before each send (backpressure).
-When a live server goes away it reconnects at the last transaction boundary it read, and
-the Transaction actor drops the half-read transaction, so nothing is delivered twice.
-"""
+TABLE_MAP and schema-changing QUERY events go to ColumnInfo in this thread, in binlog order
+(no lock or round trip needed); GTID, QUERY, annotations, rows events, XID, XA_PREPARE and
+TRANSACTION_PAYLOAD events go to the Transaction actor. It runs in a thread of its own
+(reading blocks), sends a batch at ``batch_events`` events or ``batch_bytes`` bytes at a
+transaction boundary (in a big transaction at ``batch_bytes``) or when the source has
+nothing more right now, and waits for a credit before each send. A live server that goes
+away is reconnected at the last boundary read; the actor drops the half-read transaction."""
 
 from __future__ import annotations
 

@@ -1,16 +1,12 @@
-"""Committed transactions as an iterator, blocking or async, for programs that embed the
-router.
+"""Committed transactions as an iterator, blocking or async, for embedding programs.
 
     with changestream.TransactionStream(config) as transactions:
         for part in transactions:            # or: async for part in transactions
             handle(part.info, part.changes)
 
-Each item is a :class:`~changestream.model.changes.TransactionPart`: a whole committed
-transaction, or, for a transaction big enough to be spilled to disk, one part of it
-(``part.complete`` is true on its last part). A transaction counts as delivered (and the
-position, if a position file is configured, moves past it) once the loop asks for the next
-item, so a program that crashes while handling one gets it again after a restart.
-"""
+Each item is a :class:`~changestream.model.changes.TransactionPart`: a whole transaction, or
+one part of a spilled one (``part.complete`` on its last). It counts as delivered once the
+loop asks for the next, so a program that crashes while handling one gets it again."""
 
 from __future__ import annotations
 

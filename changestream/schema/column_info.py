@@ -1,19 +1,12 @@
 """ColumnInfo: the shape of every table as it was when each rows event was written.
 
-When the server logs full row metadata (``binlog_row_metadata=FULL``) the TABLE_MAP event
-itself carries names, signedness, charsets, ENUM/SET labels and the primary key, and that is
-what is used. Otherwise the names come from the schema history
-(:mod:`changestream.schema`): the table's definition at the event's position. A table the
-history does not know there, or whose definition does not fit the logged columns, stops
-decoding with :class:`SchemaMismatchError` naming the table and the binlog position, rather
-than emit values under names they were not written under.
-
-Without a history (``schema.history = "off"``) the names come from ``information_schema``
-as it is now (cached per table, dropped by every DDL on the table): right only while the
-table has not changed since the event was written. Without either (files with minimal
-metadata and no server to ask) the columns are named ``@1``, ``@2`` ... and a warning says
-so once per table.
-"""
+Names come from the TABLE_MAP itself when the server logs full row metadata
+(``binlog_row_metadata=FULL``), else from the schema history (:mod:`changestream.schema`) at
+the event's position: a table it does not know there, or whose definition does not fit the
+logged columns, stops decoding with :class:`SchemaMismatchError` rather than emit values
+under names they were not written under. Without a history (``schema.history = "off"``)
+they come from ``information_schema`` as it is now (cached per table, dropped by each DDL
+on it); without either, columns are named ``@1``, ``@2`` ... with a warning per table."""
 
 from __future__ import annotations
 

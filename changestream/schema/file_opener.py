@@ -1,15 +1,12 @@
 """The schema history of a router reading binlog files (``file://``).
 
-There is no server to seed it from, so it begins empty where reading begins and learns each
-table from the DDL the files themselves hold, ``CREATE TABLE`` onwards, replayed on a shadow
-server of the files' flavour (from their FORMAT_DESCRIPTION). Rows of a table the files
-never created (it is older than them) keep positional names, ``@1``, ``@2`` ..., with a
-warning, as without a history; a DDL the shadow refuses makes its tables unknown the same
-way (there is no server to re-seed from). Like a server's history it is stored beside the
-position file and restored from there, so a restarted router names the columns as the first
-run did. It is opened when the first TABLE_MAP without names is read (``schema.history``
-``auto``), at the start (``on``) or never (``off``).
-"""
+With no server to seed it from, it begins empty where reading begins and learns each table
+from the DDL the files hold, replayed on a shadow server of the files' flavour. Rows of a
+table the files never created, or whose DDL the shadow refused, keep positional names
+(``@1``, ``@2`` ...) with a warning. It is stored beside the position file and restored
+from there, and opened at the first TABLE_MAP without names (``schema.history`` ``auto``),
+at the start (``on``) or never (``off``): docs/schema-history.md, "Binlog files as the
+source"."""
 
 from __future__ import annotations
 

@@ -60,15 +60,12 @@ class HistoryOpener:
     r"""Opens and owns the schema history of a router reading a server.
 
     ``connection``/``server_id``/``verify_checksums`` are the source's (``connect`` opens a
-    connection to it, with the router's error messages); ``store`` the
-    position file (the history is stored beside it); ``scope`` the databases to keep;
-    ``saved`` the position the file held at the start; ``wanted`` whether the sink asks for
-    a history even when the binlog names every column (it follows DDL with it).
-
-    ``sink_storage``: where the sink keeps the history beside its own position (then
-    ``saved`` is the sink's position, and each batch's position is :meth:`stamp`\ ed with
-    the state there before the sink writes it).
-    """
+    connection to it, with the router's error messages); ``store`` the position file (the
+    history is stored beside it); ``scope`` the databases to keep; ``saved`` the position the
+    file held at the start; ``wanted`` whether the sink asks for a history even when the binlog
+    names every column. ``sink_storage``: where the sink keeps the history beside its own
+    position (then ``saved`` is the sink's, and each batch's position is :meth:`stamp`\ ed
+    with the state there before the sink writes it)."""
 
     def __init__(self, settings: HistorySettings, connection: dict[str, Any],
                  connect: Callable[[], pymysql.Connection[Any]], server_id: int,

@@ -1,18 +1,11 @@
 """DDL that gives a table's existing rows values no row event carries.
 
-``ALTER TABLE t ADD COLUMN z INT AUTO_INCREMENT UNIQUE`` numbers every row the table holds;
-a STORED generated column (a VIRTUAL one too, on MySQL, which logs them) is computed for
-each; a DEFAULT that is an expression (``uuid()``, ``(a + 1)``, ``current_timestamp(3)``)
-is evaluated per row or at a time the binlog does not give to the fraction; narrowing a
-DECIMAL's scale or a temporal type's fractional seconds rounds stored values. The server
-changes those rows without logging them, so every sink would keep what it had (NULL in a
-new column). :func:`refill_reason` tells such a DDL from the table's definitions before and
-after it; the router then reads the table again (docs/snapshots.md, "Refills").
-
-Constant defaults, ``CURRENT_TIMESTAMP`` without fractions (the statement's time, which the
-binlog carries) and type changes that keep values are left to the sinks, which fill and
-convert those themselves.
-"""
+An added AUTO_INCREMENT or STORED generated column, a DEFAULT that is an expression
+(``uuid()``, ``current_timestamp(3)``), a narrowed DECIMAL scale or fractional seconds: the
+server changes the rows it holds without logging it, so every sink would keep what it had.
+:func:`refill_reason` tells such a DDL from the table's definitions before and after it;
+the router then reads the table again (docs/snapshots.md, "Refills", has the list).
+Constant defaults and type changes that keep values are left to the sinks."""
 
 from __future__ import annotations
 

@@ -1,24 +1,12 @@
-"""Opening the schema history when the router starts.
+"""Opening the schema history when the router starts, one of three ways, in this order.
 
-Three ways, in this order:
-
-1. **Stored**: the position resumed from names a stored state (the position file's
-   ``schema_history``): it is loaded and the shadow server rebuilt from it.
-2. **Seeded**: otherwise the server's catalog is copied onto the shadow (``SHOW CREATE``
-   of every database and table), between two reads of the binlog head ``h1`` and ``h2``.
-   The binlog from the start position to ``h2`` is then scanned for DDL (QUERY events
-   only, nothing else decoded): a table that a DDL in that stretch touches may have had
-   another definition at the start, so it is left out of the seed (and learnt from its
-   CREATE TABLE, if the stretch holds one). Every other table had its seeded definition
-   all along. No lock is taken.
-3. **Later**: with ``schema.history = "auto"`` (the default) and nothing stored, the
-   history is opened (seeded as in 2, from that point) when the first TABLE_MAP without
-   column names is read; a server that logs full row metadata never needs one. There are
-   no DDL between a transaction's start and its TABLE_MAP, so the seed is valid there.
-
-With ``schema.history = "off"`` there is none: rows without logged names are named from
-``information_schema`` as it is now (wrong once the table changed since).
-"""
+1. **Stored**: the resumed position names a stored state: loaded, the shadow rebuilt.
+2. **Seeded**: the server's catalog copied onto the shadow between two reads of the binlog
+   head, without a lock; tables a DDL touches between the start and the second read are
+   left out (and learnt from their CREATE TABLE, if that stretch holds it).
+3. **Later** (``schema.history = "auto"``, nothing stored): seeded as in 2 at the first
+   TABLE_MAP without column names (no DDL comes between a transaction's start and it).
+With ``"off"`` there is none. docs/schema-history.md, "How it is kept", has the details."""
 
 from __future__ import annotations
 

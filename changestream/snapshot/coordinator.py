@@ -1,21 +1,12 @@
-"""Where the snapshot meets the stream.
+"""Where the snapshot meets the stream: a :class:`SnapshotCoordinator` shared by three threads.
 
-Three threads share a :class:`SnapshotCoordinator`:
-
-- the snapshot runner tracks a table (from then on every change the stream assembles for
-  it has its keys noted), reads a chunk and offers it with the binlog position after the
-  read (the end of its window), and waits until it is delivered;
-- the listener hands the offered chunk on, in its event stream, at the first point it has
-  read to the end of the window (a transaction boundary, or the end of what the server has
-  sent so far), so everything the binlog holds up to there is assembled before it;
-- the Transaction actor, taking it there, drops the chunk's rows whose keys a change noted
-  since the table began to be tracked (that change, delivered in order, is as new as the
-  row or newer), delivers the rest as ``snapshot`` changes at the stream's position, and
-  saves the snapshot's progress in that position.
-
-The Segmenter keeps the tracked tables' transactions away from decode workers (their keys
-must be seen here).
-"""
+- the snapshot runner tracks a table (noting the keys of every change assembled for it from
+  then on), reads a chunk, offers it with the binlog position after the read (the end of
+  its window) and waits until it is delivered;
+- the listener hands the chunk on in its event stream once it has read to the window's end;
+- the Transaction actor drops the chunk's rows whose keys a change noted (that change is as
+  new or newer), delivers the rest as ``snapshot`` changes and saves the progress.
+The tracked tables' transactions stay off decode workers (docs/snapshots.md)."""
 
 from __future__ import annotations
 

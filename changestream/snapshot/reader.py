@@ -1,16 +1,12 @@
 """Reading a table's chunks from the source server, each with the binlog position after it.
 
-One connection, autocommit off, session time zone UTC and no value conversions (the values
-come as the server's text or bytes; :mod:`changestream.snapshot.values` turns them into
-the decoder's). Each chunk is one ``SELECT`` in a transaction of its own started ``WITH
-CONSISTENT SNAPSHOT`` and the binlog head read after it: the chunk's window ends there.
-MariaDB says exactly which binlog position its consistent snapshot is at
-(``binlog_snapshot_file``/``_position``); the reader waits until that is not before the
-position the window began at, so every transaction the binlog holds before the window is
-in the chunk. MySQL offers no such status to a user without BACKUP_ADMIN: there the first
-chunk of a table is read only after the router's stream has passed the window's start
-(see :mod:`changestream.snapshot.runner`).
-"""
+One connection: autocommit off, time zone UTC, no value conversions
+(:mod:`changestream.snapshot.values` makes the decoder's values of the server's bytes).
+Each chunk is one ``SELECT`` in a transaction started ``WITH CONSISTENT SNAPSHOT``; the
+binlog head read after it ends the chunk's window. MariaDB gives its snapshot's binlog
+position (``binlog_snapshot_file``/``_position``): the reader waits until it is not before
+the window's start. MySQL offers no such status without BACKUP_ADMIN: there a table's first
+chunk waits for the stream to pass the window's start (:mod:`changestream.snapshot.runner`)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,12 @@
 """A ``SELECT``'s rows read straight off a PyMySQL connection.
 
-PyMySQL makes an object of every row packet and calls a converter for every value: about
-4.6 µs for a row of 8 columns here, most of what a snapshot spent reading. A snapshot
-knows its columns before it reads, so :func:`select_rows` sends the statement with
-PyMySQL's command writer and reads the text-protocol result itself, in blocks of up to
-256 KiB, handing each row to a function generated for the table
-(:mod:`changestream.snapshot.row_readers`): about 0.6 µs a row with its JSON.
-
-It uses members PyMySQL keeps private (``_execute_command``, ``_rfile``, ``_sock``,
-``_read_timeout``, ``_force_close``; unchanged from PyMySQL 1.0 to 2.2):
-:func:`supported` says whether a connection has them, and the chunk reader reads through a
-cursor where it does not. Errors are PyMySQL's own: the server's error packet as the error
-it maps to, a connection lost as ``OperationalError`` 2013.
-"""
+PyMySQL makes an object of every row packet and calls a converter for every value: most of
+what a snapshot spent reading (docs/performance.md). :func:`select_rows` sends the
+statement with PyMySQL's command writer and reads the text-protocol result itself, in
+blocks of up to 256 KiB, handing each row to a function generated for the table
+(:mod:`changestream.snapshot.row_readers`). It uses members PyMySQL keeps private:
+:func:`supported` says whether a connection has them, else the chunk reader reads through a
+cursor. Errors are PyMySQL's own (a connection lost: ``OperationalError`` 2013)."""
 
 from __future__ import annotations
 
@@ -36,7 +30,8 @@ _OK = 0x00
 
 def supported(conn: Any) -> bool:
     """Whether :func:`select_rows` can read from ``conn`` (a PyMySQL connection of the
-    classic protocol, with the private members it uses)."""
+    classic protocol, with the private members it uses: unchanged from PyMySQL 1.0 to
+    2.2)."""
     return (all(hasattr(conn, name) for name in (
         "_execute_command", "_rfile", "_sock", "_read_timeout", "_force_close"))
         and not conn.client_flag & CLIENT.DEPRECATE_EOF)

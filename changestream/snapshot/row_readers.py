@@ -1,21 +1,12 @@
-"""Row functions for text-protocol rows (see :mod:`changestream.snapshot.result_set`),
-generated per table.
+"""Row functions for text-protocol rows (:mod:`changestream.snapshot.result_set`), generated
+per table. A row is its values in order, each a length-encoded string (``0xFB``: NULL).
 
-A text-protocol row is its columns' values in order, each a length-encoded string (or
-``0xFB`` for NULL). Two kinds of function read one from ``(buffer, offset)``:
-
-- :func:`values_reader`: the values as the server sent them (bytes, ``None`` for NULL),
-  as a PyMySQL cursor without conversions gives them;
-- :func:`encoded_reader`: the row's key in the decoder's values (for the chunk's window),
-  and its ``after`` and ``primary_key`` objects already as JSON, written exactly as
-  :mod:`changestream.encoding.records` writes the decoder's values for the same row. The common
-  types go straight from the server's text to JSON: integers as they are (the server
-  prints them as JSON does; ZEROFILL ones, with leading zeros, are converted), DECIMAL,
-  DATE and TIME quoted, DATETIME and TIMESTAMP with the ``T`` (and ``+00:00``) records
-  use, character columns as JSON strings. Every other type, and any value these rules do
-  not fit, is converted to the decoder's value by :mod:`changestream.snapshot.values` and
-  written as a record writes it.
-"""
+- :func:`values_reader`: the values as the server sent them (bytes, ``None`` for NULL);
+- :func:`encoded_reader`: the row's key in the decoder's values, and its ``after`` and
+  ``primary_key`` already as JSON, exactly as :mod:`changestream.encoding.records` writes
+  them. Common types go from the server's text straight to JSON (integers as they are,
+  ZEROFILL converted; DECIMAL, DATE, TIME quoted; DATETIME, TIMESTAMP with the ``T`` and
+  ``+00:00``; text as JSON strings), the rest through :mod:`changestream.snapshot.values`."""
 
 from __future__ import annotations
 

@@ -1,15 +1,10 @@
 """Values read by ``SELECT`` turned into what the binlog decoder gives for the same row.
 
-The chunk reader asks PyMySQL for no conversions and no decoding: every value comes as the
-bytes the server sent (text in utf8mb4, the connection's character set). Each column's
-converter is chosen once from its type (the table's
-definition as a :class:`TableSchema`), so a snapshot row's record is the record the same row
-gets from a rows event (:mod:`changestream.decoding.row_values` lists the mapping): integers
-as int, DECIMAL as Decimal, FLOAT/DOUBLE as float, DATE as date, DATETIME as naive and
-TIMESTAMP as UTC datetime (the session's time zone is UTC), TIME as timedelta, zero or
-invalid dates as the text the server prints, SET as a list of labels, BIT as int, JSON
-parsed, VECTOR as a list of floats, everything else as read.
-"""
+Every value comes as the bytes the server sent (no conversions, text in utf8mb4); each
+column's converter is chosen once from its type (the table's :class:`TableSchema`), so a
+snapshot row's record is the record the same row gets from a rows event. The mapping is
+the decoder's (:mod:`changestream.decoding.row_values`, docs/records.md): zero or invalid
+dates stay the text the server prints, TIMESTAMP is UTC (the session's time zone)."""
 
 from __future__ import annotations
 

@@ -86,11 +86,9 @@ class LiveSource:
     has (the server sends EOF); otherwise it waits for new events until ``stop()``.
     ``annotations=False`` asks MariaDB not to send its ANNOTATE_ROWS events (the statements
     behind row events; often the bigger part of a binlog's bytes) when nobody reads them.
-
     MariaDB 11.4+ writes the events inside a transaction with ``end_log_pos`` 0 (unless
     ``binlog_legacy_event_pos`` is on): their offsets are counted on from the event before,
-    so from such a server ANNOTATE_ROWS events are always asked for, and left out here.
-    """
+    so from such a server ANNOTATE_ROWS events are always asked for, and left out here."""
 
     def __init__(self, connection: dict[str, Any], start: StartPosition | None = None, *,
                  server_id: int = 0x3EADBEEF, blocking: bool = True,

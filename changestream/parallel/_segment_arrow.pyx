@@ -5,12 +5,9 @@ their bytes straight to the sink's Arrow frames, the ones
 (the tests hold both to it on every corpus file and live workloads).
 
 The event walk is the record encoder's (:mod:`changestream.parallel._segment_rows`); each
-row's values go into Arrow column buffers instead of record text, with no Python object per
-row: integers, FLOAT, DOUBLE, DECIMAL up to 38 digits, DATETIME2, TIMESTAMP2, DATE, TIME2,
-YEAR, text in UTF-8 (or ASCII in a charset that extends it) and binary strings are read in
-C. Other types, and values these do not take as they are (text that is not valid UTF-8),
-are read by the column's Python reader and converted as the sink converts them. A segment
-this path does not take (``None``) goes to the worker's general path.
+row's values go into Arrow column buffers in C for the common types, with no Python object
+per row; other types and values are read by the column's Python reader and converted as the
+sink converts them. A segment this path does not take (``None``) goes to the general path.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE

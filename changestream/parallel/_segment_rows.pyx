@@ -3,14 +3,11 @@
 straight to records, as :class:`changestream.parallel.segment_encoder.SegmentEncoder` writes
 them (the same bytes; the tests hold both to it on every corpus file and live workloads).
 
-Row images are read in C into the records' JSON text without a Python object per value:
-integers, DOUBLE, DECIMAL, DATETIME2, TIMESTAMP2, DATE, TIME2, YEAR, UTF-8 text and binary
-strings. Every other type, and any value these do not take as they are (text that is not
-valid UTF-8, a DOUBLE Python would write with an exponent), is read by the column's Python
-reader and written by orjson, as the Python path does. Whatever the Python path would not
-take on its own fast path makes this one give up on the segment too (``None``), and the
-worker runs the general path over it. Built by the install script; without it the Python
-path runs.
+Row images are read in C into the records' JSON text, without a Python object per value,
+for the common types; any other type or value is read by the column's Python reader and
+written by orjson, as the Python path does. What the Python fast path would not take makes
+this one give up on the segment too (``None``), and the worker runs the general path over
+it. Built by the install script; without it the Python path runs.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE

@@ -1,21 +1,12 @@
 """``run_backfill``: archived binlog files into an Iceberg warehouse's changelog and mirror
-tables, decoded in parallel on Spark's executors.
+tables, decoded in parallel on Spark's executors (docs/sinks.md, "Backfilling archived binlogs").
 
-1. The files are cut into units (:mod:`.planning`).
-2. One Spark job decodes every unit on the executors, each into Arrow frames staged as
-   Parquet in the staging folder (:mod:`.decoding`); units staged by an earlier, killed run
-   are not decoded again.
-3. Meanwhile the driver lands the units in binlog order as their manifests appear: each
-   table's rows are appended to its changelog about every million rows (a commit carrying
-   the position after its last transaction); the mirrors gather a table's rows across units
-   and take them in one MERGE (:mod:`.landing`), cut only where a DDL the mirrors follow
-   (TRUNCATE, RENAME, DROP) is applied between or where the table's shape changed.
-4. The position after the last transaction is committed as the warehouse's position, so
-   ``changestream run`` on the same warehouse goes on from the next transaction.
-
-A killed backfill run again with the same files lands the same tables: every table skips
-the rows its own commits hold.
-"""
+The files are cut into units (:mod:`.planning`); one Spark job decodes them into Arrow frames
+staged as Parquet (:mod:`.decoding`; units a killed run staged are not decoded again); the
+driver lands them in binlog order as they appear (:mod:`.landing`: changelogs appended about
+every million rows, mirrors by one MERGE per table, cut only at a DDL the mirrors follow or a
+changed shape); the last position is committed as the warehouse's, where ``changestream run``
+goes on. A killed backfill run again with the same files lands the same tables."""
 
 from __future__ import annotations
 

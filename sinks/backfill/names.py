@@ -1,16 +1,11 @@
 """Column names for files that do not log them (``binlog_row_metadata=MINIMAL``).
 
-Such rows carry types but no names. As ``changestream run --source file://`` does, the
-names come from a schema history learnt from the DDL the files hold (``CREATE TABLE``
-onwards), replayed on a shadow server of the files' flavour. A backfill decodes its units
-apart, on the executors, where no shadow server runs: so the driver reads the QUERY events
-of every file once, in order, replays their DDL and records what each changed and where
-(:func:`record_history`); each unit's task then gets the state at its start and the changes
-inside it (:class:`UnitNames`), and names every TABLE_MAP at its own position from those.
-
-A table the files never create (it is older than them) cannot be named this way: its rows
-stop the backfill with the table and the file named.
-"""
+As with ``--source file://``, the names come from a schema history learnt from the files'
+DDL, replayed on a shadow server. Units are decoded apart on the executors, where no shadow
+runs: so the driver reads every file's QUERY events once, in order, replays their DDL and
+records what each changed and where (:func:`record_history`); each unit's task gets the
+state at its start and the changes inside it (:class:`UnitNames`). Rows of a table the files
+never create stop the backfill with the table and the file named."""
 
 from __future__ import annotations
 

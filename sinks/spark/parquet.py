@@ -1,40 +1,13 @@
-"""The ``parquet`` landing: an append-only changelog per table, and a manifest of batches.
-
-Layout under the base path::
+"""The ``parquet`` landing: an append-only changelog per table, and a manifest of batches::
 
     <db>/<table>/_commit_date=YYYY-MM-DD/b<batch>-<n>-part-....parquet   changelog files
     <db>/<table>/_commit_date=YYYY-MM-DD/b<batch>-marks-part-....parquet DDL marks
     _changestream/manifest.jsonl                                       one line per batch
     _changestream/staging/                                             files being written
 
-The files are written by the driver with Arrow's Parquet writer, not by a Spark job: the
-batch is already an Arrow table there, and a Spark write of it is a job and a conversion
-of Arrow to rows and back (bench/spark_landing.py's "changelog write" stage: 2.8 s for two
-batches through Spark, 0.2 s written directly). They are what Spark's own writer makes:
-the Spark schema in the footer (``org.apache.spark.sql.parquet.row.metadata``), snappy
-compression, Hive-style ``_commit_date`` folders (the UTC day of ``_commit_ts``), dates
-and times proleptic Gregorian as MySQL has them, marked with the Spark version so that
-readers do not ask for a rebase mode. Spark, or any Parquet reader, reads them.
-
-A batch is written to the staging folder first, its files are then moved into the table
-folders under names that start with the batch number, and the batch counts as committed
-once its files are fsynced and its manifest line (batch number, position, files, rows,
-marks) is written and fsynced. On
-open, files of a batch the manifest does not list (a crash in between) are deleted, and the
-position of the last listed batch is returned: the router resumes there, so no batch is
-written twice or lost. A transaction already in the manifest's position is skipped when it
-comes again. The base path must be a file system the driver sees as local (local disk,
-NFS); readers on other hosts must see it too.
-
-DDL that changes which tables exist or what they hold leaves a mark in the changelogs of
-the tables the landing has (:meth:`ParquetLanding.ddl_marks`): a row with ``_op``
-``truncate`` (TRUNCATE TABLE), ``drop`` (DROP TABLE, and DROP DATABASE for every table folder
-under the database) or ``rename`` (RENAME TABLE, ALTER TABLE ... RENAME, in the old name's
-folder; the changelog goes on under the new name, whose rows carry it). A mark holds the
-change metadata of the DDL (its coordinates order it among the rows) and no data columns;
-the marks of a batch are written into files named and listed like the batch's row files,
-so they are committed, or removed on open, with them.
-"""
+A batch counts once its files and its manifest line are fsynced; ``open()`` removes files
+the manifest does not list and returns the last position (docs/sinks.md, "Landing modes"
+and "DDL in the parquet changelog")."""
 
 from __future__ import annotations
 
@@ -213,6 +186,11 @@ class ParquetLanding:
         """Write ``table`` (whose columns are ``fields``) as one Parquet file per UTC day of
         ``_commit_ts`` into ``stage``, fsync each, then move it to
         ``target/_commit_date=DAY/name``."""
+        # Written by the driver with Arrow, not by a Spark job: the batch is already an
+        # Arrow table here, and a Spark write of it is a job and a conversion of Arrow to
+        # rows and back. The files are what Spark's own writer makes (its schema and version
+        # in the footer, snappy, Hive-style folders, dates proleptic Gregorian), so readers
+        # ask for no rebase mode.
         from pyspark import __version__ as spark_version
 
         metadata = {SPARK_SCHEMA_KEY: spark_schema(fields).json().encode(),

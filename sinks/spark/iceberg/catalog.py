@@ -1,16 +1,11 @@
 """The Iceberg catalog the sink lands into, from its ``catalog`` option.
 
-``catalog=NAME`` (default ``changestream``) is a Hadoop catalog of that name in the
-``warehouse`` folder. ``catalog.<property>=VALUE`` options (a mapping) pass Iceberg catalog
-properties through to Spark's ``spark.sql.catalog.<name>.<property>``: ``catalog.name`` is
-the catalog's name in Spark (default ``changestream``), ``catalog.type`` its kind
-(``hadoop``, the default; ``jdbc``; ``hive``; others Iceberg knows are passed on untested),
-``catalog.uri``, ``catalog.jdbc.user``, ``catalog.jdbc.password`` and the rest as Iceberg
-names them; ``warehouse`` (or ``catalog.warehouse``) is where the tables' files go. A value
-``env:NAME`` is read from environment variable ``NAME`` (passwords). A JDBC catalog's
-driver jar is found for its URI among Debian's packages (``/usr/share/java``), or given as
-``catalog.driver_jar``.
-"""
+``catalog=NAME`` (default ``changestream``): a Hadoop catalog of that name in the
+``warehouse`` folder. ``catalog.<property>=VALUE`` options pass Iceberg catalog properties
+to ``spark.sql.catalog.<name>.<property>`` (``catalog.type``: ``hadoop``, ``jdbc``,
+``hive``; ``catalog.uri``, ...); a value ``env:NAME`` is read from the environment. A JDBC
+catalog's driver jar is found among Debian's packages or given as ``catalog.driver_jar``.
+docs/lakehouse.md, "Catalogs", has every option."""
 
 from __future__ import annotations
 

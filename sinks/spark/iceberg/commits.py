@@ -1,24 +1,13 @@
 """The driver's Iceberg commits (and table creations) as one call into the JVM each.
 
-A commit made from Python through Py4J was some 35 round trips (the table's ids, the
-metrics of each file read from its footer, a builder call per field of each data file, the
-manifest, the properties, the commit), and while the router's threads run each round trip
-also waits for the interpreter lock when the JVM answers: on 2 CPUs, over a millisecond
-apiece, a tenth of a second per batch (cProfile of bench/spark_landing.py, 2026-11-26:
-965 round trips, 1.3 s of a 2.1 s landing). :class:`DriverCommits` is a small Java class,
-compiled from the source below with Janino (the compiler Spark generates its own code
-with, in every Spark distribution), that does a whole commit on its side. A sink that
-starts its JVM keeps the compiled class as a jar in changestream's jar cache
-(:func:`driver_commits_jar`, named by the source and the Iceberg runtime jar) and later
-starts load it from their class path: the compile took ~0.3 s of a new JVM's open.
-
-Its steps are those Iceberg's own writers take: each data file's metrics read back from
-its footer (``ParquetUtil.footerMetrics``, with Parquet read options made once), the
-commit's tasks run in the calling thread (``scanManifestsWith`` a direct executor: on its
-worker pool Iceberg polls them every 10 ms, most of a small commit's time), and in a
-format-2 table an append's manifest written here and committed as it is
-(``appendManifest``, its files inheriting the snapshot id) instead of on that pool.
-"""
+A commit from Python through Py4J was some 35 round trips, each also waiting for the
+interpreter lock while the router's threads run. :class:`DriverCommits` is a small Java
+class compiled from the source below with Janino (Spark's own code generator) that does a
+whole commit on its side; a sink that starts its JVM keeps it as a jar in changestream's jar
+cache (:func:`driver_commits_jar`), so later starts need no compile. Its steps are those of
+Iceberg's own writers, but the commit's tasks run in the calling thread and a format-2
+append's manifest is written here (docs/internals.md, "Spark sink: where an Iceberg batch's
+time goes")."""
 
 from __future__ import annotations
 
@@ -62,7 +51,7 @@ def driver_commits(spark: Any, anchor: Any) -> Any:
 
 
 def _compile(jvm: Any, loader: Any) -> Any:
-    """:data:`SOURCE` compiled with Janino (~0.3 s in a new JVM); its bytecode is kept for
+    """:data:`SOURCE` compiled with Janino (a cost of every new JVM); its bytecode is kept for
     :func:`keep_driver_commits`."""
     compiler = jvm.org.codehaus.janino.SimpleCompiler()
     compiler.setParentClassLoader(loader)
@@ -106,8 +95,8 @@ def create_table(spark: Any, catalog: str, namespace: str, name: str, schema_jso
     """Create Iceberg table ``namespace.name`` in ``catalog`` of the Spark schema
     ``schema_json`` (partitioned by day of ``day_column`` when given), as ``CREATE TABLE
     ... USING iceberg TBLPROPERTIES (...)`` would, through the catalog's own call. Spark
-    SQL's parse, analysis and plan of a statement cost a few tens of ms; the first in a
-    JVM ~0.4 s more (loading them), which a router that issues no other statement never
+    SQL's parse, analysis and plan of a statement cost more than the creation; the first
+    in a JVM much more (loading them), which a router that issues no other statement never
     pays."""
     table_catalog = spark._jsparkSession.sessionState().catalogManager().catalog(catalog)
     driver_commits(spark, table_catalog).createTable(

@@ -1,19 +1,12 @@
 """Appends to Iceberg tables without a Spark job: the rows, already Arrow, are written as
-Parquet data files by pyarrow on the driver and committed with Iceberg's own Java API in
-the session's JVM, one call per commit (:mod:`.commits`: an append, or a row delta
-for a mirror, carrying the position).
-
-A Spark append of a ~75,000-row batch costs a job, a conversion of every row from Arrow to
-Spark's rows and back to Parquet; pyarrow writes the same file in a few hundredths of a
-second. The files carry Iceberg's field ids, so columns are found by id as in any Iceberg
-file, and their column metrics (what scans and MERGEs prune with) are read back from the
-footer by Iceberg (``ParquetUtil.footerMetrics``) as its own writers record them.
-
-It works where the driver can write the table's files itself: a warehouse on a local or
-mounted file system (``file:`` locations). For other storage, an unpartitioned or a
-day-partitioned table whose columns it cannot map, :meth:`ArrowAppender.append` returns
-``False`` and the caller appends through Spark.
-"""
+Parquet data files by pyarrow on the driver and committed with Iceberg's Java API in the
+session's JVM, one call per commit (:mod:`.commits`: an append, or a mirror's row delta,
+carrying the position). A Spark append is a job and a conversion of every row from Arrow to
+Spark's rows and back. The files carry Iceberg's field ids, and their column metrics are
+read back from the footer by Iceberg as its own writers record them. It works where the
+driver can write the table's files (``file:`` locations); otherwise, or for a table whose
+columns it cannot map, :meth:`ArrowAppender.append` returns ``False`` and the caller appends
+through Spark."""
 
 from __future__ import annotations
 
@@ -126,8 +119,8 @@ def positioned_snapshot(table: Any, property_name: str, start: Any = None) -> An
 
 def live_rows(spark: Any, name: str, columns: list[str]) -> list[dict[str, Any]] | None:
     """The rows (``columns`` of them) of Iceberg table ``name`` as its current snapshot
-    holds them, read from its data files with Arrow: no Spark query (whose first in a new
-    JVM takes ~1 s to plan). ``None`` when that cannot be done here: a file not on a local
+    holds them, read from its data files with Arrow: no Spark query (the first in a new
+    JVM is slow to plan). ``None`` when that cannot be done here: a file not on a local
     file system, or delete files to merge (the caller asks Spark)."""
     table = load_table(spark, name)
     table.refresh()
@@ -360,7 +353,7 @@ def append_rows(spark: Any, appender: ArrowAppender | None, name: str, rows: pa.
                 properties: dict[str, str]) -> None:
     """Append a few ``rows`` (changestream's own bookkeeping) to Iceberg table ``name`` in
     one commit with ``properties`` in its summary: written by the driver where ``appender``
-    can (a Spark job cost 1-2 s for one row), else by Spark."""
+    can (a Spark job is slow even for one row), else by Spark."""
     if appender is not None and appender.append(name, rows, properties):
         return
     writer = spark.createDataFrame(rows.to_pylist(), spark.table(name).schema).writeTo(name)

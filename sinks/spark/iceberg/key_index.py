@@ -1,16 +1,12 @@
 """Where the current row of each key of a mirror lives (its data file and row position), so
-that a batch deletes the rows it replaces by position: Iceberg position delete files, which
-every engine reads (pyiceberg 0.12 and Snowflake refuse equality deletes).
+that a batch deletes the rows it replaces by position (position delete files, which every
+engine reads; pyiceberg 0.12 and Snowflake refuse equality deletes).
 
-Data files and delete files never change once written; only which of them the table's
-current snapshot holds does. The index is built from a snapshot (the key columns of its
-live data files, read by field id, less the rows its position delete files remove) and
-kept up to date by the sink's own commits after it. Each such commit names the snapshot
-the index was built on and the data files it deletes from, and Iceberg refuses it (a
-``ValidationException``) when another writer (``maintain``'s compaction, a second router)
-removed one of them since: the index is then built again. It lives in the driver's memory,
-one Arrow table per data file (the key columns, the file's number and the row position).
-"""
+Built from a snapshot (the key columns of its live data files, less the rows its position
+deletes remove) and kept by the sink's own commits, each naming the snapshot the index was
+built on and the files it deletes from: Iceberg refuses one (``ValidationException``) when
+another writer removed one of them since, and the index is built again. It lives in the
+driver's memory, one Arrow table per data file."""
 
 from __future__ import annotations
 

@@ -1,17 +1,11 @@
 """A keyed mirror's batch as one Iceberg row delta that deletes by position: the rows the
 batch replaces or removes are found in the mirror's :class:`.key_index.KeyIndex` and named
-in position delete files (data file, row position; one for each data file, which Iceberg
-then applies to that file alone), committed with the data file of the
-batch's last images and the position.
-
-The index of a mirror is built at the first batch that deletes from it (reading the key
-columns of its live files) and kept by each commit after; a batch of new keys only while
-no index exists is a plain append. A commit that Iceberg refuses because another writer
-changed the rows it deletes from (``maintain``, a second router) is planned again on an
-index built anew. A mirror that still has equality deletes (written before position
-deletes were the default) goes on taking equality deletes until ``maintain`` compacts
-them away.
-"""
+in position delete files (one per data file), committed with the data file of the batch's
+last images and the position. The index is built at the first batch that deletes (a batch
+of new keys while there is none is a plain append) and kept by each commit after; a commit
+Iceberg refuses because another writer changed those rows is planned again on a new index.
+A mirror that still has equality deletes (written before position deletes were the
+default) goes on taking them until ``maintain`` compacts them away."""
 
 from __future__ import annotations
 

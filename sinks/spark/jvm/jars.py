@@ -1,17 +1,12 @@
 """Finding the Iceberg runtime jar, and completing it when its shaded Jackson is missing.
 
-The Iceberg Spark runtime jar is looked for in this order: the ``jar`` option, the
-``CHANGESTREAM_ICEBERG_JAR`` environment variable, then the ``snowpark-connect-deps-iceberg``
-package from PyPI (the only registry package that ships ``iceberg-spark-runtime-3.5_2.12``).
-
-That package's runtime jar leaves out the Jackson classes Iceberg relocates to
-``org.apache.iceberg.shaded.com.fasterxml.jackson`` (Iceberg cannot read or write table
-metadata without them: ``NoClassDefFoundError ... JsonFactoryBuilder``). When they are
-missing, :func:`shaded_jackson_jar` makes them once from the Jackson jars PySpark ships,
-relocated by rewriting the class files' constant pools (what Maven's shade plugin does), and
-caches the result under ``~/.cache/changestream/jars``. The REST catalog's relocated HTTP
-client is missing too; the Hadoop catalog this sink uses does not need it.
-"""
+The jar is the ``jar`` option, else ``CHANGESTREAM_ICEBERG_JAR``, else the one in the
+``snowpark-connect-deps-iceberg`` package from PyPI (the only registry package that ships
+``iceberg-spark-runtime-3.5_2.12``). That jar lacks the Jackson classes Iceberg relocates
+(``NoClassDefFoundError ... JsonFactoryBuilder``): :func:`shaded_jackson_jar` makes them
+once from PySpark's Jackson jars, relocated by rewriting the class files' constant pools,
+and caches them under ``~/.cache/changestream/jars``. (The REST catalog's relocated HTTP
+client is missing too; the Hadoop catalog does not need it.)"""
 
 from __future__ import annotations
 

@@ -1,24 +1,12 @@
 """Local files without a process per file: a Hadoop file system class for ``file:`` paths.
 
-Hadoop sets the permissions of every file it creates on the local file system. Without its
-native library (PySpark ships none) ``RawLocalFileSystem.setPermission`` runs ``chmod`` in a
-new process, and the checksummed ``LocalFileSystem`` does it twice per file (the file and
-its ``.crc``). An Iceberg commit in a local warehouse creates four to eight files (manifest,
-manifest list, metadata, version hint, and their checksums), each a process start from
-a large JVM.
-
-:func:`local_files_jar` makes (once, cached beside the shaded Jackson jar) a jar holding
-``changestream.hadoop.NioLocalFileSystem``: ``RawLocalFileSystem`` whose ``setPermission``
-sets the same permission bits through Java's NIO (no process; the sticky bit, which NIO
-cannot set and Hadoop never asks for on these files, is left out). It is written here as
-bytes (the class has three methods without branches, so it needs no compiler and no stack
-maps). It writes no ``.crc`` files: Parquet and Iceberg's metadata carry their own checks,
-and a ``.crc`` beside a file doubled the files each commit creates.
-
-:func:`local_files_conf` gives the settings that put it on the driver's class path and make
-it the ``file:`` file system; the sink uses them for the sessions it starts on a local
-master (an executor on another machine would not have the jar on its class path).
-"""
+Without its native library (PySpark ships none) Hadoop's local file system runs ``chmod``
+in a new process for every file it creates (twice, with its ``.crc``), several per Iceberg
+commit. :func:`local_files_jar` makes (once, cached) a jar holding
+``changestream.hadoop.NioLocalFileSystem``: ``RawLocalFileSystem`` setting the permission
+bits through Java's NIO, and writing no ``.crc`` (Parquet and Iceberg carry their own
+checks). :func:`local_files_conf` makes it the driver's ``file:`` file system, for the
+sessions the sink starts on a local master (a remote executor would not have the jar)."""
 
 from __future__ import annotations
 
@@ -83,6 +71,9 @@ def _method(pool: _ConstantPool, name: str, descriptor: str, code: bytes, max_st
 
 def file_system_class() -> bytes:
     """The class file of ``NioLocalFileSystem`` (Java 8 format: runs on Java 8 to 21)."""
+    # Written as bytes: its three methods have no branches, so it needs no compiler and no
+    # stack maps. The sticky bit, which NIO cannot set and Hadoop never asks for on these
+    # files, is left out.
     pool = _ConstantPool()
     aload_0, aload_1, aload_2, pop, ret, dup, iand = b"\x2a", b"\x2b", b"\x2c", b"\x57", \
         b"\xb1", b"\x59", b"\x7e"

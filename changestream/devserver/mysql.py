@@ -39,7 +39,7 @@ class EmbeddedMySQL(EmbeddedServer):
     """A private MySQL 8.0+ server with ROW binlogs, full row metadata and GTIDs on.
 
     Same interface as :class:`EmbeddedMariaDB`. Data directories are copied from a template
-    that ``mysqld --initialize-insecure`` makes once per ``mysqld`` build (about 2.5 s
+    that ``mysqld --initialize-insecure`` makes once per ``mysqld`` build (an initialisation
     saved per start), kept in ``~/.cache/changestream/mysql-templates``.
     """
 

@@ -34,8 +34,7 @@ MAX_DECIMAL_PRECISION = 38
 #: How big a Parquet column chunk's dictionary page may grow before the writer falls back
 #: to plain encoding. At Arrow's default, 1 MB, a column of mostly distinct values (keys,
 #: amounts, times) had every value hashed before the fallback: a changelog file took half
-#: as long again to write and came out bigger (64,200 rows, one ad hoc timing: 25 -> 17
-#: ms, 2.4 -> 1.9 MB).
+#: as long again to write and came out bigger (docs/performance.md).
 #: Columns of few values (the change metadata, codes) stay dictionary-encoded.
 PARQUET_DICTIONARY_PAGE_BYTES = 64 << 10
 

@@ -52,7 +52,7 @@ class WarehouseHistoryStore:
     def _states(self, digest: str | None = None) -> dict[str, str]:
         """The states the warehouse holds (digest -> state JSON; only ``digest``'s when
         given), read from the table's files when they are local (a restart's first read
-        then runs no Spark query: ~1 s in a new JVM), else with Spark."""
+        then runs no Spark query, slow to plan in a new JVM), else with Spark."""
         if not self.spark.catalog.tableExists(self.table):
             return {}
         rows = live_rows(self.spark, self.table, ["digest", "state"])

@@ -3,7 +3,7 @@
 A dynamic class-data-sharing archive (:mod:`.class_sharing`) holds the classes its JVM
 loaded: one written by a run that committed nothing (a router stopped before any change
 came, say) lacks the ~1,300 classes of Iceberg's commits, and every later start loads them
-from the jars again at its first commit (0.3-0.4 s on 2 CPUs). So before that JVM exits the
+from the jars again at its first commit. So before that JVM exits the
 sink makes, in a scratch warehouse of its own, the commits a batch makes: tables created
 through the catalog (one partitioned by day), an append, a row delta with equality
 deletes, a snapshot with properties only, a positioned snapshot looked up.

@@ -160,8 +160,8 @@ def _class_sharing(folder: Path | None, jars: list[Path],
     # custom loader's classes only as far as they were linked: of the classes Iceberg's
     # first commits load through spark.jars' loader, some 500 were left out and read
     # from the jar again). With the jars on the driver's class path too, its class loader
-    # loads them (Spark's delegates to it first) and a later JVM maps them all: the first
-    # commit of a new JVM 0.33-0.45 s -> 0.10-0.16 s (ad hoc, 2 CPUs).
+    # loads them (Spark's delegates to it first) and a later JVM maps them all, and its
+    # first commit reads no classes from the jars (docs/performance.md).
     class_path = str(settings.get(CLASS_PATH, ""))
     if jars:
         class_path = os.pathsep.join([*(p for p in class_path.split(os.pathsep) if p),

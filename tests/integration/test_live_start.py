@@ -122,3 +122,19 @@ def test_from_latest_nothing_older_arrives_and_new_writes_do(server: Any, table:
     assert not failure, failure
     assert inserted_ids(seen, table) == list(AFTER)
     assert len(_gtids(seen)) == len(AFTER)
+
+
+@pytest.mark.parametrize(("server", "foreign"), [
+    ("mariadb", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"), ("mysql", "0-1-5")],
+    indirect=["server"])
+def test_a_gtid_set_of_the_other_flavour_is_refused_by_name(server: Any, foreign: str) -> None:
+    """A position saved from another server's stream (two jobs sharing a position): one
+    line naming the set and both flavours, not the server's bare parse error."""
+    from changestream.model.errors import SourceError
+
+    with pytest.raises(SourceError) as caught:
+        _read_to_end(server, f"gtid:{foreign}")
+    message = str(caught.value)
+    assert foreign in message and "another server's stream" in message
+    assert ("MySQL's form and the server is MariaDB" if server.flavor == "mariadb"
+            else "MariaDB's form and the server is MySQL") in message

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CONTROL_TABLES", "IcebergLanding"]
+__all__ = ["IcebergLanding", "control_tables"]
 
 
 def __getattr__(name: str) -> Any:

@@ -84,6 +84,7 @@ class MirroredDdl:
     state)."""
 
     catalog: str
+    control_namespace: str
     ddl_log: str
     ddl_done: Position | None
     committed: dict[str, Position | None]
@@ -147,7 +148,7 @@ class MirroredDdl:
     def record_ddl(self, spark: Any, change: Change, position: Position) -> None:
         """Note that everything up to ``position`` (a DDL just applied) is landed."""
         if not self._exists(spark, self.ddl_log):
-            create_table(spark, self.catalog, CONTROL_NAMESPACE, DDL_TABLE,
+            create_table(spark, self.catalog, self.control_namespace, DDL_TABLE,
                          columns_json((("position", "string"), ("statement", "string"))),
                          CONTROL_TABLE_PROPERTIES)
         encoded = positions.encode(position)

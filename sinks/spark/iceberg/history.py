@@ -31,10 +31,11 @@ STATES_TABLE = "schema_states"
 class WarehouseHistoryStore:
     """A :class:`~changestream.schema.store.HistoryStorage` in an Iceberg catalog."""
 
-    def __init__(self, spark: Any, catalog: str):
+    def __init__(self, spark: Any, catalog: str, namespace: str = CONTROL_NAMESPACE):
         self.spark = spark
         self.catalog = catalog
-        self.table = f"{_q(catalog)}.{_q(CONTROL_NAMESPACE)}.{_q(STATES_TABLE)}"
+        self.namespace = namespace
+        self.table = f"{_q(catalog)}.{_q(namespace)}.{_q(STATES_TABLE)}"
         self._stored: set[str] | None = None
         self._appender: ArrowAppender | None = None
 
@@ -72,7 +73,7 @@ class WarehouseHistoryStore:
         if digest in self._digests():
             return
         if not self.spark.catalog.tableExists(self.table):
-            create_table(self.spark, self.catalog, CONTROL_NAMESPACE, STATES_TABLE,
+            create_table(self.spark, self.catalog, self.namespace, STATES_TABLE,
                          columns_json((("digest", "string"), ("state", "string"),
                                        ("stored_at", "timestamp"))),
                          CONTROL_TABLE_PROPERTIES)

@@ -39,9 +39,13 @@ from .files import ArrowAppender, load_table, positioned_snapshot
 from .mirror_landing import MirrorLanding
 from .mirror_positions import MirrorPositions
 
-#: changestream's own tables in a catalog (``namespace.table``, quoted): a snapshot per
-#: batch with its position, and a row per DDL applied to the mirrors (made at the first one).
-CONTROL_TABLES = (f"{_q(CONTROL_NAMESPACE)}.`batches`", f"{_q(CONTROL_NAMESPACE)}.{_q(DDL_TABLE)}")
+
+def control_tables(namespace: str = CONTROL_NAMESPACE) -> tuple[str, str]:
+    """changestream's own tables in a catalog (``namespace.table``, quoted): a snapshot per
+    batch with its position, and a row per DDL applied to the mirrors (made at the first)."""
+    return f"{_q(namespace)}.`batches`", f"{_q(namespace)}.{_q(DDL_TABLE)}"
+
+
 #: The batch id in the summary of a control table's snapshot.
 BATCH_PROPERTY = "changestream.batch"
 
@@ -55,18 +59,20 @@ class IcebergLanding(MirroredDdl, MirrorLanding):
 
     def __init__(self, catalog: str = "changestream", append_new_keys: bool = True,
                  arrow_appends: bool = True, position_deletes: bool = True,
-                 catalog_renames: bool = False):
+                 catalog_renames: bool = False, control_namespace: str = CONTROL_NAMESPACE):
         self.catalog = catalog
+        self.control_namespace = control_namespace
+        self.control_tables = control_tables(control_namespace)
         self.catalog_renames = catalog_renames
         self.append_new_keys = append_new_keys
         self.arrow_appends = arrow_appends
         self.position_deletes = position_deletes
         self._appender: ArrowAppender | None = None
         self._positions: MirrorPositions | None = None
-        self.control = f"{_q(catalog)}.{CONTROL_TABLES[0]}"
+        self.control = f"{_q(catalog)}.{self.control_tables[0]}"
         # One row per DDL applied to the mirrors: a batch landed again after a crash skips
         # everything up to the last one (the state of the tables is already past it).
-        self.ddl_log = f"{_q(catalog)}.{CONTROL_TABLES[1]}"
+        self.ddl_log = f"{_q(catalog)}.{self.control_tables[1]}"
         self.ddl_done: Position | None = None
         self.committed: dict[str, Position | None] = {}  # per Iceberg table
         self.existing: set[str] = set()  # Iceberg tables known to exist
@@ -124,7 +130,7 @@ class IcebergLanding(MirroredDdl, MirrorLanding):
         self.schemas.clear()
         self.existing.clear()
         if not self._exists(spark, self.control):
-            create_table(spark, self.catalog, CONTROL_NAMESPACE, "batches",
+            create_table(spark, self.catalog, self.control_namespace, "batches",
                          columns_json((("batch", "bigint"), ("position", "string"),
                                        ("committed_at", "timestamp"))),
                          CONTROL_TABLE_PROPERTIES)

@@ -18,12 +18,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..positions import PROPERTY
-from .ddl import METADATA_RETENTION
+from .ddl import CONTROL_NAMESPACE, METADATA_RETENTION
 from .files import load_table, positioned_snapshot
 
 logger = logging.getLogger("changestream.sinks.spark")
 
-CONTROL_NAMESPACE = "_changestream"
 MIN_ORPHAN_AGE = 24 * 3600.0
 
 
@@ -80,14 +79,16 @@ def _q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def owned_tables(spark: Any, catalog: str) -> list[str]:
-    """``namespace.table`` of every table in ``catalog`` that changestream lands or keeps."""
+def owned_tables(spark: Any, catalog: str,
+                 control_namespace: str = CONTROL_NAMESPACE) -> list[str]:
+    """``namespace.table`` of every table in ``catalog`` that changestream lands or keeps
+    (its own in ``control_namespace``)."""
     found: list[str] = []
     for row in spark.sql(f"SHOW NAMESPACES IN {_q(catalog)}").collect():
         namespace = row[0]
         for t in spark.sql(f"SHOW TABLES IN {_q(catalog)}.{_q(namespace)}").collect():
             name = f"{_q(namespace)}.{_q(t['tableName'])}"
-            if namespace == CONTROL_NAMESPACE or _carries_positions(spark, catalog, name):
+            if namespace == control_namespace or _carries_positions(spark, catalog, name):
                 found.append(name)
     return found
 
@@ -254,11 +255,11 @@ def maintain_table(spark: Any, catalog: str, name: str,
 
 
 def maintain_catalog(spark: Any, catalog: str, settings: MaintenanceSettings,
-                     report: Callable[[TableUpkeep], None] | None = None
-                     ) -> list[TableUpkeep]:
+                     report: Callable[[TableUpkeep], None] | None = None,
+                     control_namespace: str = CONTROL_NAMESPACE) -> list[TableUpkeep]:
     """Maintain every table changestream owns in ``catalog``; ``report`` hears of each."""
     done = []
-    for name in owned_tables(spark, catalog):
+    for name in owned_tables(spark, catalog, control_namespace):
         upkeep = maintain_table(spark, catalog, name, settings)
         if report is not None:
             report(upkeep)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -19,8 +20,7 @@ from ..durable import DurableSparkSink
 from ..frames import Part, TableRun, table_runs, transaction_positions
 from ..options import age, flag
 from .catalog import catalog_settings, open_error
-from .ddl import mirrored_ddl
-from .landing import CONTROL_TABLES
+from .ddl import CONTROL_NAMESPACE, mirrored_ddl
 from .maintenance import MaintenanceSchedule
 
 logger = logging.getLogger("changestream.sinks.spark")
@@ -44,7 +44,7 @@ class IcebergSparkSink(DurableSparkSink):
                  mirror_deletes: str = "position", maintain_every: float | str | None = None,
                  maintain_expire_after: float | str = 3600.0,
                  verify_every: float | str | None = None, verify_tables: str = "*.*",
-                 **session: Any):
+                 control_namespace: str = CONTROL_NAMESPACE, **session: Any):
         self.catalog_settings = catalog_settings(catalog, warehouse)
         super().__init__(**session)
         self.warehouse = self.catalog_settings.warehouse
@@ -56,6 +56,10 @@ class IcebergSparkSink(DurableSparkSink):
             raise SinkError(f"spark sink: option mirror_deletes={mirror_deletes!r} is not "
                             "'position' or 'equality'")
         self.position_deletes = mirror_deletes == "position"
+        if not re.fullmatch(r"[A-Za-z0-9_]+", str(control_namespace)):
+            raise SinkError(f"spark sink: option control_namespace={control_namespace!r} is "
+                            "not a namespace name (letters, digits and _)")
+        self.control_namespace = str(control_namespace)
         self.upkeep = MaintenanceSchedule(
             age("maintain_every", maintain_every),
             age("maintain_expire_after", maintain_expire_after)) \
@@ -93,7 +97,8 @@ class IcebergSparkSink(DurableSparkSink):
         self._held = []
         self._landing = IcebergLanding(self.catalog, self.append_new_keys, self.arrow_appends,
                                        self.position_deletes,
-                                       catalog_renames=self.catalog_settings.kind != "hadoop")
+                                       catalog_renames=self.catalog_settings.kind != "hadoop",
+                                       control_namespace=self.control_namespace)
         try:
             position: Position | None = self._landing.open(self.spark)
         except Exception as exc:
@@ -120,7 +125,7 @@ class IcebergSparkSink(DurableSparkSink):
             return None
         from .history import WarehouseHistoryStore
 
-        store = WarehouseHistoryStore(self.spark, self.catalog)
+        store = WarehouseHistoryStore(self.spark, self.catalog, self.control_namespace)
         store.read_digests()
         return store
 
@@ -167,7 +172,7 @@ class IcebergSparkSink(DurableSparkSink):
 
     def _landed(self, runs: list[TableRun]) -> None:
         if self.upkeep is not None:
-            self.upkeep.landed([*CONTROL_TABLES, *(name for run in runs
+            self.upkeep.landed([*self._landing.control_tables, *(name for run in runs
                                                    for name in self._landing.table_names(run))])
             with self._landing.clock("maintenance"):
                 self.upkeep.run_if_due(self.spark, self.catalog)

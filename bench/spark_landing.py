@@ -60,6 +60,7 @@ from changestream.delivery.adapter import capabilities_of
 from changestream.delivery.plugins import make_sink
 from changestream.devserver import EmbeddedMariaDB
 from changestream.runtime.router import Router, RouterSettings
+from changestream.schema.startup import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.transactions.filters import ChangeFilter
 
@@ -181,6 +182,10 @@ class Target:
             raise
 
 
+#: The router's schema history in the in-process landings (``--schema-history``).
+SCHEMA_HISTORY = "auto"
+
+
 def _settings(server: EmbeddedMariaDB, db: str, start: tuple[str, int], batch_seconds: float,
               until: str | None, decode_workers: int = -1,
               batch_changes: int | None = None) -> RouterSettings:
@@ -188,7 +193,8 @@ def _settings(server: EmbeddedMariaDB, db: str, start: tuple[str, int], batch_se
                           filter=ChangeFilter([db]),
                           batch=BatchSettings(max_seconds=batch_seconds,
                                               max_changes=batch_changes),
-                          decode_workers=decode_workers)
+                          decode_workers=decode_workers,
+                          schema=HistorySettings(SCHEMA_HISTORY))
 
 
 class TimedSink:
@@ -200,6 +206,10 @@ class TimedSink:
         self.stages: dict[str, float] = {}  # seconds per landing stage, over all batches
         # Its batch size, the CPUs it keeps, what it takes from decode workers.
         self.capabilities = capabilities_of(adapter)
+
+    def __getattr__(self, name: str) -> Any:
+        # The hooks its capabilities name (history_storage, durable_state, ...): the sink's.
+        return getattr(self.adapter, name)
 
     def open(self) -> Any:
         return self.adapter.open()
@@ -447,8 +457,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3,
                         help="land the workload this many times, each followed by the router "
                              "alone; the figures are the medians (default 3)")
+    parser.add_argument("--schema-history", choices=("auto", "off"), default="auto",
+                        help="the schema history in the in-process landings: auto (as "
+                             "`changestream run` has it: a new target seeds it, its shadow "
+                             "server's start in the router's time) or off (the figures "
+                             "before 2026-11-27: the bench's sink wrapper hid the sink's wish "
+                             "for it). The cold runs keep the default")
     parser.add_argument("--json", default="spark_landing.json", help="where the figures go")
     args = parser.parse_args(argv)
+    global SCHEMA_HISTORY
+    SCHEMA_HISTORY = args.schema_history
     os.environ.setdefault("TZ", "UTC")
     time.tzset()
 
@@ -458,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},
-        "workload": {"rows": args.rows, "tx_rows": args.tx_rows, "shape": args.shape},
+        "workload": {"rows": args.rows, "tx_rows": args.tx_rows, "shape": args.shape,
+                     "schema_history": args.schema_history},
         "modes": {}}
     with tempfile.TemporaryDirectory(prefix="changestream-bench-") as tmp, \
             EmbeddedMariaDB() as server:

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import logging
 import os
 import shlex
 import shutil
 import subprocess
+import tempfile
+import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pymysql
 
+from changestream.cache import cache_folder
 from changestream.devserver.base import EmbeddedServer
 from changestream.devserver.errors import ServerStartError
 from changestream.devserver.options import ServerOptions
 from changestream.devserver.programs import find_program, install_prefix
 
 __all__ = ["EmbeddedMariaDB"]
+
+logger = logging.getLogger("changestream")
 
 
 class EmbeddedMariaDB(EmbeddedServer):
@@ -79,6 +88,38 @@ class EmbeddedMariaDB(EmbeddedServer):
         ]
 
     def _initialize(self) -> None:
+        # A data directory is copied from one made once per build (mariadb-install-db runs
+        # a bootstrap server: it was most of a private server's start, and a schema
+        # history's shadow server starts with every new router).
+        shutil.copytree(self._template(), self.data_dir, symlinks=True)
+
+    def _template(self) -> Path:
+        """An initialised data directory to copy, made once per ``mariadbd`` build."""
+        stat = Path(self.mariadbd).stat()
+        key = hashlib.sha256(repr((
+            self.mariadbd, stat.st_size, stat.st_mtime_ns, self.install_db, self.launcher,
+            self._user_args(), self._prefix_paths())).encode()).hexdigest()[:16]
+        templates = cache_folder("mariadb-templates")
+        template = templates / key
+        if (template / "mysql").is_dir():
+            return template
+        templates.mkdir(parents=True, exist_ok=True)
+        with (templates / f"{key}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # parallel processes build it once
+            if not (template / "mysql").is_dir():
+                work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=templates))
+                try:
+                    started = time.monotonic()
+                    self._install_db(work / "data", work / "tmp")
+                    (work / "data").rename(template)
+                    logger.info("MariaDB template data directory %s initialised in %.2fs",
+                                template, time.monotonic() - started)
+                finally:
+                    shutil.rmtree(work, ignore_errors=True)
+        return template
+
+    def _install_db(self, data_dir: Path, tmp_dir: Path) -> None:
+        tmp_dir.mkdir(parents=True, exist_ok=True)
         extra_options: list[str] = []
         env = None
         if self.launcher:
@@ -97,8 +138,8 @@ class EmbeddedMariaDB(EmbeddedServer):
             "--no-defaults",
             "--auth-root-authentication-method=normal",
             "--skip-test-db",
-            f"--datadir={self.data_dir}",
-            f"--tmpdir={self.tmp_dir}",
+            f"--datadir={data_dir}",
+            f"--tmpdir={tmp_dir}",
             *self._user_args(),
             *extra_options,
         ]
@@ -111,7 +152,6 @@ class EmbeddedMariaDB(EmbeddedServer):
             env=env,
         )
         if result.returncode != 0:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
             output = "\n".join((result.stdout + result.stderr).splitlines()[-25:])
             raise ServerStartError(f"mariadb-install-db failed ({result.returncode}):\n{output}")
 

@@ -203,6 +203,10 @@ def test_every_engine_reads_every_table_equal_on_each_catalog(
     work = Workload(server, db, SEED)
     server.execute([f"CREATE TABLE `{db}`.`{t}` ({columns})" for t, columns in TABLES.items()])
     work.run(30)  # rows the snapshot takes
+    # The other catalogs run the same phases with fewer transactions and are read by every
+    # engine after the first landing and at the end (the suite's time is bounded): what
+    # differs between catalogs is where tables and commits live, not the landing.
+    full = kind == "hadoop"
 
     def land() -> None:
         sink = make_sink("spark:iceberg", spark=spark, catalog=lake.options,
@@ -216,16 +220,18 @@ def test_every_engine_reads_every_table_equal_on_each_catalog(
     tables = list(TABLES)
     land()
     check_every_engine(server, spark, lake, db, tables)
-    work.run(40)
+    work.run(40 if full else 20)
     land()
-    check_every_engine(server, spark, lake, db, tables)
+    if full:
+        check_every_engine(server, spark, lake, db, tables)
 
     server.execute(f"ALTER TABLE `{db}`.items ADD COLUMN extra INT DEFAULT 5")
-    work.run(30)
+    work.run(30 if full else 15)
     server.execute(f"TRUNCATE TABLE `{db}`.pairs")
-    work.run(30)
+    work.run(30 if full else 15)
     land()
-    check_every_engine(server, spark, lake, db, tables)
+    if full:
+        check_every_engine(server, spark, lake, db, tables)
 
     server.execute(f"RENAME TABLE `{db}`.bag TO `{db}`.bag2")
     work.bag = "bag2"
@@ -256,7 +262,7 @@ def test_every_engine_reads_every_table_equal_on_each_catalog(
             line for line in err.splitlines() if not line.startswith(("\tat ", "\t..."))
         )[-3000:]
         assert f"{db}.items" in out, out
-        work.run(30)
+        work.run(15)
         land()
     check_every_engine(server, spark, lake, db, tables)
     assert not spark.catalog.tableExists(f"{lake.name}.`{db}`.bag")

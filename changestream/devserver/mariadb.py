@@ -2,30 +2,23 @@
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import logging
 import os
 import shlex
 import shutil
 import subprocess
-import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pymysql
 
-from changestream.cache import cache_folder
 from changestream.devserver.base import EmbeddedServer
 from changestream.devserver.errors import ServerStartError
 from changestream.devserver.options import ServerOptions
 from changestream.devserver.programs import find_program, install_prefix
+from changestream.devserver.templates import data_template
 
 __all__ = ["EmbeddedMariaDB"]
-
-logger = logging.getLogger("changestream")
 
 
 class EmbeddedMariaDB(EmbeddedServer):
@@ -96,27 +89,10 @@ class EmbeddedMariaDB(EmbeddedServer):
     def _template(self) -> Path:
         """An initialised data directory to copy, made once per ``mariadbd`` build."""
         stat = Path(self.mariadbd).stat()
-        key = hashlib.sha256(repr((
+        return data_template("mariadb-templates", (
             self.mariadbd, stat.st_size, stat.st_mtime_ns, self.install_db, self.launcher,
-            self._user_args(), self._prefix_paths())).encode()).hexdigest()[:16]
-        templates = cache_folder("mariadb-templates")
-        template = templates / key
-        if (template / "mysql").is_dir():
-            return template
-        templates.mkdir(parents=True, exist_ok=True)
-        with (templates / f"{key}.lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # parallel processes build it once
-            if not (template / "mysql").is_dir():
-                work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=templates))
-                try:
-                    started = time.monotonic()
-                    self._install_db(work / "data", work / "tmp")
-                    (work / "data").rename(template)
-                    logger.info("MariaDB template data directory %s initialised in %.2fs",
-                                template, time.monotonic() - started)
-                finally:
-                    shutil.rmtree(work, ignore_errors=True)
-        return template
+            self._user_args(), self._prefix_paths()), "mysql",
+            lambda data_dir, scratch: self._install_db(data_dir, scratch / "tmp"))
 
     def _install_db(self, data_dir: Path, tmp_dir: Path) -> None:
         tmp_dir.mkdir(parents=True, exist_ok=True)

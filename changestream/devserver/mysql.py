@@ -3,27 +3,20 @@ copied from a template initialised once per ``mysqld`` build."""
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import logging
 import os
 import shutil
 import subprocess
-import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from changestream.cache import cache_folder
 from changestream.devserver.base import EmbeddedServer
 from changestream.devserver.errors import ServerNotAvailableError, ServerStartError
 from changestream.devserver.options import ServerOptions
 from changestream.devserver.process import log_tail
 from changestream.devserver.programs import find_program, install_prefix
+from changestream.devserver.templates import data_template
 
 __all__ = ["EmbeddedMySQL"]
-
-logger = logging.getLogger("changestream")
 
 
 # Options used both to initialise MySQL's template data directory and to run from it.
@@ -96,40 +89,23 @@ class EmbeddedMySQL(EmbeddedServer):
     def _template(self) -> Path:
         """An initialised data directory to copy, made once per mysqld build."""
         stat = Path(self.mysqld).stat()
-        key = hashlib.sha256(repr((self.mysqld, stat.st_size, stat.st_mtime_ns,
-                                   _MYSQL_INIT_ARGS, _MYSQL_INIT_SQL)).encode()).hexdigest()[:16]
-        templates = cache_folder("mysql-templates")
-        template = templates / key
-        if (template / "auto.cnf").exists():
-            return template
-        templates.mkdir(parents=True, exist_ok=True)
-        with (templates / f"{key}.lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # parallel processes build it once
-            if not (template / "auto.cnf").exists():
-                self._initialize_template(template)
-        return template
+        return data_template("mysql-templates", (
+            self.mysqld, stat.st_size, stat.st_mtime_ns, _MYSQL_INIT_ARGS, _MYSQL_INIT_SQL),
+            "auto.cnf", self._initialize_template)
 
-    def _initialize_template(self, template: Path) -> None:
-        work = Path(tempfile.mkdtemp(prefix=f"{template.name}.", dir=template.parent))
-        try:
-            init_file = work / "init.sql"
-            init_file.write_text(_MYSQL_INIT_SQL)
-            command = [*self.launcher, self.mysqld, *self._base_args(), "--initialize-insecure",
-                       f"--datadir={work / 'data'}", f"--init-file={init_file}",
-                       f"--log-error={work / 'init.log'}"]
-            started = time.monotonic()
-            result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True,
-                                    text=True, check=False)
-            if result.returncode != 0 or not (work / "data/auto.cnf").exists():
-                log = log_tail(work / "init.log")
-                tail = "\n".join((result.stdout + result.stderr + log).splitlines()[-25:])
-                raise ServerStartError(
-                    f"mysqld --initialize-insecure failed ({result.returncode}):\n{tail}")
-            (work / "data").rename(template)
-            logger.info("MySQL template data directory %s initialised in %.2fs", template,
-                        time.monotonic() - started)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+    def _initialize_template(self, data_dir: Path, scratch: Path) -> None:
+        init_file = scratch / "init.sql"
+        init_file.write_text(_MYSQL_INIT_SQL)
+        command = [*self.launcher, self.mysqld, *self._base_args(), "--initialize-insecure",
+                   f"--datadir={data_dir}", f"--init-file={init_file}",
+                   f"--log-error={scratch / 'init.log'}"]
+        result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True,
+                                text=True, check=False)
+        if result.returncode != 0 or not (data_dir / "auto.cnf").exists():
+            log = log_tail(scratch / "init.log")
+            tail = "\n".join((result.stdout + result.stderr + log).splitlines()[-25:])
+            raise ServerStartError(
+                f"mysqld --initialize-insecure failed ({result.returncode}):\n{tail}")
 
     def _initialize(self) -> None:
         shutil.copytree(self._template(), self.data_dir, symlinks=True)

@@ -1,6 +1,6 @@
 """The Router: wires a source, the actors and a sink adapter together, and runs them.
 
-This is the one place where the core meets ``actors/`` (see ARCHITECTURE.md).
+This is the one place where the core meets ``actors/`` (see docs/internals.md).
 """
 
 from __future__ import annotations

@@ -311,7 +311,8 @@ class EmbeddedServer:
     # -- using it --------------------------------------------------------------------
 
     def connect(self, **kwargs: Any) -> pymysql.Connection[Any]:
-        """A new PyMySQL connection as root (autocommit on, utf8mb4); ``kwargs`` override."""
+        """A new PyMySQL connection as root (autocommit on, utf8mb4, no TLS unless ``kwargs``
+        ask for it); ``kwargs`` override."""
         params: dict[str, Any] = {
             "host": self.host,
             "port": self.port,
@@ -320,6 +321,11 @@ class EmbeddedServer:
             "charset": "utf8mb4",
             "autocommit": True,
         }
+        if not any(key.startswith("ssl") for key in kwargs):
+            # PyMySQL's default tries TLS and builds a context with the system's CA
+            # certificates for each connection, most of a short connection's time: a
+            # private server on the loopback has no use for it.
+            params["ssl_disabled"] = True
         params.update(kwargs)
         return pymysql.connect(**params)
 

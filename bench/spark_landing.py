@@ -507,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{mode}: {bulk['rows_per_second']:,.0f} rows/s; measuring delay ...",
                       file=sys.stderr)
                 live = delay(server, spark, target, 10_000_000, args.probes,
-                             args.batch_seconds)
+                             args.batch_seconds) if args.probes else None
                 results["modes"][mode] = {"throughput": bulk, "delay": live}
                 if args.cold_cli:
                     print(f"{mode}: the same rows from a cold `changestream run` ...",
@@ -527,9 +527,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{'p95':>7} {'max':>7} {'poll':>6}")
     for mode, r in results["modes"].items():
         b, d = r["throughput"], r["delay"]
+        delays = (f"{d['median_seconds']:12.2f}s {d['p95_seconds']:6.2f}s "
+                  f"{d['max_seconds']:6.2f}s {d['median_poll_seconds']:5.2f}s"
+                  if d else f"{'(--probes 0)':>13}")
         print(f"{mode:8} {b['rows_per_second']:9,.0f} {b['router_seconds']:9.1f} "
-              f"{b['batches']:7d} {d['median_seconds']:12.2f}s {d['p95_seconds']:6.2f}s "
-              f"{d['max_seconds']:6.2f}s {d['median_poll_seconds']:5.2f}s")
+              f"{b['batches']:7d} {delays}")
     for mode, r in results["modes"].items():
         b = r["throughput"]
         share = b["sink_write_seconds"] / b["router_seconds"]

@@ -256,3 +256,23 @@ def test_keyless_changes_that_cancel_out_leave_an_empty_merge_source(
     source = mirror_keyless.keyless_source(None, "c.shop.n", run, run.frame)
     assert source.column_names == ["id", "name", "_op"]
     assert [(r["id"], r["name"], r["_op"]) for r in source.to_pylist()] == expected
+
+
+@pytest.mark.parametrize("arrow_workers", [False, True], ids=["parts", "arrow-workers"])
+@pytest.mark.parametrize("transactions, added, removed", [
+    ([[("delete", _DUP, None)], [("insert", None, _DUP)]], [], []),
+    ([[("delete", _DUP, None)], [("delete", _DUP, None)]], [], [(0, "dup", 2)]),
+    ([[("insert", None, _DUP), ("insert", None, _DUP), ("delete", _ONE, None)]],
+     [(0, "dup"), (0, "dup")], [(1, "one", 1)]),
+    ([[("update", _ONE, {"id": 1, "name": "uno"}), ("insert", None, _ONE)]],
+     [(1, "uno")], []),
+])
+def test_keyless_changes_are_copies_added_and_removed(
+        transactions: list[list[tuple[str, Any, Any]]], added: list[tuple[Any, ...]],
+        removed: list[tuple[Any, ...]], arrow_workers: bool) -> None:
+    run = _keyless_run(transactions, arrow_workers)
+    adds, removes = mirror_keyless.keyless_copies(run, run.frame)
+    assert ([(r["id"], r["name"]) for r in adds.to_pylist()] if adds is not None else []) \
+        == added
+    assert ([(r["id"], r["name"], r["_cs_copies"]) for r in removes.to_pylist()]
+            if removes is not None else []) == removed

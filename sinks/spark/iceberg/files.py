@@ -207,6 +207,10 @@ class ArrowAppender:
         table.refresh()
         return str(self._commits(table).liveFilesAndDeletes(table))
 
+    def columns(self, name: str) -> list[str]:
+        """The column names of table ``name``, in its order."""
+        return [f["name"] for f in self.facts(name).schema["fields"]]
+
     def key_schema(self, name: str, keys: list[str]) -> pa.Schema:
         """The Arrow schema of columns ``keys`` of table ``name`` (with their field ids)."""
         return file_schema(self.facts(name).schema, keys)

@@ -6,11 +6,15 @@ Built from a snapshot (the key columns of its live data files, less the rows its
 deletes remove) and kept by the sink's own commits, each naming the snapshot the index was
 built on and the files it deletes from: Iceberg refuses one (``ValidationException``) when
 another writer removed one of them since, and the index is built again. It lives in the
-driver's memory, one Arrow table per data file."""
+driver's memory, one Arrow table per data file.
+
+A mirror without a primary key is indexed by a 128-bit hash of each whole row
+(:func:`row_hashes`), its copies apart: 16 bytes a row whatever the table's width."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,6 +28,9 @@ DELETE_FILE_SCHEMA = pa.schema([
     pa.field("file_path", pa.string(), False, metadata={FIELD_ID: b"2147483546"}),
     pa.field("pos", pa.int64(), False, metadata={FIELD_ID: b"2147483545"})])
 FILE_COLUMN, POSITION_COLUMN = "_cs_file", "_cs_pos"
+#: The key of a keyless mirror's index: a hash of the whole row.
+ROW_HASH, COPIES = "_cs_row", "_cs_copies"
+ROW_HASH_SCHEMA = pa.schema([pa.field(ROW_HASH, pa.binary(16), False)])
 
 
 class KeyIndex:
@@ -80,6 +87,40 @@ class KeyIndex:
                                                  ("pos", "ascending")])
         return rows, _distinct(wanted) - _distinct(found.select(names))
 
+    def locate_copies(self, wanted: pa.Table) -> tuple[pa.Table, int]:
+        """Up to ``COPIES`` live rows of each key of ``wanted`` (the key columns and
+        ``COPIES``, a key once), as in :meth:`locate`; and how many of the copies asked
+        for were not found."""
+        names = self.key_schema.names
+        asked = int(pc.sum(wanted.column(COPIES)).as_py() or 0)
+        if not self._files or not asked:
+            return DELETE_FILE_SCHEMA.empty_table(), asked
+        wanted = pa.Table.from_arrays(
+            [*wanted.select(names).cast(self.key_schema).columns, wanted.column(COPIES)],
+            names=[*names, COPIES])
+        try:
+            found = pa.concat_tables(self._files.values()).join(
+                wanted, names, join_type="inner", use_threads=True)
+        except pa.ArrowNotImplementedError as exc:
+            raise Unsupported(f"key columns {names}: {exc}") from None
+        found = found.sort_by([(n, "ascending") for n in names]
+                              + [(FILE_COLUMN, "ascending"), (POSITION_COLUMN, "ascending")])
+        keys = list(zip(*(found.column(n).to_pylist() for n in names)))
+        taken: dict[tuple[object, ...], int] = {}
+        picks = []
+        for i, (key, copies) in enumerate(zip(keys, found.column(COPIES).to_pylist())):
+            have = taken.get(key, 0)
+            if have < copies:
+                taken[key] = have + 1
+                picks.append(i)
+        found = found.take(pa.array(picks, pa.int64()))
+        locations = pa.array(self.locations, pa.string())
+        rows = pa.Table.from_arrays(
+            [pc.take(locations, found.column(FILE_COLUMN)), found.column(POSITION_COLUMN)],
+            schema=DELETE_FILE_SCHEMA).sort_by([("file_path", "ascending"),
+                                                 ("pos", "ascending")])
+        return rows, asked - len(picks)
+
     def remove(self, deleted: pa.Table) -> None:
         """Forget the rows ``deleted`` (a position delete file's rows) names."""
         for location, part in split_by_data_file(deleted):
@@ -131,11 +172,27 @@ def read_keys(path: Path, key_schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, names=key_schema.names).cast(key_schema)
 
 
-def build_index(listing: str, key_schema: pa.Schema) -> KeyIndex | None:
+def row_hashes(rows: pa.Table, row_schema: pa.Schema) -> pa.Table:
+    """A 128-bit BLAKE2b hash of each of ``rows`` whole (a ``ROW_HASH_SCHEMA`` table): its
+    values cast to ``row_schema`` (the table's columns; one ``rows`` lacks is NULL), so
+    equal rows hash equal however they were typed, NULLs included. Equal hashes of unequal
+    rows are as likely as a random 128-bit collision."""
+    n = rows.num_rows
+    present = set(rows.column_names)
+    columns = [rows.column(f.name).cast(f.type).to_pylist() if f.name in present
+               else [None] * n for f in row_schema]
+    digest = hashlib.blake2b
+    hashes = [digest(repr(row).encode(), digest_size=16).digest() for row in zip(*columns)]
+    return pa.Table.from_arrays([pa.array(hashes, pa.binary(16))], schema=ROW_HASH_SCHEMA)
+
+
+def build_index(listing: str, key_schema: pa.Schema,
+                read: Callable[[Path], pa.Table] | None = None) -> KeyIndex | None:
     """The index of a table from its live files (``DriverCommits.liveFilesAndDeletes``'s
-    text); ``None`` when it cannot be built here: an equality delete applies (a mirror
-    from before position deletes, until ``maintain`` rewrites it) or a file is not on a
-    local file system."""
+    text), each file's keys read by ``read`` (default: its ``key_schema`` columns);
+    ``None`` when it cannot be built here: an equality delete applies (a mirror from
+    before position deletes, until ``maintain`` rewrites it) or a file is not on a local
+    file system."""
     lines = listing.splitlines()
     index = KeyIndex(key_schema, int(lines[0]))
     position_files: set[str] = set()
@@ -147,7 +204,8 @@ def build_index(listing: str, key_schema: pa.Schema) -> KeyIndex | None:
         if path is None:
             return None
         if kind == "D":
-            index.add_file(location, read_keys(path, key_schema))
+            index.add_file(location, read(path) if read is not None
+                           else read_keys(path, key_schema))
         else:
             position_files.add(location)
     for location in sorted(position_files):

@@ -1,6 +1,8 @@
-"""The MERGE source of a mirror without a primary key: such a table is a multiset of whole
-rows, as at the source, so each row value a batch changes is rewritten with as many copies
-as the mirror had plus what the batch added (NULLs match)."""
+"""What a batch does to a mirror without a primary key: such a table is a multiset of whole
+rows, as at the source, so a batch adds or removes copies of row values (NULLs match).
+Landed by position (:func:`keyless_copies`: the copies to remove and to add), else by a
+MERGE (:func:`keyless_source`: each changed value rewritten with as many copies as the
+mirror had plus what the batch added)."""
 
 from __future__ import annotations
 
@@ -11,14 +13,15 @@ import pyarrow as pa
 
 from ..frames import BEFORE_PREFIX, TableRun, to_dataframe
 from .ddl import quote as _q
+from .key_index import COPIES
 from .mirror_plan import hashable
 
 
-def keyless_source(spark: Any, name: str, run: TableRun, rows: pa.Table) -> pa.Table:
-    """Tables without a primary key are multisets: each changed row value is deleted
-    (every copy) and inserted again as many times as the mirror had it plus the net
-    count the changes add, so a DELETE of one of several equal rows removes one, as the
-    server did."""
+def net_copies(run: TableRun, rows: pa.Table) -> tuple[pa.Table, list[tuple[int, int]]]:
+    """The images of keyless ``run``'s changes ``rows`` (its after images, then its
+    before images: row i's is row n + i) and, per row value the batch changes, how many
+    copies it adds (negative: removes) and the image that holds it: (count, image),
+    counts of zero left out."""
     cols = [f.name for f in run.fields]
     images = rows.select(cols)
     befores = rows.select([f"{BEFORE_PREFIX}{i}" for i in run.before_fields]) \
@@ -39,7 +42,28 @@ def keyless_source(spark: Any, name: str, run: TableRun, rows: pa.Table) -> pa.T
             key = tuple(hashable(v) for v in keyed[at])
             entry = net.setdefault(key, [0, at])
             entry[0] += step
-    changed = [(count, at) for count, at in net.values() if count != 0]
+    return both, [(count, at) for count, at in net.values() if count != 0]
+
+
+def keyless_copies(run: TableRun, rows: pa.Table
+                   ) -> tuple[pa.Table | None, pa.Table | None]:
+    """The changes ``rows`` of keyless ``run`` as (the rows to add, a row per copy; the
+    rows to remove, each with how many of its copies in column ``COPIES``), ``None``
+    when empty. A DELETE of one of several equal rows removes one copy, as the server
+    did."""
+    both, changed = net_copies(run, rows)
+    added = sorted(at for count, at in changed for _ in range(count))
+    removed = [(at, -count) for count, at in changed if count < 0]
+    return (both.take(pa.array(added, pa.int64())) if added else None,
+            both.take(pa.array([at for at, _ in removed], pa.int64())).append_column(
+                COPIES, pa.array([c for _, c in removed], pa.int64())) if removed else None)
+
+
+def keyless_source(spark: Any, name: str, run: TableRun, rows: pa.Table) -> pa.Table:
+    """The MERGE source of keyless ``run``'s changes ``rows``: each changed row value is
+    deleted (every copy) and inserted again as many times as the mirror had it plus the
+    net count the changes add."""
+    both, changed = net_copies(run, rows)
     # Indices as int64 arrays: changes that cancel out (a DELETE ... LIMIT 1 of a duplicate
     # row, then the same row INSERTed) leave ``changed`` empty, and pyarrow types a bare []
     # as null, for which take has no kernel.

@@ -17,7 +17,7 @@ from ..frames import TableRun, to_dataframe
 from ..positions import PROPERTY
 from .ddl import quote as _q
 from .mirror_images import complete_images
-from .mirror_keyless import keyless_source
+from .mirror_keyless import keyless_copies, keyless_source
 from .mirror_plan import (
     last_change_per_key,
     merge_on_keys,
@@ -25,7 +25,7 @@ from .mirror_plan import (
     mirror_delta,
     split_new_keys,
 )
-from .mirror_positions import MirrorPositions
+from .mirror_positions import KeyedRows, MirrorPositions, RowCopies
 
 if TYPE_CHECKING:
     from changestream.sinks.spark.stages import StageClock
@@ -77,21 +77,25 @@ class MirrorLanding:
         jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
             props, _Callable(action), jvm.java.lang.Class.forName("java.lang.Exception"))
 
+    def _mirror_positions(self, spark: Any) -> MirrorPositions:
+        appender = self._appender_for(spark)
+        if self._positions is None or self._positions.appender is not appender:
+            self._positions = MirrorPositions(appender)
+        return self._positions
+
     def _row_delta(self, spark: Any, name: str, run: TableRun, upserts: pa.Table | None,
                    deleted: pa.Table | None, last: Position) -> bool:
         """Commit keyed mirror ``name``'s batch written by the driver: position deletes
         (:mod:`.mirror_positions`) unless off or the mirror still has equality deletes,
         else equality deletes; ``False`` when the driver cannot write the table."""
-        appender = self._appender_for(spark)
         properties = {PROPERTY: positions.encode(last)}
         if self.position_deletes:
-            if self._positions is None or self._positions.appender is not appender:
-                self._positions = MirrorPositions(appender)
-            done = self._positions.land(name, run.key_names, upserts, deleted, properties,
-                                        expect_present=self.append_new_keys)
+            done = self._mirror_positions(spark).land(
+                name, KeyedRows(run.key_names, upserts, deleted), properties,
+                expect_present=self.append_new_keys)
             if done is not None:
                 return done
-        return appender.row_delta(name, upserts, deleted, properties)
+        return self._appender_for(spark).row_delta(name, upserts, deleted, properties)
 
     def land_mirror(self, spark: Any, run: TableRun) -> int:
         name = self.mirror_name(run)
@@ -125,6 +129,19 @@ class MirrorLanding:
             with clock("mirror delta"):
                 done = self._row_delta(spark, name, run, upserts, deleted, last)
             if done:
+                self.committed[name] = last
+                return rows.num_rows
+        if not keys and self.arrow_appends and self.position_deletes:
+            with clock("mirror plan"):
+                added, removed = keyless_copies(run, rows)
+            if added is None and removed is None:
+                return rows.num_rows  # changes that cancel out
+            with clock("mirror delta"):
+                # the copies removed deleted by position; None or False: MERGE instead
+                copied = self._mirror_positions(spark).land(
+                    name, RowCopies(added, removed), {PROPERTY: positions.encode(last)},
+                    expect_present=True)
+            if copied:
                 self.committed[name] = last
                 return rows.num_rows
         if keys and self.append_new_keys:

@@ -5,11 +5,16 @@ last images and the position. The index is built at the first batch that deletes
 of new keys while there is none is a plain append) and kept by each commit after; a commit
 Iceberg refuses because another writer changed those rows is planned again on a new index.
 A mirror that still has equality deletes (written before position deletes were the
-default) goes on taking them until ``maintain`` compacts them away."""
+default) goes on taking them until ``maintain`` compacts them away.
+
+A mirror without a primary key is a multiset: its batch removes a number of copies of
+whole rows, found by their hash (:func:`.key_index.row_hashes`), and appends the copies it
+adds (:class:`RowCopies`)."""
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -17,12 +22,80 @@ from changestream.model.errors import SinkError
 
 from ..options import short
 from .files import ArrowAppender, Unsupported
-from .key_index import DELETE_FILE_SCHEMA, KeyIndex, build_index
+from .key_index import (
+    COPIES,
+    DELETE_FILE_SCHEMA,
+    ROW_HASH,
+    ROW_HASH_SCHEMA,
+    KeyIndex,
+    build_index,
+    read_keys,
+    row_hashes,
+)
 
 logger = logging.getLogger("changestream.sinks.spark")
 
 #: How many times a batch is planned again after Iceberg refused its commit.
 ATTEMPTS = 3
+
+
+class KeyedRows:
+    """A keyed mirror's batch: the keys it deletes (``deleted``: key columns) and the
+    rows it adds (``upserts``), found and indexed by the key columns ``keys``."""
+
+    def __init__(self, keys: tuple[str, ...], upserts: pa.Table | None,
+                 deleted: pa.Table | None):
+        self.keys = list(keys)
+        self.upserts = upserts
+        self.deleted = deleted
+        self._schema: pa.Schema | None = None
+
+    def index_schema(self, appender: ArrowAppender, name: str) -> pa.Schema:
+        self._schema = appender.key_schema(name, self.keys)
+        return self._schema
+
+    def read(self, path: Path) -> pa.Table:
+        assert self._schema is not None
+        return read_keys(path, self._schema)
+
+    def locate(self, index: KeyIndex) -> tuple[pa.Table, int]:
+        assert self.deleted is not None
+        return index.locate(self.deleted)
+
+    def index_keys(self, rows: pa.Table) -> pa.Table:
+        return rows.select(self.keys)
+
+
+class RowCopies:
+    """A keyless mirror's batch: ``removed`` (whole rows, each with how many of its copies
+    go, in column ``COPIES``) and the rows it adds (``upserts``, a row per copy), found and
+    indexed by the hash of the whole row over the table's columns."""
+
+    def __init__(self, upserts: pa.Table | None, removed: pa.Table | None):
+        self.upserts = upserts
+        self.removed = removed
+        self.deleted = removed  # what the batch needs found in the mirror
+        self._row_schema: pa.Schema | None = None
+
+    def index_schema(self, appender: ArrowAppender, name: str) -> pa.Schema:
+        self._row_schema = appender.key_schema(name, appender.columns(name))
+        return ROW_HASH_SCHEMA
+
+    def read(self, path: Path) -> pa.Table:
+        assert self._row_schema is not None
+        return row_hashes(read_keys(path, self._row_schema), self._row_schema)
+
+    def locate(self, index: KeyIndex) -> tuple[pa.Table, int]:
+        assert self.removed is not None and self._row_schema is not None
+        hashes = row_hashes(self.removed, self._row_schema)
+        wanted = hashes.append_column(COPIES, self.removed.column(COPIES).cast(pa.int64()))
+        grouped = wanted.group_by(ROW_HASH, use_threads=False).aggregate([(COPIES, "sum")])
+        return index.locate_copies(pa.table({ROW_HASH: grouped.column(ROW_HASH),
+                                             COPIES: grouped.column(f"{COPIES}_sum")}))
+
+    def index_keys(self, rows: pa.Table) -> pa.Table:
+        assert self._row_schema is not None
+        return row_hashes(rows, self._row_schema)
 
 
 class MirrorPositions:
@@ -33,35 +106,38 @@ class MirrorPositions:
         self.appender = appender
         self.indexes: dict[str, KeyIndex] = {}
 
-    def land(self, name: str, keys: tuple[str, ...], upserts: pa.Table | None,
-             deleted: pa.Table | None, properties: dict[str, str],
+    def land(self, name: str, batch: KeyedRows | RowCopies, properties: dict[str, str],
              expect_present: bool = False) -> bool | None:
-        """Commit to mirror ``name`` (key columns ``keys``) the rows of keys ``deleted``
-        deleted and ``upserts`` added, with ``properties``. ``True`` when done, ``False``
-        when the driver cannot write this table (the caller uses Spark), ``None`` when
-        the mirror cannot take position deletes (equality deletes apply to it).
-        ``expect_present``: every key of ``deleted`` is in the mirror (it changed at the
-        source, which the mirror equals as of the batch's start), so a key the index
-        lacks means an index behind the table: it is read again once."""
+        """Commit ``batch`` to mirror ``name`` with ``properties``. ``True`` when done,
+        ``False`` when the driver cannot write this table (the caller uses Spark),
+        ``None`` when the mirror cannot take position deletes (equality deletes apply to
+        it, or its keys cannot be indexed here). ``expect_present``: every key (row) the
+        batch deletes is in the mirror (it changed at the source, which the mirror
+        equals as of the batch's start), so one the index lacks means an index behind
+        the table: it is read again once."""
         checked = False
+        upserts, deleted = batch.upserts, batch.deleted
         for attempt in range(ATTEMPTS):
             built = name not in self.indexes
-            index = self._index(name, keys, needed=deleted is not None)
+            try:
+                index = self._index(name, batch, needed=deleted is not None)
+            except Unsupported:
+                return None
             if index is None and deleted is not None:
                 return None
             located = DELETE_FILE_SCHEMA.empty_table()
             if index is not None and deleted is not None:
                 try:
-                    located, missing = index.locate(deleted)
+                    located, missing = batch.locate(index)
                 except Unsupported:
                     return None
                 if missing and expect_present and not built and not checked:
                     checked = True
-                    logger.info("spark sink: %d keys of mirror %s not where its key index "
+                    logger.info("spark sink: %d rows of mirror %s not where its key index "
                                 "said; reading it again", missing, name)
                     self.indexes.pop(name, None)
                     continue
-            if index is None:  # only new keys and no index yet: a plain append
+            if index is None:  # only new rows and no index yet: a plain append
                 return self.appender.row_delta(name, upserts, None, properties)
             try:
                 done = self.appender.position_delta(name, upserts, located,
@@ -85,29 +161,28 @@ class MirrorPositions:
                 return True
             index.remove(located)
             if location is not None and upserts is not None:
-                index.add_file(location, upserts.select(list(keys)))
+                index.add_file(location, batch.index_keys(upserts))
             index.snapshot_id = snapshot
             return True
         raise SinkError(f"spark sink: mirror {name}: unreachable")  # the loop returns
 
-    def _index(self, name: str, keys: tuple[str, ...], needed: bool) -> KeyIndex | None:
+    def _index(self, name: str, batch: KeyedRows | RowCopies, needed: bool
+               ) -> KeyIndex | None:
         """Mirror ``name``'s index, current with the table (built when ``needed`` and
-        missing or stale); ``None`` when there is none."""
+        missing or stale); ``None`` when there is none. Raises :class:`Unsupported` when
+        the table's keys cannot be indexed here."""
         index = self.indexes.get(name)
         # Refreshed when an index would be used: another writer's commit (maintain,
         # another process) makes it stale, and rebuilds it, before it is used.
         facts = self.appender.facts(name, refresh=index is not None)
+        schema = batch.index_schema(self.appender, name)
         if index is not None and index.table_ids == facts.ids \
-                and index.snapshot_id == facts.snapshot_id:
+                and index.snapshot_id == facts.snapshot_id and index.key_schema == schema:
             return index
         self.indexes.pop(name, None)
         if not needed:
             return None
-        try:
-            schema = self.appender.key_schema(name, list(keys))
-        except Unsupported:
-            return None
-        index = build_index(self.appender.live_files(name), schema)
+        index = build_index(self.appender.live_files(name), schema, batch.read)
         if index is not None:
             index.table_ids = facts.ids
             self.indexes[name] = index

@@ -1,0 +1,77 @@
+"""The key index of a mirror: live rows by key, and a keyless mirror's rows by the hash of
+the whole row, copies apart (pure Arrow: no Spark)."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+
+from changestream.sinks.spark.iceberg.key_index import (  # noqa: E402
+    COPIES,
+    ROW_HASH,
+    ROW_HASH_SCHEMA,
+    KeyIndex,
+    row_hashes,
+)
+
+ROW = pa.schema([pa.field("v", pa.int64()), pa.field("w", pa.string()),
+                 pa.field("d", pa.decimal128(10, 2)),
+                 pa.field("at", pa.timestamp("us", tz="UTC"))])
+AT = datetime.datetime(2024, 5, 1, 12, 0, 0, 250000, tzinfo=datetime.UTC)
+
+
+def rows(*values: tuple) -> pa.Table:
+    return pa.Table.from_pylist([dict(zip(ROW.names, v)) for v in values], schema=ROW)
+
+
+def test_row_hashes_are_equal_for_equal_rows_however_typed_and_tell_nulls_apart() -> None:
+    one = row_hashes(rows((1, "a", decimal.Decimal("1.50"), AT)), ROW)
+    # the batch's own types: int32, a decimal of another scale, a column left out
+    other = pa.table({"v": pa.array([1, 1, None], pa.int32()),
+                      "w": ["a", "a", "a"],
+                      "d": pa.array([decimal.Decimal("1.5")] * 3, pa.decimal128(12, 1)),
+                      "at": pa.array([AT, None, AT], pa.timestamp("us", tz="UTC"))})
+    hashes = row_hashes(other, ROW).column(ROW_HASH).to_pylist()
+    assert hashes[0] == one.column(ROW_HASH)[0].as_py()
+    assert len(set(hashes)) == 3  # a NULL is not any value, nor another column's NULL
+    absent = row_hashes(other.drop_columns(["at"]), ROW).column(ROW_HASH).to_pylist()
+    assert absent[1] == hashes[1]  # a column the rows lack is NULL
+
+
+def _index_of(files: dict[str, pa.Table]) -> KeyIndex:
+    index = KeyIndex(ROW_HASH_SCHEMA, 7)
+    for location, table in files.items():
+        index.add_file(location, row_hashes(table, ROW))
+    return index
+
+
+def _wanted(table: pa.Table, copies: list[int]) -> pa.Table:
+    return row_hashes(table, ROW).append_column(COPIES, pa.array(copies, pa.int64()))
+
+
+def test_locate_copies_takes_as_many_copies_as_asked_across_files() -> None:
+    dup, one = (0, "dup", None, None), (1, "one", decimal.Decimal("2.00"), AT)
+    index = _index_of({"f1": rows(dup, one, dup), "f2": rows(dup, dup)})
+    assert index.rows == 5
+    located, short = index.locate_copies(_wanted(rows(dup, one), [3, 1]))
+    assert short == 0
+    got = list(zip(located.column("file_path").to_pylist(), located.column("pos").to_pylist()))
+    assert got == sorted(got) and len(got) == 4
+    assert ("f1", 1) in got  # the one copy of ``one``
+    assert sum(1 for f, p in got if (f, p) != ("f1", 1)) == 3  # three of the four dups
+    index.remove(located)
+    assert index.rows == 1
+    # more than the mirror holds: what there is, and how many were short
+    located, short = index.locate_copies(_wanted(rows(dup, one), [2, 1]))
+    assert located.num_rows == 1 and short == 2
+    assert index.locate_copies(_wanted(rows(one), [0]))[0].num_rows == 0
+
+
+def test_locate_copies_of_an_empty_index_finds_nothing() -> None:
+    index = KeyIndex(ROW_HASH_SCHEMA, -1)
+    located, short = index.locate_copies(_wanted(rows((0, "x", None, None)), [2]))
+    assert located.num_rows == 0 and short == 2

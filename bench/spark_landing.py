@@ -133,9 +133,12 @@ class Target:
 
     def __init__(self, mode: str, base: Path, db: str, arrow_workers: bool = True):
         self.mode, self.db = mode, db
+        # ``iceberg-equality``: the Iceberg mode whose mirrors take equality deletes
+        self.kind = mode.split("-")[0]
+        self.options = {"mirror_deletes": "equality"} if mode == "iceberg-equality" else {}
         self.arrow_workers = arrow_workers
         self.where = base / mode
-        self.catalog = f"bench_{mode}"
+        self.catalog = f"bench_{mode.replace('-', '_')}"
 
     def again(self, n: int) -> Target:
         """The same source tables landed anew: another folder, another catalog."""
@@ -144,12 +147,12 @@ class Target:
         return other
 
     def sink(self, spark: Any) -> Any:
-        option = {"warehouse": self.where} if self.mode == "iceberg" else {"path": self.where}
-        return make_sink(f"spark:{self.mode}", spark=spark, catalog=self.catalog,
-                         arrow_workers=self.arrow_workers, **option)
+        option = {"warehouse": self.where} if self.kind == "iceberg" else {"path": self.where}
+        return make_sink(f"spark:{self.kind}", spark=spark, catalog=self.catalog,
+                         arrow_workers=self.arrow_workers, **option, **self.options)
 
     def frame(self, spark: Any) -> Any:
-        if self.mode == "iceberg":
+        if self.kind == "iceberg":
             name = f"{self.catalog}.{self.db}.t"
             spark.sql(f"REFRESH TABLE {name}")
             return spark.table(name)
@@ -161,7 +164,7 @@ class Target:
     def changelog_count(self, spark: Any, tables: Iterable[str] = ("t",)) -> int:
         """The changes landed into ``tables``: their changelogs' rows (the Parquet mode has
         only them)."""
-        if self.mode == "iceberg":
+        if self.kind == "iceberg":
             return sum(int(spark.table(f"{self.catalog}.{self.db}.{table}__changelog").count())
                        for table in tables)
         return sum(int(spark.read.parquet(str(self.where / self.db / table)).count())
@@ -259,7 +262,7 @@ def _land(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int,
     landed = target.changelog_count(spark, present)
     if landed != rows:
         raise SystemExit(f"{target.mode}: {landed} changes landed, {rows} written")
-    for table, held in present.items() if target.mode == "iceberg" else ():
+    for table, held in present.items() if target.kind == "iceberg" else ():
         mirrored = target.mirror_count(spark, table)
         source = server.execute(f"SELECT count(*) FROM `{db}`.{table}")[0][0]
         if mirrored != held or source != held:
@@ -329,8 +332,10 @@ def cold_cli(server: EmbeddedMariaDB, target: Target, base: Path, start: str, en
     from changestream.sinks.spark.session import quiet_log4j2
 
     def run(begin: str, folder: Path, spark: bool = True) -> dict[str, float]:
-        option = "warehouse" if target.mode == "iceberg" else "path"
-        sink = ["--sink", f"spark:{target.mode}", "--sink-option", f"{option}={folder}",
+        option = "warehouse" if target.kind == "iceberg" else "path"
+        extra = [a for k, v in target.options.items() for a in ("--sink-option", f"{k}={v}")]
+        sink = ["--sink", f"spark:{target.kind}", "--sink-option", f"{option}={folder}",
+                *extra,
                 "--sink-option", "conf.spark.driver.extraJavaOptions="
                 f"-Dlog4j2.configurationFile=file:{quiet_log4j2()}",
                 "--sink-option", "conf.spark.ui.showConsoleProgress=false"] if spark else [
@@ -432,7 +437,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--tx-rows", type=int, default=100)
-    parser.add_argument("--modes", default="parquet,iceberg")
+    parser.add_argument("--modes", default="parquet,iceberg",
+                        help="parquet, iceberg, iceberg-equality (mirrors with equality "
+                             "deletes, as before position deletes): comma-separated")
     parser.add_argument("--shape", choices=SHAPES, default="inserts",
                         help="inserts only; 80%% inserts, 15%% updates, 5%% deletes; the same "
                              "with a keyless table (see the module's docstring)")

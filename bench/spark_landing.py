@@ -498,11 +498,12 @@ def main(argv: list[str] | None = None) -> int:
             for mode in args.modes.split(","):
                 # A session's first landings load and compile the JVM's writers: done
                 # once on a small table, reported apart, not in the figures.
-                warm = throughput(server, spark, Target(mode, Path(tmp), f"warm_{mode}",
+                db = mode.replace("-", "_")
+                warm = throughput(server, spark, Target(mode, Path(tmp), f"warm_{db}",
                                                         not args.change_objects),
                                   2_000, args.tx_rows, args.batch_seconds, args.batch_changes,
                                   compare=False)
-                target = Target(mode, Path(tmp), f"bench_{mode}",
+                target = Target(mode, Path(tmp), f"bench_{db}",
                                 not args.change_objects)
                 print(f"{mode}: warmed up in {warm['router_seconds']:.1f} s; landing "
                       f"{args.rows:,} rows ...", file=sys.stderr)

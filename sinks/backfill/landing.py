@@ -18,12 +18,12 @@ from changestream.model.errors import SinkError
 from changestream.sinks.spark import positions
 from changestream.sinks.spark.frames import BEFORE_PREFIX, TableRun
 from changestream.sinks.spark.iceberg import IcebergLanding
-from changestream.sinks.spark.iceberg.ddl import quote as _q
 from changestream.sinks.spark.iceberg.mirror_plan import (
     last_change_per_key,
     merge_on_keys,
     merge_on_values,
 )
+from changestream.sinks.spark.iceberg.names import quote as _q
 from changestream.sinks.spark.types import METADATA, FieldMapping, spark_schema
 
 from .decoding import StagedPiece
@@ -47,7 +47,7 @@ class BackfillLanding(IcebergLanding):
                    ) -> tuple[list[StagedPiece], Position | None]:
         """The pieces of ``run`` table ``name`` does not hold yet, and the position it holds
         once they are in."""
-        committed = self._committed(spark, name)
+        committed = self.tables.committed_position(spark, name)
         new = [p for p in run.pieces if positions.is_after(p.last, committed)]
         if new and committed is not None and not positions.is_after(new[0].first, committed):
             raise SinkError(f"backfill: table {name} was committed up to {committed}, in the "
@@ -73,11 +73,11 @@ class BackfillLanding(IcebergLanding):
         if not pieces or last is None:
             return 0  # landed before: the table may have a later shape already
         with self.clock("evolve"):
-            self._evolve(spark, name, run, changelog=True)
+            self.tables.evolve(spark, name, run, changelog=True)
         df = self._staged_frame(spark, run, pieces) \
             .select([_q(f.name) for f in METADATA + run.fields])
         with self.clock("changelog append"):
-            self._spark_append(spark, name, df, last)
+            self.tables.spark_append(spark, name, df, last)
         return sum(p.rows for p in pieces)
 
     def land_mirror(self, spark: Any, run: TableRun) -> int:
@@ -87,7 +87,7 @@ class BackfillLanding(IcebergLanding):
         if not pieces or last is None:
             return 0
         with self.clock("evolve"):
-            self._evolve(spark, name, run, changelog=False)
+            self.tables.evolve(spark, name, run, changelog=False)
         view = f"changestream_staged_{uuid.uuid4().hex}"
         self._staged_frame(spark, run, pieces).createOrReplaceTempView(view)
         try:
@@ -98,7 +98,7 @@ class BackfillLanding(IcebergLanding):
                 source = f"({self._multiset_source(run, view, name)})"
                 on, matched = merge_on_values(run)
             with self.clock("mirror merge"):
-                self._merge(spark, name, run, source, on, matched, last)
+                self.mirrors.merge(spark, name, run, source, on, matched, last)
         finally:
             spark.catalog.dropTempView(view)
         return sum(p.rows for p in pieces)

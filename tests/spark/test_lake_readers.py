@@ -159,7 +159,7 @@ def test_a_mirror_compacted_behind_the_router_lands_right(
     for n, parts in enumerate(batches[:3], 1):
         sink.write(batch(n, parts))
     name = f"`{catalog}`.`shop`.`items`"
-    index = sink._landing._positions.indexes[name]
+    index = sink._landing.mirrors._positions.indexes[name]
     stale_snapshot = index.snapshot_id
     stale, missing = index.locate(pa.table({"id": pa.array([0, 1], pa.int64())}))
     assert stale.num_rows == 2 and missing == 0

@@ -240,8 +240,8 @@ def test_iceberg_makes_its_own_tables_with_their_columns_and_properties(
         spark: Any, tmp_path: Any, catalog: str) -> None:
     """The control table (at the open) and the schema history's table (at its first state)
     are created through the catalog's call, not SQL: the same columns and properties."""
-    from changestream.sinks.spark.iceberg.ddl import CONTROL_TABLE_PROPERTIES
     from changestream.sinks.spark.iceberg.history import WarehouseHistoryStore
+    from changestream.sinks.spark.iceberg.names import CONTROL_TABLE_PROPERTIES
 
     sink = make_sink("spark:iceberg", warehouse=str(tmp_path), spark=spark, catalog=catalog)
     assert sink.open() is None
@@ -373,16 +373,16 @@ def test_iceberg_a_batch_cut_between_its_merge_and_its_append_lands_once(
     sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog, **options)
     sink.open()
     sink.write(b1)
-    from changestream.sinks.spark.iceberg import IcebergLanding
+    from changestream.sinks.spark.iceberg.tables import IcebergTables
 
-    real = IcebergLanding._spark_append
+    real = IcebergTables.spark_append
 
     def killed(self: Any, s: Any, name: str, df: Any, last: Any) -> None:
         if "changelog" not in name:
             raise RuntimeError("killed")
         real(self, s, name, df, last)
 
-    monkeypatch.setattr(IcebergLanding, "_spark_append", killed)
+    monkeypatch.setattr(IcebergTables, "spark_append", killed)
     with pytest.raises(Exception, match="killed"):
         sink.write(b2)
     monkeypatch.undo()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .ddl import quote as _q
+from .names import quote as _q
 
 _INT_LIKE = {"tinyint": "int", "smallint": "int"}  # Iceberg keeps these as int
 _WIDENS = {("int", "bigint"), ("float", "double")}

@@ -2,7 +2,8 @@
 (of a table, or of columns) moves it, and a DDL's resulting shape (from the schema history)
 creates or evolves it; each marked in the table's changelog. Each step is skipped when a
 commit at or after the DDL's position shows it done, so a batch landed again after a crash
-does not repeat it. A part of :class:`changestream.sinks.spark.iceberg.IcebergLanding`."""
+does not repeat it. The landing (:class:`changestream.sinks.spark.iceberg.IcebergLanding`)
+holds one :class:`MirroredDdl` over its tables."""
 
 from __future__ import annotations
 
@@ -19,13 +20,23 @@ from ..frames import TableRun
 from ..positions import PROPERTY
 from ..types import columns_json, table_mappings
 from .commits import create_table
-from .files import ArrowAppender, append_rows
+from .files import append_rows
+from .names import (
+    CHANGELOG_SUFFIX,
+    CONTROL_NAMESPACE,
+    CONTROL_TABLE_PROPERTIES,
+    DDL_TABLE,
+    TABLE_PROPERTIES,
+)
+from .names import quote as _q
+
+if TYPE_CHECKING:
+    from .tables import IcebergTables
 
 #: DDL kinds that change which rows a table holds, what it is called or whether it exists:
 #: the landing applies them to the mirrors (and marks the changelogs) in binlog order.
 MIRRORED_DDL = frozenset({"truncate_table", "rename_table", "drop_table", "drop_database",
                           "alter_table"})
-
 
 
 def mirrored_ddl(change: Change) -> bool:
@@ -38,77 +49,42 @@ def mirrored_ddl(change: Change) -> bool:
         ddl.kind != "alter_table" or bool(ddl.renames))
 
 
-CHANGELOG_SUFFIX = "__changelog"
-#: The properties of every table changestream makes: format 2, and a commit removes the
-#: metadata files of all but the last 20 versions (a table's metadata file lists every
-#: snapshot, and a router commits once a batch: kept, they would fill the disk).
-METADATA_RETENTION = {"write.metadata.delete-after-commit.enabled": "true",
-                      "write.metadata.previous-versions-max": "20"}
-#: The namespace of changestream's own tables in a catalog, and its table of the DDL
-#: applied to the mirrors.
-CONTROL_NAMESPACE = "_changestream"
-DDL_TABLE = "ddl"
-CONTROL_TABLE_PROPERTIES = {"format-version": "2", **METADATA_RETENTION}
-#: The properties of every mirror and changelog table: those, ``changestream.table`` (which
-#: tells a table changestream made from one it would refuse to take over), row-level changes as
-#: delete files (merge-on-read), and no shuffle before a write (distribution mode ``none``;
-#: ``fanout`` lets a task write several day partitions unsorted). A batch is small and
-#: mostly one day, so a shuffle buys little; the more files it would save are what
-#: ``changestream maintain`` compacts.
-MIRROR_TABLE_PROPERTIES = {
-    **CONTROL_TABLE_PROPERTIES, "write.delete.mode": "merge-on-read",
-    "write.update.mode": "merge-on-read", "write.merge.mode": "merge-on-read",
-    "write.distribution-mode": "none", "write.merge.distribution-mode": "none",
-    "write.update.distribution-mode": "none", "write.delete.distribution-mode": "none",
-    "write.spark.fanout.enabled": "true", "changestream.table": "true"}
-
-
-def sql_properties(properties: dict[str, str]) -> str:
-    """``properties`` as the inside of ``TBLPROPERTIES (...)``."""
-    return ", ".join(f"'{key}'='{value}'" for key, value in properties.items())
-
-
-TABLE_PROPERTIES = sql_properties(MIRROR_TABLE_PROPERTIES)
-
-
-def quote(name: str) -> str:
-    """``name`` as a Spark SQL identifier."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-_q = quote
-
-
 class MirroredDdl:
-    """The DDL part of the Iceberg landing (a mixin: it uses the landing's tables and
-    state)."""
+    """The DDL the mirrors and changelogs of ``tables`` follow (see the module
+    docstring), each DDL applied noted in the control namespace's DDL table, whose last
+    position is ``ddl_done``; ``catalog_renames``: the catalog renames tables (all but a
+    Hadoop catalog)."""
 
-    catalog: str
-    control_namespace: str
-    ddl_log: str
-    ddl_done: Position | None
-    committed: dict[str, Position | None]
-    schemas: dict[str, dict[str, str]]
-    renames: dict[str, dict[str, str]]
-    defaults: dict[str, dict[str, str | None]]
-    arrow_appends: bool
-    catalog_renames: bool  # the catalog renames tables (all but a Hadoop catalog)
+    def __init__(self, tables: IcebergTables, control_namespace: str = CONTROL_NAMESPACE,
+                 catalog_renames: bool = False):
+        self.tables = tables
+        self.control_namespace = control_namespace
+        self.catalog_renames = catalog_renames
+        # One row per DDL applied to the mirrors: a batch landed again after a crash skips
+        # everything up to the last one (the state of the tables is already past it).
+        self.ddl_log = f"{_q(tables.catalog)}.{_q(control_namespace)}.{_q(DDL_TABLE)}"
+        self.ddl_done: Position | None = None
 
-    if TYPE_CHECKING:
-        def mirror_name(self, run: TableRun) -> str: ...
-        def changelog_name(self, run: TableRun) -> str: ...
-        def _exists(self, spark: Any, name: str) -> bool: ...
-        def _committed(self, spark: Any, name: str) -> Position | None: ...
-        def _table_columns(self, spark: Any, name: str) -> dict[str, str]: ...
-        def _evolve(self, spark: Any, name: str, run: TableRun, changelog: bool) -> None: ...
-        def _with_properties(self, spark: Any, position: Position, action: Any) -> None: ...
-        def _appender_for(self, spark: Any) -> ArrowAppender: ...
+    def open(self, spark: Any) -> None:
+        """Read where the DDL applied so far ends."""
+        tables = self.tables
+        self.ddl_done = tables.stored_position(spark, self.ddl_log) \
+            if tables.exists(spark, self.ddl_log) else None
 
     def apply_ddl(self, spark: Any, change: Change, position: Position | None) -> None:
         """Apply a TRUNCATE, RENAME or DROP (logged in ``change``, its transaction ending at
         ``position``) to the mirrors and changelogs. Each step is skipped when a commit at
         or after ``position`` shows it done, so a batch landed again after a crash does not
         repeat it."""
+        tables = self.tables
+        tables.existing.clear()  # the DDL may drop or rename tables: no cache meanwhile
+        tables.in_ddl = True
+        try:
+            self._apply(spark, change, position)
+        finally:
+            tables.in_ddl = False
+
+    def _apply(self, spark: Any, change: Change, position: Position | None) -> None:
         ddl = parse_ddl(change.sql or "", ddl_database(change))
         database = ddl_database(change) or ""
         if ddl is not None and ddl.kind == "alter_table" and ddl.renames:
@@ -142,35 +118,26 @@ class MirroredDdl:
         column's default, before any row of the new shape comes."""
         fields = table_mappings(schema)
         run = TableRun(schema.database, schema.table, schema, fields)
-        self._evolve(spark, self.changelog_name(run), run, changelog=True)
-        self._evolve(spark, self.mirror_name(run), run, changelog=False)
+        tables = self.tables
+        tables.evolve(spark, tables.changelog_name(run), run, changelog=True)
+        tables.evolve(spark, tables.mirror_name(run), run, changelog=False)
 
     def record_ddl(self, spark: Any, change: Change, position: Position) -> None:
         """Note that everything up to ``position`` (a DDL just applied) is landed."""
-        if not self._exists(spark, self.ddl_log):
-            create_table(spark, self.catalog, self.control_namespace, DDL_TABLE,
+        tables = self.tables
+        if not tables.exists(spark, self.ddl_log):
+            create_table(spark, tables.catalog, self.control_namespace, DDL_TABLE,
                          columns_json((("position", "string"), ("statement", "string"))),
                          CONTROL_TABLE_PROPERTIES)
         encoded = positions.encode(position)
-        append_rows(spark, self._appender_for(spark) if self.arrow_appends else None,
+        append_rows(spark, tables.appender_for(spark) if tables.arrow_appends else None,
                     self.ddl_log, pa.table({"position": pa.array([encoded], pa.string()),
                                             "statement": pa.array([change.sql], pa.string())}),
                     {PROPERTY: encoded})
         self.ddl_done = position
 
-    def _names(self, table: tuple[str, str]) -> tuple[str, str]:
-        database, name = table
-        mirror = f"{_q(self.catalog)}.{_q(database)}.{_q(name)}"
-        changelog = f"{_q(self.catalog)}.{_q(database)}.{_q(name + CHANGELOG_SUFFIX)}"
-        return mirror, changelog
-
-    def _forget(self, *names: str) -> None:
-        for name in names:
-            self.committed.pop(name, None)
-            self.schemas.pop(name, None)
-
     def _mirrored_tables(self, spark: Any, database: str) -> list[str]:
-        namespace = f"{_q(self.catalog)}.{_q(database)}"
+        namespace = f"{_q(self.tables.catalog)}.{_q(database)}"
         try:
             rows = spark.sql(f"SHOW TABLES IN {namespace}").collect()
         except Exception:  # no such namespace: nothing was landed for that database
@@ -182,13 +149,14 @@ class MirroredDdl:
     def _mark(self, spark: Any, changelog: str, op: str, change: Change,
               position: Position | None) -> None:
         """One changelog row saying what happened to the table (``_op`` truncate/drop)."""
-        if position is None or not self._exists(spark, changelog) or \
-                not positions.is_after(position, self._committed(spark, changelog)):
+        tables = self.tables
+        if position is None or not tables.exists(spark, changelog) or \
+                not positions.is_after(position, tables.committed_position(spark, changelog)):
             return
         t = change.transaction
         from pyspark.sql import functions as F
 
-        have = self._table_columns(spark, changelog)
+        have = tables.table_columns(spark, changelog)
         values = {"_op": op, "_transaction_id": t.id if t else None,
                   "_gtid": t.gtid if t else None,
                   "_xid": None if t is None or t.xid is None else str(t.xid),
@@ -198,27 +166,28 @@ class MirroredDdl:
              F.lit(t.commit_ts if t else None).cast(ty).alias(c) for c, ty in have.items()])
         row.writeTo(changelog).option(f"snapshot-property.{PROPERTY}",
                                       positions.encode(position)).append()
-        self.committed[changelog] = position
+        tables.committed[changelog] = position
 
     def _truncate(self, spark: Any, table: tuple[str, str], change: Change,
                   position: Position | None) -> None:
-        mirror, changelog = self._names(table)
-        if position is not None and self._exists(spark, mirror) and \
-                positions.is_after(position, self._committed(spark, mirror)):
-            self._with_properties(spark, position,
-                                  lambda: spark.sql(f"DELETE FROM {mirror}"))
-            self.committed[mirror] = position
+        tables = self.tables
+        mirror, changelog = tables.names(table)
+        if position is not None and tables.exists(spark, mirror) and \
+                positions.is_after(position, tables.committed_position(spark, mirror)):
+            tables.with_properties(spark, position,
+                                   lambda: spark.sql(f"DELETE FROM {mirror}"))
+            tables.committed[mirror] = position
         self._mark(spark, changelog, "truncate", change, position)
 
     def _drop(self, spark: Any, table: tuple[str, str], change: Change,
               position: Position | None) -> None:
-        mirror, changelog = self._names(table)
+        tables = self.tables
+        mirror, changelog = tables.names(table)
         self._mark(spark, changelog, "drop", change, position)
-        if self._exists(spark, mirror):
+        if tables.exists(spark, mirror):
             spark.sql(f"DROP TABLE {mirror} PURGE")
-        self._forget(mirror)
-        self.renames.pop(f"{table[0]}.{table[1]}", None)
-        self.defaults.pop(f"{table[0]}.{table[1]}", None)
+        tables.forget(mirror)
+        tables.dropped(table)
 
     def _rename(self, spark: Any, old: tuple[str, str], new: tuple[str, str],
                 position: Position | None) -> None:
@@ -226,41 +195,38 @@ class MirroredDdl:
         step each, the tables' history kept; a step done before a crash leaves no source
         to rename again), else (a Hadoop catalog) copied under the new name (one atomic
         commit each, carrying ``position``) and the old ones dropped."""
-        for source, target in zip(self._names(old), self._names(new)):
-            if not self._exists(spark, source):
+        tables = self.tables
+        for source, target in zip(tables.names(old), tables.names(new)):
+            if not tables.exists(spark, source):
                 continue
             if self.catalog_renames:
-                if self._exists(spark, target):  # a table the source dropped long ago
+                if tables.exists(spark, target):  # a table the source dropped long ago
                     spark.sql(f"DROP TABLE {target} PURGE")
                 spark.sql(f"CREATE NAMESPACE IF NOT EXISTS "
-                          f"{_q(self.catalog)}.{_q(new[0])}")
+                          f"{_q(tables.catalog)}.{_q(new[0])}")
                 # the new name is in the source's catalog: named without it
                 spark.sql(f"ALTER TABLE {source} RENAME TO "
-                          f"{target.removeprefix(_q(self.catalog) + '.')}")
-                self._forget(source, target)
+                          f"{target.removeprefix(_q(tables.catalog) + '.')}")
+                tables.forget(source, target)
                 continue
-            done = self._exists(spark, target) and position is not None and \
-                not positions.is_after(position, self._committed(spark, target))
+            done = tables.exists(spark, target) and position is not None and \
+                not positions.is_after(position, tables.committed_position(spark, target))
             if not done:
-                if self._exists(spark, target):  # what a crash left of an earlier try
+                if tables.exists(spark, target):  # what a crash left of an earlier try
                     spark.sql(f"DROP TABLE {target} PURGE")
                 spark.sql(f"CREATE NAMESPACE IF NOT EXISTS "
-                          f"{_q(self.catalog)}.{_q(new[0])}")
+                          f"{_q(tables.catalog)}.{_q(new[0])}")
                 props = f"TBLPROPERTIES ({TABLE_PROPERTIES})"
                 partition = " PARTITIONED BY (days(_commit_ts))" \
                     if source.endswith(_q(old[1] + CHANGELOG_SUFFIX)) else ""
                 sql = (f"CREATE TABLE {target} USING iceberg{partition} {props} "
                        f"AS SELECT * FROM {source}")
                 if position is not None:
-                    self._with_properties(spark, position, lambda sql=sql: spark.sql(sql))
+                    tables.with_properties(spark, position, lambda sql=sql: spark.sql(sql))
                 else:
                     spark.sql(sql)
             spark.sql(f"DROP TABLE {source} PURGE")
-            self._forget(source, target)
+            tables.forget(source, target)
             if position is not None:
-                self.committed[target] = position
-        hint_maps: tuple[dict[str, Any], ...] = (self.renames, self.defaults)
-        for hints in hint_maps:
-            moved = hints.pop(f"{old[0]}.{old[1]}", None)
-            if moved is not None:
-                hints[f"{new[0]}.{new[1]}"] = moved
+                tables.committed[target] = position
+        tables.moved(old, new)

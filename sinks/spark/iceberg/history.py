@@ -21,9 +21,9 @@ from changestream.schema.store import decode_state
 
 from ..types import columns_json
 from .commits import create_table
-from .ddl import CONTROL_NAMESPACE, CONTROL_TABLE_PROPERTIES
-from .ddl import quote as _q
 from .files import ArrowAppender, append_rows, live_rows
+from .names import CONTROL_NAMESPACE, CONTROL_TABLE_PROPERTIES
+from .names import quote as _q
 
 STATES_TABLE = "schema_states"
 

@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..positions import PROPERTY
-from .ddl import CONTROL_NAMESPACE, METADATA_RETENTION
 from .files import load_table, positioned_snapshot
+from .names import CONTROL_NAMESPACE, METADATA_RETENTION
 
 logger = logging.getLogger("changestream.sinks.spark")
 

@@ -12,9 +12,9 @@ from typing import Any
 import pyarrow as pa
 
 from ..frames import BEFORE_PREFIX, TableRun, to_dataframe
-from .ddl import quote as _q
 from .key_index import COPIES
 from .mirror_plan import hashable
+from .names import quote as _q
 
 
 def net_copies(run: TableRun, rows: pa.Table) -> tuple[pa.Table, list[tuple[int, int]]]:

@@ -1,6 +1,8 @@
-"""The Iceberg landing's mirrors: each batch's last image per key as a row delta the driver
-writes, else appended new keys and a ``MERGE INTO``; every commit carries the position.
-A part of :class:`changestream.sinks.spark.iceberg.IcebergLanding` (a mixin)."""
+"""The Iceberg landing's mirrors: each batch's last image per key (a keyless table's copies
+added and removed) as a row delta the driver writes, else appended new keys and a
+``MERGE INTO``; every commit carries the position. The landing
+(:class:`changestream.sinks.spark.iceberg.IcebergLanding`) holds one :class:`MirrorLanding`
+over its tables."""
 
 from __future__ import annotations
 
@@ -15,7 +17,6 @@ from changestream.model.errors import SinkError
 from .. import positions
 from ..frames import TableRun, to_dataframe
 from ..positions import PROPERTY
-from .ddl import quote as _q
 from .mirror_images import complete_images
 from .mirror_keyless import keyless_copies, keyless_source
 from .mirror_plan import (
@@ -26,59 +27,29 @@ from .mirror_plan import (
     split_new_keys,
 )
 from .mirror_positions import KeyedRows, MirrorPositions, RowCopies
+from .names import quote as _q
 
 if TYPE_CHECKING:
     from changestream.sinks.spark.stages import StageClock
 
-    from .files import ArrowAppender
-
-
-class _Callable:
-    """A ``java.util.concurrent.Callable`` implemented in Python (through Py4J)."""
-
-    def __init__(self, function: Any):
-        self.function = function
-
-    def call(self) -> None:
-        self.function()
-
-    class Java:
-        implements = ["java.util.concurrent.Callable"]
+    from .tables import IcebergTables
 
 
 class MirrorLanding:
-    """Landing a run into its mirror (a mixin: it uses the landing's tables and state)."""
+    """Lands runs into the mirrors of ``tables`` (see the module docstring), timing its
+    stages on ``clock``; the options as the sink's (docs/sinks.md)."""
 
-    append_new_keys: bool
-    arrow_appends: bool
-    position_deletes: bool
-    committed: dict[str, Position | None]
-    insert_gaps: dict[str, set[str]]
-    clock: StageClock
-    _positions: MirrorPositions | None
-
-    if TYPE_CHECKING:
-        def mirror_name(self, run: TableRun) -> str: ...
-        def _evolve(self, spark: Any, name: str, run: TableRun, changelog: bool) -> None: ...
-        def _pending(self, spark: Any, name: str, run: TableRun
-                     ) -> tuple[pa.Table | None, Position | None, list[int] | None]: ...
-        def _dataframe(self, spark: Any, run: TableRun, rows: pa.Table) -> Any: ...
-        def _append(self, spark: Any, name: str, run: TableRun, rows: pa.Table,
-                    columns: list[str], last: Position) -> None: ...
-        def _appender_for(self, spark: Any) -> ArrowAppender: ...
-
-    def _with_properties(self, spark: Any, position: Position, action: Any) -> None:
-        # Iceberg 1.10's Spark MERGE takes no write options: the position goes in through
-        # CommitMetadata's thread-local, which the MERGE (run from this Py4J callback on
-        # the same JVM thread) commits with.
-        jvm = spark._jvm
-        props = jvm.java.util.HashMap()
-        props.put(PROPERTY, positions.encode(position))
-        jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
-            props, _Callable(action), jvm.java.lang.Class.forName("java.lang.Exception"))
+    def __init__(self, tables: IcebergTables, clock: StageClock, append_new_keys: bool = True,
+                 arrow_appends: bool = True, position_deletes: bool = True):
+        self.tables = tables
+        self.clock = clock
+        self.append_new_keys = append_new_keys
+        self.arrow_appends = arrow_appends
+        self.position_deletes = position_deletes
+        self._positions: MirrorPositions | None = None
 
     def _mirror_positions(self, spark: Any) -> MirrorPositions:
-        appender = self._appender_for(spark)
+        appender = self.tables.appender_for(spark)
         if self._positions is None or self._positions.appender is not appender:
             self._positions = MirrorPositions(appender)
         return self._positions
@@ -95,19 +66,21 @@ class MirrorLanding:
                 expect_present=self.append_new_keys)
             if done is not None:
                 return done
-        return self._appender_for(spark).row_delta(name, upserts, deleted, properties)
+        return self.tables.appender_for(spark).row_delta(name, upserts, deleted, properties)
 
-    def land_mirror(self, spark: Any, run: TableRun) -> int:
-        name = self.mirror_name(run)
+    def land(self, spark: Any, run: TableRun) -> int:
+        """Land ``run`` into its mirror (what it holds already skipped); the rows taken."""
+        tables = self.tables
+        name = tables.mirror_name(run)
         clock = self.clock
         with clock("evolve"):
-            self._evolve(spark, name, run, changelog=False)
-            rows, last, kept = self._pending(spark, name, run)
+            tables.evolve(spark, name, run, changelog=False)
+            rows, last, kept = tables.pending(spark, name, run)
         if rows is None or last is None:
             return 0
         keys = run.key_names
         # Columns inserts lack too are excluded by the filter: nothing to fill.
-        gaps = self.insert_gaps.setdefault(run.name, set())
+        gaps = tables.insert_gaps.setdefault(run.name, set())
         gaps |= run.insert_gaps
         if run.absent:
             absent = [a - gaps or None if a else None for a in (
@@ -129,7 +102,7 @@ class MirrorLanding:
             with clock("mirror delta"):
                 done = self._row_delta(spark, name, run, upserts, deleted, last)
             if done:
-                self.committed[name] = last
+                tables.committed[name] = last
                 return rows.num_rows
         if not keys and self.arrow_appends and self.position_deletes:
             with clock("mirror plan"):
@@ -142,7 +115,7 @@ class MirrorLanding:
                     name, RowCopies(added, removed), {PROPERTY: positions.encode(last)},
                     expect_present=True)
             if copied:
-                self.committed[name] = last
+                tables.committed[name] = last
                 return rows.num_rows
         if keys and self.append_new_keys:
             split = split_new_keys(run, rows)
@@ -150,7 +123,7 @@ class MirrorLanding:
                 appended, merged = split
                 self._land_split(spark, name, run, appended, merged, last)
                 return rows.num_rows
-        self._merge_rows(spark, name, run, rows, last)
+        self.merge_rows(spark, name, run, rows, last)
         return rows.num_rows
 
     def _land_split(self, spark: Any, name: str, run: TableRun, appended: pa.Table | None,
@@ -160,12 +133,13 @@ class MirrorLanding:
         them the MERGE is applied again (it sets each key to its last change: idempotent)
         and the append comes after it."""
         if merged is not None:
-            self._merge_rows(spark, name, run, merged, None if appended is not None else last)
+            self.merge_rows(spark, name, run, merged, None if appended is not None else last)
         if appended is not None:
             with self.clock("mirror append"):
-                self._append(spark, name, run, appended, [f.name for f in run.fields], last)
+                self.tables.append(spark, name, run, appended, [f.name for f in run.fields],
+                                   last)
 
-    def _merge_rows(self, spark: Any, name: str, run: TableRun, rows: pa.Table,
+    def merge_rows(self, spark: Any, name: str, run: TableRun, rows: pa.Table,
                     last: Position | None) -> None:
         """MERGE the changes ``rows`` into mirror ``name``; the commit carries ``last``
         (``None``: no position)."""
@@ -175,7 +149,7 @@ class MirrorLanding:
         try:
             if keys:
                 with clock("arrow to spark"):
-                    self._dataframe(spark, run, rows).createOrReplaceTempView(view)
+                    self.tables.dataframe(spark, run, rows).createOrReplaceTempView(view)
                 source = f"({last_change_per_key(run, view, rows)})"
                 on, matched = merge_on_keys(run)
             else:
@@ -190,11 +164,11 @@ class MirrorLanding:
                 source = view
                 on, matched = merge_on_values(run)
             with clock("mirror merge"):
-                self._merge(spark, name, run, source, on, matched, last)
+                self.merge(spark, name, run, source, on, matched, last)
         finally:
             spark.catalog.dropTempView(view)
 
-    def _merge(self, spark: Any, name: str, run: TableRun, source: str, on: str,
+    def merge(self, spark: Any, name: str, run: TableRun, source: str, on: str,
                matched: str, last: Position | None) -> None:
         """MERGE ``source`` (rows with ``_op`` ``upsert`` or ``delete``) into mirror
         ``name``, committed with position ``last`` (``None``: none)."""
@@ -206,5 +180,5 @@ class MirrorLanding:
         if last is None:
             spark.sql(sql)
             return
-        self._with_properties(spark, last, lambda: spark.sql(sql))
-        self.committed[name] = last
+        self.tables.with_properties(spark, last, lambda: spark.sql(sql))
+        self.tables.committed[name] = last

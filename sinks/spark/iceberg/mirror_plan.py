@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..frames import BEFORE_PREFIX, TableRun
-from .ddl import quote as _q
+from .names import quote as _q
 
 
 def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True

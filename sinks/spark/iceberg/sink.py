@@ -20,8 +20,9 @@ from ..durable import DurableSparkSink
 from ..frames import Part, TableRun, table_runs, transaction_positions
 from ..options import age, flag
 from .catalog import catalog_settings, open_error
-from .ddl import CONTROL_NAMESPACE, mirrored_ddl
+from .ddl import mirrored_ddl
 from .maintenance import MaintenanceSchedule
+from .names import CONTROL_NAMESPACE
 
 logger = logging.getLogger("changestream.sinks.spark")
 

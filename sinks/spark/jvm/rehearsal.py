@@ -22,8 +22,8 @@ from typing import Any
 import pyarrow as pa
 
 from ..iceberg.commits import create_table
-from ..iceberg.ddl import MIRROR_TABLE_PROPERTIES
 from ..iceberg.files import ArrowAppender, load_table, positioned_snapshot
+from ..iceberg.names import MIRROR_TABLE_PROPERTIES
 from ..session import iceberg_conf
 
 logger = logging.getLogger("changestream.sinks.spark")

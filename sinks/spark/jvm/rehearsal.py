@@ -6,7 +6,8 @@ came, say) lacks the ~1,300 classes of Iceberg's commits, and every later start 
 from the jars again at its first commit. So before that JVM exits the
 sink makes, in a scratch warehouse of its own, the commits a batch makes: tables created
 through the catalog (one partitioned by day), an append, a row delta with equality
-deletes, a snapshot with properties only, a positioned snapshot looked up.
+deletes, one with position deletes (its key index read from the table's files), a
+snapshot with properties only, a positioned snapshot looked up.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pyarrow as pa
 
 from ..iceberg.commits import create_table
 from ..iceberg.files import ArrowAppender, load_table, positioned_snapshot
+from ..iceberg.mirror_positions import KeyedRows, MirrorPositions
 from ..iceberg.names import MIRROR_TABLE_PROPERTIES
 from ..session import iceberg_conf
 
@@ -48,6 +50,7 @@ def rehearse_commits(spark: Any) -> None:
         create_table(spark, CATALOG, "r", "changelog", schema, MIRROR_TABLE_PROPERTIES,
                      "_commit_ts")
         create_table(spark, CATALOG, "r", "mirror", schema, MIRROR_TABLE_PROPERTIES)
+        create_table(spark, CATALOG, "r", "positions", schema, MIRROR_TABLE_PROPERTIES)
         at = datetime(2024, 1, 1, tzinfo=UTC)
         rows = pa.table({"id": pa.array([1, 2], pa.int64()), "v": ["a", "b"],
                          "_commit_ts": pa.array([at, at], pa.timestamp("us", tz="UTC"))})
@@ -56,6 +59,11 @@ def rehearse_commits(spark: Any) -> None:
         appender.append(f"{CATALOG}.r.mirror", rows, {"changestream.batch": "1"})
         appender.row_delta(f"{CATALOG}.r.mirror", rows.slice(0, 1), rows.select(["id"]),
                            {"changestream.batch": "2"})
+        appender.append(f"{CATALOG}.r.positions", rows, {"changestream.batch": "1"})
+        MirrorPositions(appender).land(
+            f"{CATALOG}.r.positions", KeyedRows(("id",), rows.slice(0, 1),
+                                                rows.select(["id"]).slice(0, 1)),
+            {"changestream.batch": "2"})
         appender.mark(f"{CATALOG}.r.mirror", {"changestream.position": "x"})
         positioned_snapshot(load_table(spark, f"{CATALOG}.r.mirror"), "changestream.position")
         logger.debug("spark sink: Iceberg commits rehearsed for the class archive in %.2f s",

@@ -1,22 +1,12 @@
-"""The packages (found, not listed) and the compiled parts (Cython) beside the Python ones;
-pyproject.toml says the rest.
-
-``actors/`` and ``sinks/`` install as ``changestream.actors`` and ``changestream.sinks`` (the
-``package-dir`` mapping in pyproject.toml). Without Cython or a C compiler the package
-installs without the compiled parts and the Python paths run
+"""The compiled parts (Cython) beside the Python ones: pyproject.toml says everything else
+(a probe for libzstd's header cannot be written in TOML). Without Cython or a C compiler
+the package installs without the compiled parts and the Python paths run
 (``changestream.native.compiled`` says which is used).
 """
 
 import os
 
-from setuptools import Extension, find_packages, setup
-
-packages = [
-    *find_packages(include=["changestream", "changestream.*"]),
-    "changestream.decoding.data",  # the charset tables (JSON): a folder of data, no module
-    *(f"changestream.{name}" for name in find_packages(include=["actors", "actors.*",
-                                                                "sinks", "sinks.*"])),
-]
+from setuptools import Extension, setup
 
 try:
     from Cython.Build import cythonize
@@ -38,4 +28,4 @@ else:
          for name in names],
         language_level=3, quiet=True)
 
-setup(packages=packages, ext_modules=extensions)
+setup(ext_modules=extensions)

@@ -8,19 +8,16 @@ an id differently, both names are given.
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib.resources import files
 from typing import Any
 
 import orjson
 
-# Read as a file beside this module: importlib.resources costs a tenth of a second to import
-# (zipfile, tempfile and more), at every start of the router and of each decode worker.
-_DATA_DIR = Path(__file__).resolve().parent / "data"
-
 
 def load_data(name: str) -> dict[str, Any]:
-    """One of the generated data files of ``changestream/decoding/data``."""
-    data: dict[str, Any] = orjson.loads((_DATA_DIR / name).read_bytes())
+    """One of the generated data files of the package ``changestream.decoding.data``."""
+    data: dict[str, Any] = orjson.loads(
+        files("changestream.decoding.data").joinpath(name).read_bytes())
     return data
 
 

@@ -11,9 +11,10 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
-PACKAGE_DIRS = ("changestream", "actors", "sinks")
+PACKAGE_DIRS = ("changestream",)  # actors/ and sinks/ at the top are links into it
 # The parts the "spark" extra installs for: the Spark sink and the backfill.
-SPARK_PARTS = (ROOT / "sinks" / "spark", ROOT / "sinks" / "backfill")
+SPARK_PARTS = (ROOT / "changestream" / "sinks" / "spark",
+               ROOT / "changestream" / "sinks" / "backfill")
 
 
 def _project() -> dict:

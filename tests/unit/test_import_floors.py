@@ -16,24 +16,19 @@ FLOORS = ("cache", "native", "devserver", "model", "decoding", "sources", "schem
           "runtime", "cli")
 
 KNOWN_UPWARD = {
-    ("actors/sink.py", "changestream.runtime.metrics"),
-    ("actors/sink.py", "changestream.runtime.stats"),
+    ("changestream/actors/sink.py", "changestream.runtime.metrics"),
+    ("changestream/actors/sink.py", "changestream.runtime.stats"),
     ("changestream/parallel/decode_workers.py", "changestream.sinks.spark.frames"),
 }
 
 
 def _room_of_file(path: Path) -> str | None:
     parts = path.relative_to(ROOT).parts
-    if parts[0] in ("actors", "sinks"):
-        return parts[0]
     return parts[1] if len(parts) > 2 else None  # changestream/<room>/...
 
 
 def _module_of_file(path: Path) -> list[str]:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[0] in ("actors", "sinks"):
-        parts.insert(0, "changestream")
-    return parts
+    return list(path.relative_to(ROOT).with_suffix("").parts)
 
 
 def _imports(path: Path) -> set[str]:
@@ -69,7 +64,7 @@ def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
 
 def _upward() -> set[tuple[str, str]]:
     upward = set()
-    for folder in ("changestream", "actors", "sinks"):
+    for folder in ("changestream",):
         for path in (ROOT / folder).rglob("*.py"):
             room = _room_of_file(path)
             if room not in FLOORS:

@@ -90,16 +90,16 @@ def compare_arrow_paths(segments: list[Segment], change_filter: ChangeFilter | N
     """Assert the compiled Arrow fast path gives the same runs (the Spark sink's frames:
     schemas, spans, columns and types) as the general path for every segment; how many
     segments it took (``None`` where it was not built)."""
-    from changestream.parallel.decode_workers import arrow_segment_encoder
     from changestream.sinks.spark.frames import decode_runs
+    from changestream.sinks.spark.worker_encoding import ARROW_FRAMES
 
-    settings = WorkerSettings(change_filter, False, "arrow", True, 20_000, None)
+    settings = WorkerSettings(change_filter, False, ARROW_FRAMES, True, 20_000, None)
     fast, general = _Worker(settings, 50), _Worker(settings, 50)
     general.encoder = None
-    if compiled("changestream.parallel._segment_arrow") is None:
+    if compiled("changestream.sinks.spark._arrow_walk") is None:
         compiled_encoder()  # fails when everything must be there
         return None
-    fast.encoder = arrow_segment_encoder(fast.decoder, change_filter, False)
+    assert fast.encoder is not None
     for segment in segments:
         expected, got = general.assemble(segment, "T"), fast.assemble(segment, "T")
         where = f"segment at {segment.file} offset {segment.offsets[0]}"

@@ -52,9 +52,11 @@ class SinkCapabilities:
     #: CPUs its own writing keeps busy; the router starts that many fewer decode workers (at
     #: least one).
     writer_cpus: int = 0
-    #: The records decode workers may encode for it ("changestream" or "original": JSON
-    #: lines; "arrow": the Spark sink's frames); its batches then also hold
-    #: :class:`~changestream.model.changes.EncodedRun` parts (``None``: changes only).
+    #: The records decode workers may encode for it: "changestream" or "original" (JSON
+    #: lines), or ``module:attribute`` of its own
+    #: :class:`~changestream.parallel.encodings.WorkerEncoding` (the Spark sink's Arrow
+    #: frames); its batches then also hold :class:`~changestream.model.changes.EncodedRun`
+    #: parts (``None``: changes only).
     encoded_format: str | None = None
     #: The schema history opens at the start (the adapter follows each DDL with the table's
     #: shape after it).

@@ -3,10 +3,10 @@
 The router's threads share one interpreter lock. When the sink takes encoded records (it
 declares an ``encoded_format``), the listener cuts the stream into segments of whole
 transactions that need nothing but their own events (:mod:`changestream.parallel.segments`)
-and hands them to worker processes, round robin. A worker writes a segment's records on a
-fast path (:mod:`changestream.parallel.segment_encoder`; for the Spark sink the compiled
-:mod:`changestream.parallel._segment_arrow`) or with the router's own decoder, assembler
-and encoder: the router's records byte for byte (but for ``ts``). The Transaction actor
+and hands them to worker processes, round robin. A worker writes a segment's records in
+the sink's encoding (:mod:`changestream.parallel.encodings`): on its fast path, a walk of
+the segment's bytes, or from the router's own decoder and assembler: the router's records
+byte for byte (but for ``ts``). The Transaction actor
 takes the results in binlog order (docs/internals.md, "Decode workers")."""
 
 from __future__ import annotations
@@ -30,12 +30,11 @@ import zstandard
 
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_CRC32, EventDecoder
-from changestream.encoding.records import record_lines
 from changestream.model.changes import Change, TransactionPart
 from changestream.model.errors import ChangestreamError, SourceError
-from changestream.native import compiled
+from changestream.parallel.encodings import Payload, load_encoding
 from changestream.parallel.payloads import unpacked_segment
-from changestream.parallel.segment_encoder import EncodedTransaction, segment_encoder
+from changestream.parallel.segment_encoder import EncodedTransaction
 from changestream.transactions.assembler import TransactionAssembler
 from changestream.transactions.filters import ChangeFilter
 
@@ -53,6 +52,8 @@ class WorkerSettings:
 
     change_filter: ChangeFilter | None
     include_sql: bool
+    #: the sink's ``encoded_format``: a built-in record format or ``module:attribute`` of its
+    #: :class:`~changestream.parallel.encodings.WorkerEncoding`
     record_format: str
     verify_checksums: bool
     max_buffered_changes: int
@@ -205,15 +206,9 @@ class _Worker:
             change_filter=settings.change_filter, include_sql=settings.include_sql,
             max_buffered_changes=settings.max_buffered_changes, spill_dir=settings.spill_dir)
         self._format_description: bytes | None = None
-        # The fast paths write changestream's record format, and (compiled only) the
-        # Spark sink's frames.
-        self.encoder: Any = None
-        if settings.record_format == "changestream":
-            self.encoder = segment_encoder(self.decoder, settings.change_filter,
-                                           settings.include_sql)
-        elif settings.record_format == "arrow":
-            self.encoder = arrow_segment_encoder(self.decoder, settings.change_filter,
-                                                 settings.include_sql)
+        self.encoding = load_encoding(settings.record_format)
+        self.encoder: Any = self.encoding.fast_walk(self.decoder, settings.change_filter,
+                                                    settings.include_sql)
         self.fast_segments = 0  # segments the fast path took
         self._zstd = zstandard.ZstdDecompressor()
 
@@ -232,17 +227,17 @@ class _Worker:
             done = self._encode_fast(segment, stamp, lines)
             self.fast_segments += done is not None
             tables = self.encoder.table_counts
-        arrow = self.settings.record_format == "arrow"
         name = segment.file.rsplit("/", 1)[-1]
-        payload: Callable[[int, int, int, int], bytes]
+        payload: Payload
         if done is None:
-            lines.clear()
             tables = {}
-            whole: list[list[TransactionPart]] | None = [] if arrow else None
-            done = self._assemble_generally(segment, stamp, lines, tables, whole)
-            payload = _lines_payload(lines) if whole is None else _arrow_payload(whole)
+            whole: list[list[TransactionPart]] | None = \
+                [] if self.encoding.collects_parts else None
+            changes: list[Change] = []
+            done = self._assemble_generally(segment, changes, tables, whole)
+            payload = self.encoding.general_payload(whole or [], changes, stamp)
         else:
-            payload = self.encoder.payload(done, name) if arrow else _lines_payload(lines)
+            payload = self.encoding.walk_payload(self.encoder, done, name, lines)
         runs = self._runs(done, name, payload)
         for run in reversed(runs):
             if run.changes:
@@ -273,13 +268,13 @@ class _Worker:
                 transaction.end = end
         return done
 
-    def _assemble_generally(self, segment: Segment, stamp: str, lines: list[bytes],
+    def _assemble_generally(self, segment: Segment, changes: list[Change],
                             tables: dict[tuple[str, str, str], int],
                             whole: list[list[TransactionPart]] | None = None,
                             ) -> list[EncodedTransaction]:
-        """The segment through the router's own decoder, assembler and record encoder
-        (``tables``: its changes counted by database, table and op); with ``whole``, each
-        transaction's parts are put there instead of records in ``lines``."""
+        """The segment through the router's own decoder and assembler: its changes put in
+        ``changes`` (and each transaction's parts in ``whole``), counted by database,
+        table and op in ``tables``."""
         decode = self.decoder.decode
         feed = self.assembler.feed
         file, data, at = segment.file, segment.data, 0
@@ -290,7 +285,6 @@ class _Worker:
         if self.assembler.inside_transaction:
             raise SourceError("a decode worker's segment ended inside a transaction")
         done: list[EncodedTransaction] = []
-        changes: list[Change] = []
         for parts, gtid, _file, end in self.assembler.drain_whole():
             count = 0
             for part in parts:
@@ -300,15 +294,13 @@ class _Worker:
                                            if parts else None, end))
             if whole is not None:
                 whole.append(parts)
-        if whole is None:
-            lines.extend(record_lines(changes, self.settings.record_format, stamp))
         for change in changes:
             key = (change.database or "", change.table or "", change.op)
             tables[key] = tables.get(key, 0) + 1
         return done
 
     def _runs(self, done: list[EncodedTransaction], file: str,
-              payload: Callable[[int, int, int, int], bytes]) -> SegmentResult:
+              payload: Payload) -> SegmentResult:
         """The transactions in runs of about ``run_changes`` changes; a run's records are
         ``payload(first transaction, after its last, first change, after its last)``."""
         runs: SegmentResult = []
@@ -330,32 +322,6 @@ class _Worker:
                                       commit_ts, gtids, file, transaction.end))
                 first, began, gtids, count, commit_ts = used, i + 1, [], 0, None
         return runs
-
-
-def _lines_payload(lines: list[bytes]) -> Callable[[int, int, int, int], bytes]:
-    """A run's records when they are record lines: its changes' lines, joined."""
-    return lambda _first, _end, begin, end: b"".join(lines[begin:end])
-
-
-def arrow_segment_encoder(decoder: EventDecoder, change_filter: ChangeFilter | None,
-                          include_sql: bool) -> Any:
-    """The compiled encoder of the Spark sink's frames where it was built and not turned
-    off (``None``: the general path makes them)."""
-    module = compiled("changestream.parallel._segment_arrow")
-    return None if module is None else module.ArrowSegmentEncoder(decoder, change_filter,
-                                                                    include_sql)
-
-
-def _arrow_payload(whole: list[list[TransactionPart]]) -> Callable[[int, int, int, int], bytes]:
-    """A run's records for a sink that takes Arrow frames: the transactions' changes as the
-    Spark sink's table runs (:func:`changestream.sinks.spark.frames.encode_runs`)."""
-    from changestream.sinks.spark.frames import encode_runs, table_runs
-
-    def payload(first: int, end: int, _begin: int, _end: int) -> bytes:
-        return encode_runs(table_runs([p for parts in whole[first:end] for p in parts],
-                                      all_before=True))
-
-    return payload
 
 
 def _reap(processes: list[subprocess.Popen[bytes]]) -> None:

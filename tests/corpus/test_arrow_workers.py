@@ -15,6 +15,7 @@ from changestream.model.changes import Batch, EncodedRun
 from changestream.model.errors import BinlogError, SinkError
 from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.spark.frames import table_runs
+from changestream.sinks.spark.worker_encoding import ARROW_FRAMES
 from changestream.sources.files import FileSource
 from tests.corpus.reference import CORPUS, corpus_params
 from tests.segments import FAST_PATH_FILES, compare_arrow_paths, worker_segments
@@ -24,7 +25,7 @@ class _ArrowSink:
     """Takes batches as the Spark sink does (decode workers' runs as Arrow frames) and
     keeps each table's rows."""
 
-    capabilities = SinkCapabilities(encoded_format="arrow")
+    capabilities = SinkCapabilities(encoded_format=ARROW_FRAMES)
 
     def __init__(self) -> None:
         self.frames: dict[str, list[pa.Table]] = {}

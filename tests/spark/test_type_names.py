@@ -28,7 +28,7 @@ def test_every_mapped_type_name_builds_the_spark_type_of_that_name() -> None:
 def test_the_decode_workers_modules_import_without_pyspark() -> None:
     code = ("import sys; import changestream.parallel.decode_workers, "
             "changestream.sinks.spark.frames; from changestream.native import compiled; "
-            "compiled('changestream.parallel._segment_arrow'); "
+            "compiled('changestream.sinks.spark._arrow_walk'); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyspark'))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)

@@ -14,7 +14,7 @@ from changestream.runtime.settings import RouterSettings, decode_workers_for
 
 class _Sink:
     def __init__(self, writer_cpus: int | None = None) -> None:
-        self.capabilities = SinkCapabilities(encoded_format="arrow",
+        self.capabilities = SinkCapabilities(encoded_format="changestream",
                                              writer_cpus=writer_cpus or 0)
 
 

@@ -18,7 +18,6 @@ FLOORS = ("cache", "native", "devserver", "model", "decoding", "sources", "schem
 KNOWN_UPWARD = {
     ("changestream/actors/sink.py", "changestream.runtime.metrics"),
     ("changestream/actors/sink.py", "changestream.runtime.stats"),
-    ("changestream/parallel/decode_workers.py", "changestream.sinks.spark.frames"),
 }
 
 

@@ -14,6 +14,7 @@ from changestream.model.changes import Position
 from changestream.model.errors import SinkError
 
 from .options import class_cache, flag
+from .worker_encoding import ARROW_FRAMES
 
 #: Each Spark write has a fixed cost (a job, files, a commit): bigger batches land more
 #: rows per second; the batch time limit still bounds the delay.
@@ -72,7 +73,7 @@ class SparkSinkBase:
             writer_cpus=1,
             # Plain transactions come decoded by the router's decode workers, as Arrow
             # frames (changestream.sinks.spark.frames.encode_runs).
-            encoded_format="arrow" if flag("arrow_workers", arrow_workers) else None)
+            encoded_format=ARROW_FRAMES if flag("arrow_workers", arrow_workers) else None)
 
     def _open_session(self, catalog_conf: dict[str, str], jars: list[Path] | None) -> None:
         """Start the session (with ``catalog_conf`` and ``jars``), or check and set

@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled decode worker path for the Spark sink: a segment's plain DML transactions from
+"""The Spark sink's compiled decode worker walk (its worker encoding's fast path,
+:mod:`changestream.sinks.spark.worker_encoding`): a segment's plain DML transactions from
 their bytes straight to the sink's Arrow frames, the ones
 ``frames.table_runs(parts, all_before=True)`` makes of the general path's change objects
 (the tests hold both to it on every corpus file and live workloads).

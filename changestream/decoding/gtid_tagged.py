@@ -245,12 +245,17 @@ def decode_gtid_set(body: bytes) -> tuple[GtidIntervals, int]:
         if fmt == FORMAT_TAGGED:
             n, pos = _read_varlen(body, pos)
             tag = bytes(body[pos:pos + n]).decode("ascii")
+            if tag and not _TAG.match(tag):
+                raise ValueError(f"GTID set of {sid}: bad tag {tag!r}")
             pos += n
         n_intervals = _U64(body, pos)[0]
         pos += 8
         intervals = sets.setdefault((sid, tag), [])
         for _ in range(n_intervals):
-            intervals.append((_U64(body, pos)[0], _U64(body, pos + 8)[0]))
+            start, end = _U64(body, pos)[0], _U64(body, pos + 8)[0]
+            if not 0 < start < end:  # [start, end): end is the first number not in it
+                raise ValueError(f"GTID set of {sid}: empty interval [{start}, {end})")
+            intervals.append((start, end))
             pos += 16
     return sets, pos
 

@@ -137,6 +137,10 @@ class RowImageDecoder:
                 int.from_bytes(bitmap, "little") & self._mask == self._mask \
                 else _present_columns(bitmap, ncols)
             pos += nbytes
+        if not present and not present_after and pos < end:
+            # Images of no column take no bytes: rows after them would never end.
+            raise RowsFormatError(f"rows event of {self.schema.qualified_name} logs no column "
+                                  f"but has {end - pos} bytes of rows")
         if present is self._all_present and not partial_update and (
                 present_after is None or present_after is self._all_present):
             fast = self._fast_readers()

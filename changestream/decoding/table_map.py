@@ -51,6 +51,9 @@ def _column_shape(type_code: int, meta: bytes, pos: int) -> tuple[dict[str, int]
                 "scale": meta[pos + 1]}, pos + 2
     if type_code == ft.BIT:
         bits, nbytes = meta[pos], meta[pos + 1]
+        if bits > 7 or nbytes * 8 + bits > 64:
+            raise TableMapFormatError(f"BIT column of {nbytes} bytes and {bits} bits "
+                                      "(BIT holds at most 64)")
         return {"metadata": (nbytes << 8) | bits, "bits": nbytes * 8 + bits}, pos + 2
     if type_code in (ft.STRING, ft.ENUM, ft.SET):
         b0, b1 = meta[pos], meta[pos + 1]
@@ -227,6 +230,9 @@ def _build_schema(
             _prefix, pos = read_packed_int(body, pos)
             key_columns.append(idx)
         primary_key = tuple(key_columns)
+    if primary_key and max(primary_key) >= ncols:
+        raise TableMapFormatError(f"primary key of {database}.{table} names column "
+                                  f"{max(primary_key)} of {ncols}")
     if COLUMN_VISIBILITY in optional:
         start, _ = optional[COLUMN_VISIBILITY]
         for i, flag in enumerate(_bits_msb_first(body[start:], ncols)):

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 
 class ChangestreamError(Exception):
-    """Base class of every error changestream raises on purpose."""
+    """Base class of every error changestream raises on purpose. Its message is one line:
+    line breaks and other unprintable characters from what it quotes (names, statements,
+    a server's text) are written as escapes."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(one_line(a) if isinstance(a, str) else a for a in args))
+
+
+def one_line(text: str) -> str:
+    """``text`` with each unprintable character (line breaks among them) as its escape."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
 
 
 class ConfigError(ChangestreamError):
@@ -27,7 +40,7 @@ class BinlogError(SourceError):
     """
 
     def __init__(self, message: str, file: str | None = None, offset: int | None = None):
-        self.reason = message
+        self.reason = one_line(message)
         self.file = file
         self.offset = offset
         where = ""

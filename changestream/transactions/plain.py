@@ -15,7 +15,7 @@ import struct
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import HEADER_SIZE
 from changestream.decoding.events import FL_COMPLETED_XA, FL_PREPARED_XA, FL_STANDALONE
-from changestream.decoding.statements import BEGIN, COMMIT, statement_kind
+from changestream.decoding.statements import BEGIN, COMMIT, OTHER, statement_kind
 
 #: MySQL's events that begin a transaction's group.
 MYSQL_GTID_EVENTS = frozenset({et.GTID, et.ANONYMOUS_GTID, et.GTID_TAGGED})
@@ -36,13 +36,17 @@ def opens_plain_group(data: bytes) -> bool:
     """Whether the event in ``data`` is a GTID event that begins a plain transaction."""
     code = data[4]
     return code in MYSQL_GTID_EVENTS or (
-        code == et.MARIADB_GTID and mariadb_group_is_plain(data[_MARIADB_FLAGS_AT]))
+        code == et.MARIADB_GTID and len(data) > _MARIADB_FLAGS_AT
+        and mariadb_group_is_plain(data[_MARIADB_FLAGS_AT]))
 
 
 def query_kind(data: bytes, post_header: int, body_end: int) -> str:
     """What the statement of the QUERY event in ``data`` is to its transaction (the kinds
     of :mod:`changestream.decoding.statements`), read from the event's bytes:
-    ``post_header`` is the QUERY post-header length, ``body_end`` where its body ends."""
+    ``post_header`` is the QUERY post-header length, ``body_end`` where its body ends.
+    An event too short for its post-header is ``OTHER`` (the decoder says what is wrong)."""
+    if len(data) < HEADER_SIZE + max(post_header, 13):
+        return OTHER
     status_len = _U16(data, HEADER_SIZE + 11)[0] if post_header >= 13 else 0
     start = HEADER_SIZE + post_header + status_len + data[HEADER_SIZE + 8] + 1
     head = data[start:min(body_end, start + 32)]

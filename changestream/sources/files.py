@@ -23,6 +23,9 @@ from changestream.sources.raw import BINLOG_MAGIC, RawEvent
 log = logging.getLogger("changestream")
 _SIZE = struct.Struct("<I").unpack_from
 _FRAMING = compiled("changestream.native.framing")
+# The most read at once: an event's size field is not trusted with an allocation before
+# the file has shown it holds that many bytes.
+_PIECE = 16 << 20
 
 
 def _numbered(path: Path) -> bool:
@@ -94,7 +97,7 @@ def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | Non
     """
     name = str(path)
     with _open(path) as f:
-        magic = f.read(4)
+        magic = _read(f, 4, name, 0)
         if magic != BINLOG_MAGIC:
             raise BinlogError(f"not a binlog file: starts with {magic.hex() or 'nothing'}, "
                               f"expected {BINLOG_MAGIC.hex()}", name, 0)
@@ -105,7 +108,7 @@ def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | Non
         while True:
             if idle and follow is not None and not f.peek(1):  # type: ignore[attr-defined]
                 yield None
-            header = _read_exact(f, HEADER_SIZE, follow, poll_interval)
+            header = _read_exact(f, HEADER_SIZE, follow, poll_interval, name, offset)
             if not header:
                 return
             if follow is not None and follow.is_set() and len(header) < HEADER_SIZE:
@@ -118,7 +121,7 @@ def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | Non
             if size < HEADER_SIZE:
                 raise BinlogError(f"corrupt event header: size {size} is smaller than the "
                                   "header", name, offset)
-            rest = _read_exact(f, size - HEADER_SIZE, follow, poll_interval)
+            rest = _read_exact(f, size - HEADER_SIZE, follow, poll_interval, name, offset)
             if follow is not None and follow.is_set() and len(rest) < size - HEADER_SIZE:
                 return
             if len(rest) < size - HEADER_SIZE:
@@ -129,7 +132,7 @@ def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | Non
                 yield RawEvent(name, offset, header + rest)
             if offset < start and header[4] == et.FORMAT_DESCRIPTION and start > offset + size:
                 if isinstance(f, gzip.GzipFile):
-                    _skip(f, start - offset - size)
+                    _skip(f, start - offset - size, name, offset)
                 else:
                     f.seek(start)
                 offset = start
@@ -146,7 +149,7 @@ def _read_whole(f: BinaryIO, name: str, start: int) -> Iterator[RawEvent]:
     """``read_raw_events`` for a file that is not followed: read in chunks of a megabyte
     and cut into events, rather than two reads per event."""
     framer = _FRAMING.file_events if _FRAMING is not None else None
-    buf = f.read(_CHUNK)
+    buf = _read(f, _CHUNK, name, 4)
     p = 0  # where ``offset`` is in ``buf``
     offset = 4
     while True:
@@ -155,7 +158,7 @@ def _read_whole(f: BinaryIO, name: str, start: int) -> Iterator[RawEvent]:
             yield from events
         avail = len(buf) - p
         if avail < HEADER_SIZE:
-            more = f.read(_CHUNK)
+            more = _read(f, _CHUNK, name, offset)
             if not more:
                 if avail:
                     raise TruncatedBinlogError(
@@ -169,7 +172,7 @@ def _read_whole(f: BinaryIO, name: str, start: int) -> Iterator[RawEvent]:
             raise BinlogError(f"corrupt event header: size {size} is smaller than the "
                               "header", name, offset)
         if avail < size:
-            more = f.read(max(_CHUNK, size - avail))
+            more = _read(f, max(_CHUNK, size - avail), name, offset)
             if not more:
                 raise TruncatedBinlogError(
                     f"file ends inside a {et.event_type_name(buf[p + 4])} event: its header "
@@ -181,11 +184,11 @@ def _read_whole(f: BinaryIO, name: str, start: int) -> Iterator[RawEvent]:
             yield RawEvent(name, offset, buf[p:p + size])
         if offset < start and code == et.FORMAT_DESCRIPTION and start > offset + size:
             if isinstance(f, gzip.GzipFile):
-                _skip(f, start - offset - size)
+                _skip(f, start - offset - size, name, offset)
             else:
                 f.seek(start)
             offset = start
-            buf, p = f.read(_CHUNK), 0
+            buf, p = _read(f, _CHUNK, name, offset), 0
             continue
         p += size
         offset += size
@@ -202,22 +205,42 @@ def _rotate_target(raw: RawEvent) -> str | None:
     return bytes(name).decode("utf-8", "replace") or None
 
 
-def _skip(f: BinaryIO, n: int) -> None:
+def _read(f: BinaryIO, n: int, name: str, offset: int) -> bytes:
+    """Up to ``n`` bytes of ``f`` (fewer at its end), in pieces of at most ``_PIECE``; a
+    damaged gzip stream is a ``BinlogError`` at ``offset``, the event being read."""
+    try:
+        if n <= _PIECE:
+            return f.read(n)
+        pieces = []
+        while n > 0:
+            piece = f.read(min(n, _PIECE))
+            if not piece:
+                break
+            pieces.append(piece)
+            n -= len(piece)
+        return b"".join(pieces)
+    except EOFError as exc:
+        raise TruncatedBinlogError(f"gzip'd file ends early: {exc}", name, offset) from None
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        raise BinlogError(f"gzip'd file is damaged: {exc}", name, offset) from None
+
+
+def _skip(f: BinaryIO, n: int, name: str, offset: int) -> None:
     while n > 0:
-        chunk = f.read(min(n, 1 << 20))
+        chunk = _read(f, min(n, 1 << 20), name, offset)
         if not chunk:
             return
         n -= len(chunk)
 
 
 def _read_exact(f: BinaryIO, n: int, follow: threading.Event | None,
-                poll_interval: float) -> bytes:
-    data = f.read(n)
+                poll_interval: float, name: str, offset: int) -> bytes:
+    data = _read(f, n, name, offset)
     if follow is None or len(data) == n:
         return data
     while len(data) < n and not follow.is_set():
         follow.wait(poll_interval)
-        data += f.read(n - len(data))
+        data += _read(f, n - len(data), name, offset)
     return data
 
 

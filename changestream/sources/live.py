@@ -22,10 +22,20 @@ from typing import Any
 import pymysql
 
 from changestream.decoding import event_types as et
-from changestream.decoding.event_decoder import CHECKSUM_CRC32, CHECKSUM_OFF, EventDecoder
+from changestream.decoding.event_decoder import (
+    CHECKSUM_CRC32,
+    CHECKSUM_OFF,
+    HEADER_SIZE,
+    EventDecoder,
+)
 from changestream.decoding.events import Event
 from changestream.decoding.gtid_tagged import encode_gtid_set
-from changestream.model.errors import ConnectionLostError, PurgedPositionError, SourceError
+from changestream.model.errors import (
+    BinlogError,
+    ConnectionLostError,
+    PurgedPositionError,
+    SourceError,
+)
 from changestream.model.gtid import is_mariadb_gtid
 from changestream.native import compiled
 from changestream.sources.binlog_head import binlog_head
@@ -302,7 +312,7 @@ class LiveSource:
                     break
                 body = start + 4
                 start = body + length
-                if buf[body] == 0 and length < 0xFFFFFF and not big and length > 20 and \
+                if length > 20 and buf[body] == 0 and length < 0xFFFFFF and not big and \
                         buf[body + 5] != et.ROTATE:
                     # An ordinary event (the common case, framed here with one copy).
                     event = bytes(buf[body + 1:start])
@@ -377,8 +387,14 @@ class LiveSource:
             return None
         event = data[1:]
         size = len(event)
+        if size < HEADER_SIZE:
+            raise BinlogError(f"dump packet too short for an event: {size} bytes",
+                              self.file or "", self.pos)
         type_code, log_pos = event[4], _U32(event, 13)[0]
         if type_code == et.ROTATE:
+            if size < HEADER_SIZE + 8:
+                raise BinlogError(f"ROTATE event too short: {size} bytes", self.file or "",
+                                  self.pos)
             new_file = event[27:size - (4 if self.decoder and
                                         self.decoder.checksum_alg == CHECKSUM_CRC32 else 0)]
             offset = 0 if log_pos == 0 else log_pos - size

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import math
 import os
 import tomllib
 import typing
@@ -164,11 +165,16 @@ def _read_secret(path: str, key: str) -> str:
         return Path(path).read_text().strip()
     except OSError as exc:
         raise ConfigError(f"{key}: cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:  # a NUL in the path, text that is not UTF-8
+        raise ConfigError(f"{key}: cannot read {path!r}: {exc}") from None
 
 
 def mask_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``."""
-    parts = urlsplit(url)
+    """``url`` with any password replaced by ``***`` (all of it, when it is no URL)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "***"
     if parts.password is None:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
@@ -309,6 +315,9 @@ def _validate(config: Config) -> None:
                        ("source.server_id", config.source.server_id)):
         if value <= 0:
             raise ConfigError(f"{key}: must be positive, got {value}")
+    if not 0 < config.source.server_id < 1 << 32:
+        raise ConfigError(f"source.server_id: {config.source.server_id} does not fit in 32 bits")
+    _check_durations(config)
     if not 0 < config.control.port < 65536:
         raise ConfigError(f"control.port: {config.control.port} is not a TCP port")
     if config.control.enabled and not is_loopback(config.control.host) and \
@@ -317,6 +326,30 @@ def _validate(config: Config) -> None:
                           "machines; the endpoint listens beyond the loopback only with a "
                           "token (control.token_file, or the variable control.token_env "
                           "names)")
+
+
+def _check_durations(config: Config) -> None:
+    """Every setting in seconds (the float ones) is finite and not negative; the heartbeat's
+    and a batch's are positive."""
+    for key, value in _floats(config, ""):
+        positive = key in ("source.heartbeat_seconds", "batch.max_seconds")
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise ConfigError(f"{key}: must be a {'positive' if positive else 'non-negative'} "
+                              f"number of seconds, got {value}")
+    if config.batch.retries < 0:
+        raise ConfigError(f"batch.retries: must not be negative, got {config.batch.retries}")
+
+
+def _floats(section: Any, prefix: str) -> list[tuple[str, float]]:
+    """``(key, value)`` of each float setting of ``section`` and the sections in it."""
+    found = []
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
+        if dataclasses.is_dataclass(value):
+            found.extend(_floats(value, f"{prefix}{f.name}."))
+        elif isinstance(value, float):
+            found.append((f"{prefix}{f.name}", value))
+    return found
 
 
 def is_loopback(host: str) -> bool:
@@ -342,8 +375,11 @@ def load_config(path: str | os.PathLike[str] | None = None, *,
                 data = tomllib.load(f)
         except FileNotFoundError:
             raise ConfigError(f"configuration file {path} does not exist") from None
-        except tomllib.TOMLDecodeError as exc:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"configuration file {path}: {exc}") from None
+        except RecursionError:
+            raise ConfigError(f"configuration file {path}: values nested too deeply") \
+                from None
         _apply(config, data, "")
     _apply_environment(config, os.environ if env is None else env, ENV_PREFIX, "")
     for key, value in (overrides or {}).items():

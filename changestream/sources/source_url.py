@@ -30,7 +30,10 @@ class SourceSpec:
 def parse_source_url(url: str, *, password: str | None = None) -> SourceSpec:
     """Read a source URL; ``password`` (from the environment or a file) wins over one in
     the URL. Raises :class:`ConfigError` naming what is wrong."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # a bracketed host that is no IPv6 address, ...
+        raise ConfigError(f"source: not a URL: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme == "file":
         path = unquote(parts.path)

@@ -51,7 +51,7 @@ def tls_context(tls: TlsConfig) -> ssl.SSLContext:
             context.load_cert_chain(tls.cert, tls.key or None)
     except FileNotFoundError as exc:
         raise ConfigError(f"source.tls: {exc.filename}: no such file") from None
-    except (ssl.SSLError, OSError) as exc:
+    except (ssl.SSLError, OSError, ValueError) as exc:  # ValueError: a NUL in a path
         raise ConfigError(f"source.tls: {exc}") from None
     return context
 

@@ -97,7 +97,8 @@ def plain_payload_size(bytes body, object kind_of, bytes row_codes, int query_po
         if kind == 0:
             break
         at = _packed(p, at, n, &length)
-        if at < 0 or _packed(p, at, n, &value) < 0 or at + <Py_ssize_t>length > n:
+        # Compared unsigned: a length past 2**63 is negative as a Py_ssize_t.
+        if at < 0 or length > <unsigned long long>(n - at) or _packed(p, at, n, &value) < 0:
             return None
         if kind == 2:
             compression = value

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from changestream.model.changes import Position
+from changestream.model.errors import BinlogError
 from changestream.model.gtid import GtidProgress
 from changestream.transactions.groups import Finished
 
@@ -25,7 +26,11 @@ class ResumePoint:
     def advance(self, done: Finished) -> None:
         """Past a finished transaction (delivered, or with nothing to deliver)."""
         if done.gtid is not None and self.gtid_set is not None:
-            self.gtid_set.add(done.gtid)
+            try:
+                self.gtid_set.add(done.gtid)
+            except ValueError as exc:
+                where = done.info.start if done.info is not None else done.end
+                raise _misfit(exc, done.file, where) from None
         if done.xa_held is not None:
             self.pending_xa[done.xa_held[0]] = done.xa_held[1]
         if done.xa_resolved is not None:
@@ -35,7 +40,10 @@ class ResumePoint:
     def delivered_elsewhere(self, gtids: list[str], file: str, end: int) -> None:
         """Past transactions assembled elsewhere (by a decode worker)."""
         if self.gtid_set is not None:
-            self.gtid_set.add_all(gtids)
+            try:
+                self.gtid_set.add_all(gtids)
+            except ValueError as exc:
+                raise _misfit(exc, file, end) from None
         self.delivered = (file, end)
 
     def position(self) -> Position:
@@ -44,3 +52,10 @@ class ResumePoint:
         file, pos = boundary
         return Position(file, pos, self.gtid_set.render() if self.gtid_set else None,
                         self.flavor, dict(self.pending_xa), snapshot=self.snapshot)
+
+
+def _misfit(exc: ValueError, file: str, offset: int) -> BinlogError:
+    """A GTID of the other flavour's form (a MySQL GTID in a binlog whose FORMAT_DESCRIPTION
+    or GTID list is MariaDB's, or the reverse), as the error that names where."""
+    return BinlogError(f"a transaction's GTID does not fit the binlog's GTIDs: {exc}", file,
+                       offset)

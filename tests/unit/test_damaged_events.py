@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import signal
 import struct
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +23,11 @@ from changestream.decoding.statements import OTHER
 from changestream.decoding.table_map import TableMapFormatError, parse_table_map
 from changestream.decoding.table_schema import Column, TableSchema
 from changestream.model.errors import BinlogError, ConfigError, SourceError
+from changestream.model.gtid import MariadbGtidState
+from changestream.native import compiled
+from changestream.transactions.groups import Finished
 from changestream.transactions.plain import opens_plain_group, query_kind
+from changestream.transactions.resume_point import ResumePoint
 from tests.binlog_bytes import event
 
 SIMPLE_PRIMARY_KEY = 8
@@ -101,3 +107,27 @@ def test_error_messages_are_one_line_whatever_they_quote() -> None:
     assert str(ConfigError('"a\u2028b": unknown key')) == '"a\\u2028b": unknown key'
     assert str(SourceError("error 1236: bad\u2028thing")) == "error 1236: bad\\u2028thing"
     assert len(str(ConfigError("x\u0085y")).splitlines()) == 1
+
+
+def test_a_payload_field_longer_than_2_to_the_63_is_no_plain_payload() -> None:
+    frames = compiled("changestream.native.zstd_frames")
+    if frames is None:
+        pytest.skip("the compiled zstd_frames module is not built")
+    # A field of kind 183 whose packed length, 0x9f..., is negative as a signed size.
+    body = bytes([183, 0xFE]) + bytes.fromhex("9f3c7a1e5bffff9f") + b"\x0b" + b"\x00" * 40
+    code = ("import sys; from changestream.native import zstd_frames as z; "
+            f"print(z.plain_payload_size({body!r}, None, bytes(256), 13, 1 << 22))")
+    # In a process of its own: the bug this guards against read far outside the body.
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert (result.returncode, result.stdout.strip()) == (0, "None"), result.stderr
+
+
+def test_a_gtid_of_the_other_flavour_is_a_binlog_error_naming_where() -> None:
+    point = ResumePoint(MariadbGtidState("0-1-5"))
+    mysql_gtid = "76f3e7be-6720-11ed-9cad-0242ac110002:11"
+    with pytest.raises(BinlogError, match="does not fit the binlog's GTIDs") as info:
+        point.advance(Finished(None, None, mysql_gtid, "mysql-bin.000057", 900))
+    assert (info.value.file, info.value.offset) == ("mysql-bin.000057", 900)
+    with pytest.raises(BinlogError, match="is not a MariaDB GTID"):
+        point.delivered_elsewhere([mysql_gtid], "mysql-bin.000057", 1200)

@@ -71,7 +71,9 @@ class SinkActor(pykka.ThreadingActor):
     A batch goes to the free writer when it is full (``max_changes``, ``max_bytes``), holds a
     tenth of that (so writes overlap reading a backlog and the last batch is small), is
     ``max_seconds`` old, the reader has caught up, or the stream ends: batches grow as big as
-    the sink's pace asks. A full batch waiting for the writer takes no more messages; they wait
+    the sink's pace asks. A batch of a position alone (filtered transactions, a binlog
+    rotation) waits until it is ``max_seconds`` old: the position file is written at most
+    about once a ``max_seconds`` while nothing is delivered. A full batch waiting for the writer takes no more messages; they wait
     unacknowledged, which holds the reader back (:class:`PartsTaken`)."""
 
     def __init__(self, adapter: SinkAdapter, store: PositionStore | None,
@@ -176,8 +178,11 @@ class SinkActor(pykka.ThreadingActor):
         messages that waited for room; at the end of the stream, say when all is written."""
         while not self._writing:
             pending = bool(self._parts) or self._position is not None
-            due = self._ending or self._worth_a_write or self.stats.caught_up or \
-                time.monotonic() - self._since >= self.settings.max_seconds
+            old_enough = time.monotonic() - self._since >= self.settings.max_seconds
+            # A position alone (transactions the filter left out, a new binlog file) is
+            # saved once its batch is old enough, not for every transaction caught up with.
+            due = self._ending or old_enough or (
+                bool(self._parts) and (self._worth_a_write or self.stats.caught_up))
             if not pending or not due:
                 if self._ending and not pending and not self._held:
                     self.finished.set()

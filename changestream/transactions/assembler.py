@@ -223,6 +223,17 @@ class TransactionAssembler(XaGroups):
 
     def _format_description(self, event: FormatDescriptionEvent) -> None:
         self.resume.flavor = "mariadb" if event.is_mariadb else "mysql"
+        self._past_rotation(event)
+
+    def _past_rotation(self, event: FormatDescriptionEvent) -> None:
+        """A new binlog file began between transactions: the resume point moves to its
+        start, so a quiet stream's position does not stay in a file the server may purge.
+        Only from a known boundary in an earlier file (a start by GTID alone has none)."""
+        boundary = self.resume.delivered or self.resume.start
+        if self._group is not None or boundary is None or event.header.log_pos == 0:
+            return
+        if binlog_order(self.file, 4) > binlog_order(*boundary):
+            self._finished.append(Finished(None, None, None, self.file, 4))
 
     def _previous_gtids(self, event: PreviousGtidsEvent) -> None:
         if self._no_gtids_yet:

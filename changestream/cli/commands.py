@@ -174,6 +174,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-changes", type=int, help="cut a micro-batch at this many changes")
     p.add_argument("--batch-seconds", type=float,
                    help="cut a micro-batch after this many seconds")
+    p.add_argument("--heartbeat-statement", metavar="SQL",
+                   help="run this on the live source every --heartbeat-interval seconds, so "
+                        "that quiet tables' position moves on (off by default)")
+    p.add_argument("--heartbeat-interval", type=float, metavar="SECONDS",
+                   help="how often the heartbeat statement runs (default 60)")
     p.add_argument("--max-buffered-changes", type=int,
                    help="spill a transaction to disk above this many changes")
     p.add_argument("--spill-dir", help="folder for spilled transactions (default: temp)")

@@ -35,6 +35,8 @@ _OPTION_KEYS = {
     "max_buffered_changes": "transactions.max_buffered_changes",
     "spill_dir": "transactions.spill_dir", "server_id": "source.server_id",
     "control_port": "control.port", "snapshot": "snapshot.mode",
+    "heartbeat_statement": "heartbeat.statement",
+    "heartbeat_interval": "heartbeat.interval_seconds",
 }
 
 

@@ -114,6 +114,15 @@ class ControlConfig:
 
 
 @dataclass(slots=True)
+class HeartbeatConfig:
+    """The heartbeat statement (changestream.runtime.heartbeat): ``statement`` ("": off),
+    run every ``interval_seconds`` while reading a live server."""
+
+    statement: str = ""
+    interval_seconds: float = 60.0
+
+
+@dataclass(slots=True)
 class LogConfig:
     level: str = "warning"
     json: bool = False
@@ -132,6 +141,7 @@ class Config:
     batch: BatchConfig = field(default_factory=BatchConfig)
     sink: SinkConfig = field(default_factory=SinkConfig)
     control: ControlConfig = field(default_factory=ControlConfig)
+    heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
     def password(self) -> str | None:
@@ -318,6 +328,9 @@ def _validate(config: Config) -> None:
     if not 0 < config.source.server_id < 1 << 32:
         raise ConfigError(f"source.server_id: {config.source.server_id} does not fit in 32 bits")
     _check_durations(config)
+    from changestream.runtime.heartbeat import HeartbeatSettings
+
+    HeartbeatSettings.from_config(config)  # its checks name the key
     if not 0 < config.control.port < 65536:
         raise ConfigError(f"control.port: {config.control.port} is not a TCP port")
     if config.control.enabled and not is_loopback(config.control.host) and \

@@ -283,6 +283,8 @@ cdef class SegmentEncoder:
         cdef Py_ssize_t row = 0, image_start
         cdef int plan_index = _index_of(tx_plans, plan)
         self._columns(plan.ncols)  # where each value's JSON is, for the key
+        if plan.ncols == 0 and pos < end:
+            raise NotPlain()  # images of no column take no bytes: the loop would not end
         while pos < end:
             slot = self._slot()
             slot.op, slot.plan, slot.pos, slot.row, slot.sql = \

@@ -4,6 +4,8 @@ ValueError from past the decoder."""
 
 from __future__ import annotations
 
+import array
+import os
 import signal
 import struct
 import subprocess
@@ -11,6 +13,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -25,11 +28,15 @@ from changestream.decoding.table_schema import Column, TableSchema
 from changestream.model.errors import BinlogError, ConfigError, SourceError
 from changestream.model.gtid import MariadbGtidState
 from changestream.native import compiled
+from changestream.parallel.decode_workers import Segment
+from changestream.sinks.spark.worker_encoding import ARROW_FRAMES
 from changestream.transactions.groups import Finished
 from changestream.transactions.plain import opens_plain_group, query_kind
 from changestream.transactions.resume_point import ResumePoint
-from tests.binlog_bytes import event
+from tests.binlog_bytes import binlog, event, format_description
+from tests.fuzz_binlogs import event_frames
 
+ROOT = Path(__file__).resolve().parents[2]
 SIMPLE_PRIMARY_KEY = 8
 
 
@@ -131,3 +138,39 @@ def test_a_gtid_of_the_other_flavour_is_a_binlog_error_naming_where() -> None:
     assert (info.value.file, info.value.offset) == ("mysql-bin.000057", 900)
     with pytest.raises(BinlogError, match="is not a MariaDB GTID"):
         point.delivered_elsewhere([mysql_gtid], "mysql-bin.000057", 1200)
+
+
+def zero_column_segment() -> Segment:
+    """A decode worker's segment of one MySQL transaction whose table has no column (its
+    TABLE_MAP logs names: a worker's), with three bytes of rows."""
+    gtid = event(et.GTID, b"\x00" + uuid.UUID(int=7).bytes + struct.pack("<Q", 1) + b"\x02"
+                 + struct.pack("<QQ", 0, 1))
+    begin = event(et.QUERY, struct.pack("<IIBHH", 1, 0, 0, 0, 0) + b"\x00" + b"BEGIN")
+    table = event(et.TABLE_MAP, b"\x05\x00\x00\x00\x00\x00\x00\x00" + b"\x02db\x00"
+                  + b"\x01t\x00" + b"\x00" + b"\x00" + b"\x04\x00")
+    rows = event(et.WRITE_ROWS, b"\x05\x00\x00\x00\x00\x00\x00\x00" + b"\x02\x00" + b"\x00"
+                 + b"\x01\x02\x03")
+    data = binlog(format_description("8.0.40"), gtid, begin, table, rows,
+                  event(et.XID, struct.pack("<Q", 9)))
+    (fde_at, fde_size), *frames = event_frames(data)
+    return Segment(("binlog.000001", fde_at, data[fde_at:fde_at + fde_size]), "binlog.000001",
+                   b"".join(data[o:o + s] for o, s in frames),
+                   array.array("q", [o for o, _ in frames]))
+
+
+@pytest.mark.parametrize("encoding", ["changestream", ARROW_FRAMES])
+def test_a_table_without_columns_is_refused_by_every_worker_path(encoding: str) -> None:
+    if encoding == ARROW_FRAMES:
+        pytest.importorskip("pyarrow")
+    code = ("from changestream.parallel.decode_workers import WorkerSettings, _Worker; "
+            "from tests.unit.test_damaged_events import zero_column_segment; "
+            f"w = _Worker(WorkerSettings(None, False, {encoding!r}, False, 50, None)); "
+            "w.assemble(zero_column_segment(), 'T')")
+    # In a process of its own: the compiled walks read such rows in a loop that never
+    # ended, out of reach of a signal.
+    for pure in ("0", "1"):
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                timeout=60, cwd=ROOT,
+                                env={**os.environ, "CHANGESTREAM_PURE_PYTHON": pure})
+        assert "BinlogError: rows event of db.t logs no column but has 3 bytes of rows " \
+            "(binlog.000001 at offset 258)" in result.stderr, result.stderr[-2000:]

@@ -396,6 +396,8 @@ cdef class ArrowSegmentEncoder(SegmentEncoder):
         cdef Py_ssize_t row = 0
         cdef int n = plan.ncols, j
         cdef bytes op = _OP_TEXT[kind]
+        if n == 0 and pos < end:
+            raise NotPlain()  # images of no column take no bytes: the loop would not end
         while pos < end:
             (<Column>columns[META_OP]).var(PyBytes_AS_STRING(op), PyBytes_GET_SIZE(op))
             (<int64_t*>(<Column>columns[META_SEQ]).fixed())[0] = self.nslots

@@ -28,7 +28,7 @@ from changestream.model.changes import Position
 from changestream.model.errors import ConfigError
 from changestream.parallel.decode_workers import DecodeWorkers
 from changestream.runtime.config import Config
-from changestream.runtime.heartbeat import HeartbeatSettings, HeartbeatStatement
+from changestream.runtime.heartbeat import HeartbeatStatement
 from changestream.runtime.listener import Listener, Source
 from changestream.runtime.preflight import Finding, run_preflight
 from changestream.runtime.router_snapshots import RouterSnapshots
@@ -57,15 +57,11 @@ class Router:
     :class:`RouterSettings`; ``sink`` defaults to the one the configuration names.
     ``run()`` blocks until the source ends (``until="caught-up"``), ``stop()`` is called,
     or something fails (then it raises the error). ``start()`` runs it in a thread.
-    ``heartbeat``: the heartbeat statement (from the ``Config``'s ``[heartbeat]`` when
-    not given; off by default).
     """
 
-    def __init__(self, config: Config | RouterSettings, sink: SinkAdapter | None = None, *,
-                 heartbeat: HeartbeatSettings | None = None):
+    def __init__(self, config: Config | RouterSettings, sink: SinkAdapter | None = None):
         if isinstance(config, Config):
             settings = RouterSettings.from_config(config)
-            heartbeat = heartbeat or HeartbeatSettings.from_config(config)
             if sink is None:
                 sink = make_sink(config.sink.spec, **sink_options(config))
         else:
@@ -74,7 +70,6 @@ class Router:
             raise ConfigError("no sink: pass sink=... or a Config that names one")
         self.settings = settings
         self.sink = sink
-        self.heartbeat = heartbeat or HeartbeatSettings()
         self._heartbeat: HeartbeatStatement | None = None
         self.spec: SourceSpec = parse_source_url(settings.source, password=settings.password)
         if self.spec.kind == "server":
@@ -336,8 +331,8 @@ class Router:
                                   name="changestream-ticker")
         ticker.start()
         self._start_verify()
-        if live and self.heartbeat.enabled:
-            self._heartbeat = HeartbeatStatement(self.heartbeat, self._connect)
+        if live and self.settings.heartbeat.enabled:
+            self._heartbeat = HeartbeatStatement(self.settings.heartbeat, self._connect)
             self._heartbeat.start()
         self._ended.wait()
         if self._aborted.is_set():

@@ -13,6 +13,7 @@ from changestream.delivery.adapter import capabilities_of
 from changestream.model.errors import ConfigError
 from changestream.parallel.decode_workers import DecodeWorkers, WorkerSettings
 from changestream.runtime.config import Config
+from changestream.runtime.heartbeat import HeartbeatSettings
 from changestream.schema.startup import HistorySettings
 from changestream.snapshot.planning import SnapshotSettings
 from changestream.sources.live import StartPosition
@@ -51,6 +52,7 @@ class RouterSettings:
     # server offers it.
     tls: dict[str, Any] = field(default_factory=dict)
     snapshot: SnapshotSettings = field(default_factory=SnapshotSettings)
+    heartbeat: HeartbeatSettings = field(default_factory=HeartbeatSettings)
 
     @classmethod
     def from_config(cls, config: Config) -> RouterSettings:
@@ -78,7 +80,8 @@ class RouterSettings:
             verify_checksums=s.verify_checksums,
             tls=tls_options(s.tls),
             snapshot=SnapshotSettings(config.snapshot.mode or None, config.snapshot.chunk_rows,
-                                      tuple(config.snapshot.tables), config.snapshot.refill))
+                                      tuple(config.snapshot.tables), config.snapshot.refill),
+            heartbeat=HeartbeatSettings.from_config(config))
 
     def __post_init__(self) -> None:
         if self.until not in (None, "caught-up"):

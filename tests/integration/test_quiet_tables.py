@@ -11,6 +11,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -163,8 +164,9 @@ def test_the_heartbeat_statement_moves_the_position_of_a_server_that_writes_noth
     start = server.binlog_position()
     server.execute(f"INSERT INTO `{quiet}`.t VALUES (1)")
     out, position_file = tmp_path / "out.jsonl", tmp_path / "position.json"
-    router = Router(_settings(server, start, position_file, quiet, 0), JsonLinesSink(out),
-                    heartbeat=HeartbeatSettings(statement, 0.2))
+    settings = replace(_settings(server, start, position_file, quiet, 0),
+                       heartbeat=HeartbeatSettings(statement, 0.2))
+    router = Router(settings, JsonLinesSink(out))
     router.start()
     try:
         _wait_for(lambda: _quiet_ids(out, quiet) == [("insert", 1)], "the quiet table's row")
@@ -187,9 +189,10 @@ def test_a_failing_heartbeat_statement_is_a_warning_and_the_router_goes_on(
     _, quiet = _databases(server, fresh_database)
     statement = f"INSERT INTO `{quiet}`.no_such_table VALUES (1)"
     out = tmp_path / "out.jsonl"
-    router = Router(_settings(server, server.binlog_position(), tmp_path / "position.json",
-                              quiet, 0), JsonLinesSink(out),
-                    heartbeat=HeartbeatSettings(statement, 0.1))
+    settings = replace(_settings(server, server.binlog_position(),
+                                 tmp_path / "position.json", quiet, 0),
+                       heartbeat=HeartbeatSettings(statement, 0.1))
+    router = Router(settings, JsonLinesSink(out))
     with caplog.at_level("WARNING", logger="changestream"):
         router.start()
         try:

@@ -73,8 +73,9 @@ class SinkActor(pykka.ThreadingActor):
     ``max_seconds`` old, the reader has caught up, or the stream ends: batches grow as big as
     the sink's pace asks. A batch of a position alone (filtered transactions, a binlog
     rotation) waits until it is ``max_seconds`` old: the position file is written at most
-    about once a ``max_seconds`` while nothing is delivered. A full batch waiting for the writer takes no more messages; they wait
-    unacknowledged, which holds the reader back (:class:`PartsTaken`)."""
+    about once a ``max_seconds`` while nothing is delivered. A full batch waiting for the
+    writer takes no more messages; they wait unacknowledged, which holds the reader back
+    (:class:`PartsTaken`)."""
 
     def __init__(self, adapter: SinkAdapter, store: PositionStore | None,
                  settings: BatchSettings, stats: RouterStats,

@@ -95,8 +95,9 @@ def dump_events(const unsigned char[::1] buf, Py_ssize_t p, str name, int droppe
         if n - p - 4 < length:
             break
         body = p + 4
-        if data[body] != 0 or length >= 0xFFFFFF or length <= 20 or data[body + 5] == ROTATE:
-            break
+        if length <= 20 or data[body] != 0 or length >= 0xFFFFFF or data[body + 5] == ROTATE \
+                or _u32(data + body + 10) != <uint32_t>(length - 1):
+            break  # (an event whose size field is not the packet's: the Python path says so)
         log_pos = _u32(data + body + 14)
         if log_pos == 0:
             break

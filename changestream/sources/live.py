@@ -316,6 +316,8 @@ class LiveSource:
                         buf[body + 5] != et.ROTATE:
                     # An ordinary event (the common case, framed here with one copy).
                     event = bytes(buf[body + 1:start])
+                    if _U32(event, 9)[0] != length - 1:
+                        raise self._size_mismatch(event)
                     log_pos = _U32(event, 13)[0]
                     if log_pos:
                         self.pos = log_pos
@@ -390,6 +392,8 @@ class LiveSource:
         if size < HEADER_SIZE:
             raise BinlogError(f"dump packet too short for an event: {size} bytes",
                               self.file or "", self.pos)
+        if _U32(event, 9)[0] != size:
+            raise self._size_mismatch(event)
         type_code, log_pos = event[4], _U32(event, 13)[0]
         if type_code == et.ROTATE:
             if size < HEADER_SIZE + 8:
@@ -406,6 +410,13 @@ class LiveSource:
             self.pos = log_pos
             return RawEvent(self.file or "", log_pos - size, event)
         return RawEvent(self.file or "", self._offset_without_log_pos(event), event)
+
+    def _size_mismatch(self, event: bytes) -> BinlogError:
+        """An event whose size field is not its packet's (the decode workers cut events out
+        of a segment by that field)."""
+        return BinlogError(f"{et.event_type_name(event[4])} event's size field says "
+                           f"{_U32(event, 9)[0]} bytes, its packet holds {len(event)}",
+                           self.file or "", self.pos)
 
     def _offset_without_log_pos(self, event: bytes) -> int:
         """Where an event sent with ``end_log_pos`` 0 starts: 4 for the format description;

@@ -89,7 +89,8 @@ def _dump_stream(events: list[RawEvent]) -> bytes:
         if n == len(events) // 3:  # written without its end position
             data = data[:13] + b"\x00\x00\x00\x00" + data[17:]
         if n == len(events) // 2:  # as a payload over 16 MB: pieces of 0xFFFFFF bytes
-            body = b"\x00" + data[:13] + struct.pack("<I", raw.offset + 0x1000000) + \
+            body = b"\x00" + data[:9] + struct.pack("<II", len(data) + 0x1000000,
+                                                   raw.offset + 0x1000000) + \
                 data[17:] + b"\x00" * 0x1000000
             while len(body) >= 0xFFFFFF:
                 out += _packet(body[:0xFFFFFF], seq)

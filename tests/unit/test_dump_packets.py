@@ -1,7 +1,8 @@
 """The live source's packet reader on bytes served through a socket: a private MariaDB's
 recorded COM_BINLOG_DUMP reply (tests/fuzz_data/) read to its end and on to records, and the
 damaged packets the fuzz harness found (tests/fuzzing.py), each a one-line error naming the
-binlog file and position instead of an IndexError or a struct.error."""
+binlog file and position instead of an IndexError or a struct.error (or, for an event whose
+size field is not its packet's, a decode worker cutting a segment's events apart wrongly)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_OFF, EventDecoder
 from changestream.model.errors import BinlogError, ConnectionLostError, PurgedPositionError
+from changestream.sources import live
 from changestream.sources.live import LiveSource
 from changestream.sources.raw import RawEvent
 from tests.binlog_bytes import event
@@ -72,3 +74,18 @@ def test_a_server_error_with_line_breaks_is_one_line() -> None:
         _read(_packet(error))
     assert len(str(info.value).splitlines()) == 1 and "could not find\\nthe file\\r" in \
         str(info.value)
+
+
+@pytest.mark.parametrize("framing", ["compiled", "python"])
+def test_an_event_whose_size_field_is_not_its_packets_is_a_binlog_error(
+        framing: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if framing == "python":
+        monkeypatch.setattr(live, "_FRAMING", None)
+    elif live._FRAMING is None:
+        pytest.skip("the compiled framing module is not built")
+    xid = bytearray(event(et.XID, struct.pack("<Q", 9), log_pos=300))
+    struct.pack_into("<I", xid, 9, len(xid) - 4)  # the packet holds 4 bytes more
+    with pytest.raises(BinlogError, match="XID event's size field says 23 bytes, its packet "
+                                          "holds 27") as info:
+        _read(_packet(b"\x00" + bytes(xid)) + EOF_PACKET)
+    assert info.value.file == "mariadb-bin.000001"

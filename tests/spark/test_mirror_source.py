@@ -4,20 +4,28 @@ Keys a batch INSERTs first are appended with their last image, the rest merged."
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from changestream.model.changes import EncodedRun
-from changestream.sinks.spark.frames import TableRun, encode_runs, table_runs
+from changestream.sinks.spark.frames import (
+    TableRun,
+    encode_runs,
+    frame_dataframe,
+    table_runs,
+)
 from changestream.sinks.spark.iceberg import mirror_keyless
+from changestream.sinks.spark.iceberg.key_index import COPIES, ROW_HASH, row_hashes
 from changestream.sinks.spark.iceberg.mirror_plan import (
     last_change_per_key,
     mirror_delta,
+    multiset_source,
     one_change_per_key,
     split_new_keys,
 )
+from changestream.sinks.spark.types import arrow_schema
 from tests.spark.conftest import Binlog, simple_schema
 
 T = simple_schema("orders")
@@ -246,16 +254,15 @@ def _keyless_run(transactions: list[list[tuple[str, Any, Any]]], arrow_workers: 
     ([[("delete", _DUP, None)]], [(0, "dup", "delete"), (0, "dup", "upsert")]),
 ])
 def test_keyless_changes_that_cancel_out_leave_an_empty_merge_source(
-        monkeypatch: pytest.MonkeyPatch, transactions: list[list[tuple[str, Any, Any]]],
+        spark: Any, transactions: list[list[tuple[str, Any, Any]]],
         expected: list[tuple[Any, ...]], arrow_workers: bool) -> None:
     # The mirror already holds rows: two equal ones and another.
-    held = Counter([(0, "dup"), (0, "dup"), (1, "one")])
-    monkeypatch.setattr(mirror_keyless, "mirror_copies", lambda spark, name, run, images: [
-        held[(r["id"], r["name"])] for r in images.to_pylist()])
+    spark.createDataFrame([(0, "dup"), (0, "dup"), (1, "one")], "id BIGINT, name STRING") \
+        .createOrReplaceTempView("held")
     run = _keyless_run(transactions, arrow_workers)
-    source = mirror_keyless.keyless_source(None, "c.shop.n", run, run.frame)
-    assert source.column_names == ["id", "name", "_op"]
-    assert [(r["id"], r["name"], r["_op"]) for r in source.to_pylist()] == expected
+    frame_dataframe(spark, run, run.frame).createOrReplaceTempView("changes")
+    source = spark.sql(multiset_source(run, "changes", "held")).collect()
+    assert sorted((r["id"], r["name"], r["_op"]) for r in source) == sorted(expected)
 
 
 @pytest.mark.parametrize("arrow_workers", [False, True], ids=["parts", "arrow-workers"])
@@ -271,8 +278,12 @@ def test_keyless_changes_are_copies_added_and_removed(
         transactions: list[list[tuple[str, Any, Any]]], added: list[tuple[Any, ...]],
         removed: list[tuple[Any, ...]], arrow_workers: bool) -> None:
     run = _keyless_run(transactions, arrow_workers)
-    adds, removes = mirror_keyless.keyless_copies(run, run.frame)
+    over = arrow_schema(run.fields)
+    adds, removes = mirror_keyless.keyless_copies(run, run.frame, over)
     assert ([(r["id"], r["name"]) for r in adds.to_pylist()] if adds is not None else []) \
         == added
-    assert ([(r["id"], r["name"], r["_cs_copies"]) for r in removes.to_pylist()]
-            if removes is not None else []) == removed
+    expected = {row_hashes(pa.table({"id": pa.array([i], pa.int64()), "name": [name]}), over)
+                .column(ROW_HASH)[0].as_py(): copies for i, name, copies in removed}
+    assert ({r[ROW_HASH]: r[COPIES] for r in removes.to_pylist()}
+            if removes is not None else {}) == expected
+

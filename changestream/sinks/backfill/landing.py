@@ -22,6 +22,7 @@ from changestream.sinks.spark.iceberg.mirror_plan import (
     last_change_per_key,
     merge_on_keys,
     merge_on_values,
+    multiset_source,
 )
 from changestream.sinks.spark.iceberg.names import quote as _q
 from changestream.sinks.spark.types import METADATA, FieldMapping, spark_schema
@@ -95,32 +96,10 @@ class BackfillLanding(IcebergLanding):
                 source = f"({last_change_per_key(run, view)})"
                 on, matched = merge_on_keys(run)
             else:
-                source = f"({self._multiset_source(run, view, name)})"
+                source = f"({multiset_source(run, view, name)})"
                 on, matched = merge_on_values(run)
             with self.clock("mirror merge"):
                 self.mirrors.merge(spark, name, run, source, on, matched, last)
         finally:
             spark.catalog.dropTempView(view)
         return sum(p.rows for p in pieces)
-
-    def _multiset_source(self, run: TableRun, view: str, mirror: str) -> str:
-        """SQL for a keyless table's changes as MERGE rows: every changed row value is
-        deleted (all its copies) and inserted again as many times as the mirror had it plus
-        the net count the changes add (a multiset, as the server keeps it)."""
-        cols = [_q(f.name) for f in run.fields]
-        befores = [f"{_q(BEFORE_PREFIX + str(i))} AS {cols[i]}" for i in run.before_fields]
-        listed = ", ".join(cols)
-        changes = (f"SELECT {listed}, 1 AS _d FROM {view} WHERE _op <> 'delete' "
-                   f"UNION ALL SELECT {', '.join(befores)}, -1 AS _d FROM {view} "
-                   f"WHERE _op = 'update' "
-                   f"UNION ALL SELECT {listed}, -1 AS _d FROM {view} WHERE _op = 'delete'")
-        net = (f"SELECT {listed}, sum(_d) AS _n FROM ({changes}) GROUP BY {listed} "
-               "HAVING sum(_d) <> 0")
-        on = " AND ".join(f"n.{c} <=> t.{c}" for c in cols)
-        counted = (f"SELECT {', '.join('n.' + c for c in cols)}, n._n, count(t._m) AS _h "
-                   f"FROM ({net}) n LEFT JOIN (SELECT *, 1 AS _m FROM {mirror}) t ON {on} "
-                   f"GROUP BY {', '.join('n.' + c for c in cols)}, n._n")
-        return (f"SELECT {listed}, 'delete' AS _op FROM ({counted}) "
-                f"UNION ALL SELECT {listed}, 'upsert' AS _op FROM ({counted}) "
-                "LATERAL VIEW explode(sequence(1, greatest(_h + _n, 1))) copies AS _k "
-                "WHERE _h + _n > 0")

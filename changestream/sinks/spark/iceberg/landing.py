@@ -131,8 +131,7 @@ class IcebergLanding:
         name = tables.changelog_name(run)
         clock = self.clock
         with clock("evolve"):
-            tables.evolve(spark, name, run, changelog=True)
-            rows, last, _ = tables.pending(spark, name, run)
+            rows, last, _ = tables.prepare(spark, name, run, changelog=True)
         if rows is None or last is None:
             return 0
         with clock("changelog append"):

@@ -15,18 +15,20 @@ from changestream.model.changes import Position
 from changestream.model.errors import SinkError
 
 from .. import positions
-from ..frames import TableRun, to_dataframe
+from ..frames import TableRun
 from ..positions import PROPERTY
+from .files import Unsupported
 from .mirror_images import complete_images
-from .mirror_keyless import keyless_copies, keyless_source
+from .mirror_keyless import keyless_copies
 from .mirror_plan import (
     last_change_per_key,
     merge_on_keys,
     merge_on_values,
     mirror_delta,
+    multiset_source,
     split_new_keys,
 )
-from .mirror_positions import KeyedRows, MirrorPositions, RowCopies
+from .mirror_positions import KeyedRows, MirrorPositions, RowCopies, row_schema
 from .names import quote as _q
 
 if TYPE_CHECKING:
@@ -74,8 +76,7 @@ class MirrorLanding:
         name = tables.mirror_name(run)
         clock = self.clock
         with clock("evolve"):
-            tables.evolve(spark, name, run, changelog=False)
-            rows, last, kept = tables.pending(spark, name, run)
+            rows, last, kept = tables.prepare(spark, name, run, changelog=False)
         if rows is None or last is None:
             return 0
         keys = run.key_names
@@ -104,19 +105,9 @@ class MirrorLanding:
             if done:
                 tables.committed[name] = last
                 return rows.num_rows
-        if not keys and self.arrow_appends and self.position_deletes:
-            with clock("mirror plan"):
-                added, removed = keyless_copies(run, rows)
-            if added is None and removed is None:
-                return rows.num_rows  # changes that cancel out
-            with clock("mirror delta"):
-                # the copies removed deleted by position; None or False: MERGE instead
-                copied = self._mirror_positions(spark).land(
-                    name, RowCopies(added, removed), {PROPERTY: positions.encode(last)},
-                    expect_present=True)
-            if copied:
-                tables.committed[name] = last
-                return rows.num_rows
+        if not keys and self.arrow_appends and self.position_deletes \
+                and self._land_copies(spark, name, run, rows, last):
+            return rows.num_rows
         if keys and self.append_new_keys:
             split = split_new_keys(run, rows)
             if split is not None:
@@ -125,6 +116,26 @@ class MirrorLanding:
                 return rows.num_rows
         self.merge_rows(spark, name, run, rows, last)
         return rows.num_rows
+
+    def _land_copies(self, spark: Any, name: str, run: TableRun, rows: pa.Table,
+                     last: Position) -> bool:
+        """Land keyless ``run``'s changes ``rows`` as copies added and removed by position;
+        ``False`` when the driver cannot (the caller MERGEs)."""
+        mirror = self._mirror_positions(spark)
+        with self.clock("mirror plan"):
+            try:
+                hashed_over = row_schema(mirror.appender.facts(name).schema)
+            except Unsupported:  # a column type the driver does not write
+                return False
+            added, removed = keyless_copies(run, rows, hashed_over)
+        if added is None and removed is None:
+            return True  # changes that cancel out
+        with self.clock("mirror delta"):
+            copied = mirror.land(name, RowCopies(added, removed, hashed_over),
+                                 {PROPERTY: positions.encode(last)}, expect_present=True)
+        if copied:
+            self.tables.committed[name] = last
+        return bool(copied)
 
     def _land_split(self, spark: Any, name: str, run: TableRun, appended: pa.Table | None,
                     merged: pa.Table | None, last: Position) -> None:
@@ -147,21 +158,13 @@ class MirrorLanding:
         keys = run.key_names
         view = f"changestream_src_{uuid.uuid4().hex}"
         try:
+            with clock("arrow to spark"):
+                self.tables.dataframe(spark, run, rows).createOrReplaceTempView(view)
             if keys:
-                with clock("arrow to spark"):
-                    self.tables.dataframe(spark, run, rows).createOrReplaceTempView(view)
                 source = f"({last_change_per_key(run, view, rows)})"
                 on, matched = merge_on_keys(run)
             else:
-                from pyspark.sql import types as T
-
-                with clock("mirror source"):
-                    table = keyless_source(spark, name, run, rows)
-                    if not table.num_rows:  # its changes cancel out, as a keyed no-op
-                        return
-                    to_dataframe(spark, table, run.fields, (("_op", T.StringType()),)) \
-                        .createOrReplaceTempView(view)
-                source = view
+                source = f"({multiset_source(run, view, name)})"
                 on, matched = merge_on_values(run)
             with clock("mirror merge"):
                 self.merge(spark, name, run, source, on, matched, last)

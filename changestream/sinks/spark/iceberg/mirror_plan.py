@@ -132,13 +132,29 @@ def one_change_per_key(run: TableRun, rows: pa.Table) -> bool:
     return distinct_keys(rows, names) == rows.num_rows and not moves_a_key(run, rows)
 
 
-def hashable(value: Any) -> Any:
-    """``value`` (a row value as Arrow gives it to Python) as something a dict can key."""
-    if isinstance(value, list):
-        return tuple(hashable(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, hashable(v)) for k, v in value.items()))
-    return value
+def multiset_source(run: TableRun, view: str, mirror: str) -> str:
+    """SQL for the changes in ``view`` (a frame's rows) of keyless ``run`` as MERGE rows
+    into ``mirror``: every changed row value is deleted (all its copies) and inserted
+    again as many times as the mirror had it plus the net count the changes add (a
+    multiset, as the server keeps it; NULLs match). Spark counts, so no row passes
+    through Python."""
+    cols = [_q(f.name) for f in run.fields]
+    befores = [f"{_q(BEFORE_PREFIX + str(i))} AS {cols[i]}" for i in run.before_fields]
+    listed = ", ".join(cols)
+    changes = (f"SELECT {listed}, 1 AS _d FROM {view} WHERE _op <> 'delete' "
+               f"UNION ALL SELECT {', '.join(befores)}, -1 AS _d FROM {view} "
+               f"WHERE _op = 'update' "
+               f"UNION ALL SELECT {listed}, -1 AS _d FROM {view} WHERE _op = 'delete'")
+    net = (f"SELECT {listed}, sum(_d) AS _n FROM ({changes}) GROUP BY {listed} "
+           "HAVING sum(_d) <> 0")
+    on = " AND ".join(f"n.{c} <=> t.{c}" for c in cols)
+    counted = (f"SELECT {', '.join('n.' + c for c in cols)}, n._n, count(t._m) AS _h "
+               f"FROM ({net}) n LEFT JOIN (SELECT *, 1 AS _m FROM {mirror}) t ON {on} "
+               f"GROUP BY {', '.join('n.' + c for c in cols)}, n._n")
+    return (f"SELECT {listed}, 'delete' AS _op FROM ({counted}) "
+            f"UNION ALL SELECT {listed}, 'upsert' AS _op FROM ({counted}) "
+            "LATERAL VIEW explode(sequence(1, greatest(_h + _n, 1))) copies AS _k "
+            "WHERE _h + _n > 0")
 
 
 def merge_on_keys(run: TableRun) -> tuple[str, str]:

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
 from changestream.model.errors import SinkError
 
 from ..options import short
-from .files import ArrowAppender, Unsupported
+from .files import ArrowAppender, Unsupported, file_schema
 from .key_index import (
-    COPIES,
     DELETE_FILE_SCHEMA,
-    ROW_HASH,
     ROW_HASH_SCHEMA,
     KeyIndex,
     build_index,
@@ -50,8 +49,9 @@ class KeyedRows:
         self.deleted = deleted
         self._schema: pa.Schema | None = None
 
-    def index_schema(self, appender: ArrowAppender, name: str) -> pa.Schema:
-        self._schema = appender.key_schema(name, self.keys)
+    def index_schema(self, table_schema: dict[str, Any]) -> pa.Schema:
+        """The index's columns for a table of ``table_schema`` (Iceberg's JSON)."""
+        self._schema = file_schema(table_schema, self.keys)
         return self._schema
 
     def read(self, path: Path) -> pa.Table:
@@ -66,36 +66,43 @@ class KeyedRows:
         return rows.select(self.keys)
 
 
-class RowCopies:
-    """A keyless mirror's batch: ``removed`` (whole rows, each with how many of its copies
-    go, in column ``COPIES``) and the rows it adds (``upserts``, a row per copy), found and
-    indexed by the hash of the whole row over the table's columns."""
+def row_schema(table_schema: dict[str, Any]) -> pa.Schema:
+    """Every column of a table of ``table_schema`` (Iceberg's JSON) as the table types
+    it: what a keyless mirror's rows are hashed over."""
+    return file_schema(table_schema, [f["name"] for f in table_schema["fields"]])
 
-    def __init__(self, upserts: pa.Table | None, removed: pa.Table | None):
+
+class RowCopies:
+    """A keyless mirror's batch: ``removed`` (the hash of each row value it removes, in
+    column ``ROW_HASH``, with how many of its copies go, in ``COPIES``: one row a value)
+    and the rows it adds (``upserts``, a row per copy), hashed over ``hashed_over``
+    (:func:`row_schema`)."""
+
+    def __init__(self, upserts: pa.Table | None, removed: pa.Table | None,
+                 hashed_over: pa.Schema):
         self.upserts = upserts
         self.removed = removed
         self.deleted = removed  # what the batch needs found in the mirror
-        self._row_schema: pa.Schema | None = None
+        self.hashed_over = hashed_over
 
-    def index_schema(self, appender: ArrowAppender, name: str) -> pa.Schema:
-        self._row_schema = appender.key_schema(name, appender.columns(name))
+    def index_schema(self, table_schema: dict[str, Any]) -> pa.Schema:
+        """The index's columns: the row hash."""
         return ROW_HASH_SCHEMA
 
     def read(self, path: Path) -> pa.Table:
-        assert self._row_schema is not None
-        return row_hashes(read_keys(path, self._row_schema), self._row_schema)
+        return row_hashes(read_keys(path, self.hashed_over), self.hashed_over)
 
     def locate(self, index: KeyIndex) -> tuple[pa.Table, int]:
-        assert self.removed is not None and self._row_schema is not None
-        hashes = row_hashes(self.removed, self._row_schema)
-        wanted = hashes.append_column(COPIES, self.removed.column(COPIES).cast(pa.int64()))
-        grouped = wanted.group_by(ROW_HASH, use_threads=False).aggregate([(COPIES, "sum")])
-        return index.locate_copies(pa.table({ROW_HASH: grouped.column(ROW_HASH),
-                                             COPIES: grouped.column(f"{COPIES}_sum")}))
+        assert self.removed is not None
+        return index.locate_copies(self.removed)
 
     def index_keys(self, rows: pa.Table) -> pa.Table:
-        assert self._row_schema is not None
-        return row_hashes(rows, self._row_schema)
+        return row_hashes(rows, self.hashed_over)
+
+
+class _NotWritable(Exception):
+    """A table the driver cannot write position deletes to (not on a local file system,
+    or partitioned)."""
 
 
 class MirrorPositions:
@@ -123,6 +130,8 @@ class MirrorPositions:
                 index = self._index(name, batch, needed=deleted is not None)
             except Unsupported:
                 return None
+            except _NotWritable:
+                return False
             if index is None and deleted is not None:
                 return None
             located = DELETE_FILE_SCHEMA.empty_table()
@@ -170,12 +179,16 @@ class MirrorPositions:
                ) -> KeyIndex | None:
         """Mirror ``name``'s index, current with the table (built when ``needed`` and
         missing or stale); ``None`` when there is none. Raises :class:`Unsupported` when
-        the table's keys cannot be indexed here."""
+        the table's keys cannot be indexed here, :class:`_NotWritable` when the batch
+        deletes and the driver cannot write the table."""
         index = self.indexes.get(name)
         # Refreshed when an index would be used: another writer's commit (maintain,
         # another process) makes it stale, and rebuilds it, before it is used.
         facts = self.appender.facts(name, refresh=index is not None)
-        schema = batch.index_schema(self.appender, name)
+        if needed and (facts.base is None or facts.partitioned):
+            # position_delta would refuse it: no index is read for nothing
+            raise _NotWritable(name)
+        schema = batch.index_schema(facts.schema)
         if index is not None and index.table_ids == facts.ids \
                 and index.snapshot_id == facts.snapshot_id and index.key_schema == schema:
             return index

@@ -117,6 +117,13 @@ class IcebergTables:
             logger.debug("spark sink: %s holds position %s", name, self.committed[name])
         return self.committed[name]
 
+    def prepare(self, spark: Any, name: str, run: TableRun, changelog: bool
+                ) -> tuple[pa.Table | None, Position | None, list[int] | None]:
+        """Table ``name`` (a changelog or a mirror) made to hold ``run``'s columns
+        (:meth:`evolve`), and ``run``'s rows it lacks, as :meth:`pending` gives them."""
+        self.evolve(spark, name, run, changelog)
+        return self.pending(spark, name, run)
+
     def pending(self, spark: Any, name: str, run: TableRun
                 ) -> tuple[pa.Table | None, Position | None, list[int] | None]:
         """The rows of ``run`` not yet in table ``name`` (``None``: none), the position the

@@ -1,13 +1,13 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Compiled decode worker fast path: a segment's plain DML transactions from their bytes
-straight to records, as :class:`changestream.parallel.segment_encoder.SegmentEncoder` writes
-them (the same bytes; the tests hold both to it on every corpus file and live workloads).
+straight to records, the ones the worker's general path (the router's decoder, assembler
+and record encoder) writes (the same bytes; the tests hold both to it on every corpus file
+and live workloads).
 
 Row images are read in C into the records' JSON text, without a Python object per value,
 for the common types; any other type or value is read by the column's Python reader and
-written by orjson, as the Python path does. What the Python fast path would not take makes
-this one give up on the segment too (``None``), and the worker runs the general path over
-it. Built by the install script; without it the Python path runs.
+written by orjson, as the general path does. A segment it does not take (``None``) goes to
+the general path. Built by the install script; without it the general path runs.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -210,8 +210,9 @@ cdef tuple column_kind(object column):
 
 
 cdef class SegmentEncoder:
-    """Encodes segments of plain transactions as the Python ``SegmentEncoder`` does (the
-    same arguments, the same ``encode`` and ``table_counts``)."""
+    """Encodes segments of plain transactions as the general path would (``encode`` gives
+    the transactions, ``None`` for a segment it does not take; ``table_counts`` the last
+    segment's changes by database, table and op)."""
 
     def __init__(self, decoder, change_filter, bint include_sql):
         self.decoder = decoder

@@ -170,7 +170,7 @@ def test_compiled_rows_write_what_python_writes(server: Any, fresh_database: str
     segments = _workload_segments(server, db, "compiled")
     for include_sql in (False, True):
         taken = compare_worker_paths(segments, ChangeFilter(include=[db]), include_sql)
-        assert taken >= 0.9 * len(segments), (taken, len(segments))
+        assert taken is not None and taken >= 0.9 * len(segments), (taken, len(segments))
 
 
 def test_compiled_frames_are_what_the_general_path_makes(server: Any,

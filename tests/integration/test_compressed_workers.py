@@ -81,7 +81,8 @@ def test_compressed_transactions_go_to_the_workers(mysql: Any, tmp_path: Path) -
         u.data for s in compressed
         if (u := unpacked_segment(s.data, s.offsets, _zstd(), s.file, True, True)))
     # The fast path takes the compressed segments and writes what the general path writes.
-    assert compare_worker_paths(compressed, ChangeFilter(include=[db])) == len(compressed)
+    assert compare_worker_paths(compressed, ChangeFilter(include=[db])) in (
+        len(compressed), None)  # None: the compiled path is not built
     # And the compiled Arrow path (the Spark sink's frames) what its general path makes.
     taken = compare_arrow_paths(compressed, ChangeFilter(include=[db]))
     if taken is not None:  # None: not built (and allowed to be missing in this run)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from changestream.decoding.events import Event
 from changestream.model.changes import EncodedRun, Position, TransactionPart
+from changestream.transactions.filters import ChangeFilter
 
 if TYPE_CHECKING:
     from changestream.parallel.decode_workers import SegmentTicket
@@ -15,11 +16,23 @@ if TYPE_CHECKING:
 
 
 @dataclass(slots=True)
+class TablesSwitch:
+    """Tables added or paused while running, at this point of the stream (a transaction
+    boundary): the filter from here on, the changes the positions keep from here on
+    (:class:`changestream.model.table_changes.TableChanges` as a dict), and the progress
+    of the snapshot that starts here, if one does."""
+
+    change_filter: ChangeFilter
+    changes: dict[str, Any]
+    snapshot: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
 class EventBatch:
     """Events for the Transaction actor, in binlog order, with the tickets of segments
-    handed to decode workers and snapshot chunks in their places."""
+    handed to decode workers, snapshot chunks and table switches in their places."""
 
-    events: Sequence[Event | SegmentTicket | ChunkOffer]
+    events: Sequence[Event | SegmentTicket | ChunkOffer | TablesSwitch]
 
 
 @dataclass(slots=True)

@@ -24,6 +24,7 @@ from .messages import (
     PartsTaken,
     ResetOpenTransaction,
     SegmentDone,
+    TablesSwitch,
 )
 
 log = logging.getLogger("changestream")
@@ -130,7 +131,7 @@ class TransactionActor(pykka.ThreadingActor):
         feed = self.assembler.feed
         while self._at < len(events):
             event = events[self._at]
-            if isinstance(event, SegmentTicket | ChunkOffer):
+            if isinstance(event, SegmentTicket | ChunkOffer | TablesSwitch):
                 if not self._drained:  # what came before it goes first
                     self._drained = True
                     self._outgoing = self._drain()
@@ -140,8 +141,10 @@ class TransactionActor(pykka.ThreadingActor):
                     if not answers:
                         return False
                     self._outgoing = self._segment(answers.popleft())
-                else:
+                elif isinstance(event, ChunkOffer):
                     self._outgoing = self._chunk(event)
+                else:
+                    self._outgoing = self._switch(event)
                 self._at += 1
                 self._drained = False
                 return True
@@ -181,6 +184,17 @@ class TransactionActor(pykka.ThreadingActor):
                      ] if run.changes else []
             yield Parts(parts, position)
             self._passed(position)
+
+    def _switch(self, switch: TablesSwitch) -> Outgoing:
+        """Tables added or paused here: the filter from here on, and a position that keeps
+        the change (and the snapshot starting here), so a restart from it goes on with it."""
+        assembler = self.assembler
+        assembler.set_filter(switch.change_filter)
+        assembler.resume.tables = switch.changes if any(switch.changes.values()) else None
+        if switch.snapshot is not None:
+            assembler.resume.snapshot = switch.snapshot
+        log.info("tables from here on: %s", switch.changes)
+        yield Parts([], assembler.position())
 
     def _end(self, message: EndOfStream) -> Outgoing:
         yield from self._drain()

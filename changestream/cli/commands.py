@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     from changestream.cli.backfill import add_parser as add_backfill_parser
 
     add_backfill_parser(sub)
-    from changestream.snapshot.request import add_parser as add_snapshot_parser
+    from changestream.cli.control_requests import add_parser as add_snapshot_parser
 
     add_snapshot_parser(sub)
     p = sub.add_parser("quickstart", help="a private MariaDB, a sample workload, the router "

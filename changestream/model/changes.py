@@ -35,7 +35,9 @@ class Position:
     a restart reads them again; ``schema_history``: the stored schema history state here
     (:mod:`changestream.schema.store`); ``snapshot``: a snapshot's progress up to here
     (:class:`changestream.snapshot.progress.SnapshotProgress` as a dict); ``sink``: what a
-    sink that cuts its output back on a restart had made durable here (e.g. a file's length)."""
+    sink that cuts its output back on a restart had made durable here (e.g. a file's length);
+    ``tables``: the tables added and paused while running, up to here
+    (:class:`changestream.model.table_changes.TableChanges` as a dict)."""
 
     file: str
     pos: int
@@ -45,6 +47,7 @@ class Position:
     schema_history: str | None = None
     snapshot: dict[str, Any] | None = None
     sink: dict[str, Any] | None = None
+    tables: dict[str, Any] | None = None  # TableChanges.as_dict(): added/paused while running
 
     def as_dict(self) -> dict[str, Any]:
         data = {"file": self.file, "pos": self.pos, "gtid_set": self.gtid_set,
@@ -55,13 +58,16 @@ class Position:
             data["snapshot"] = self.snapshot
         if self.sink is not None:
             data["sink"] = self.sink
+        if self.tables:
+            data["tables"] = self.tables
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Position:
         return cls(str(data["file"]), int(data["pos"]), data.get("gtid_set"),
                    data.get("flavor"), dict(data.get("pending_xa") or {}),
-                   data.get("schema_history"), data.get("snapshot"), data.get("sink"))
+                   data.get("schema_history"), data.get("snapshot"), data.get("sink"),
+                   data.get("tables"))
 
     def __str__(self) -> str:
         gtid = f" gtid {self.gtid_set}" if self.gtid_set else ""

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import zstandard
@@ -105,6 +105,14 @@ class WorkerRun:
 SegmentResult = list[WorkerRun]
 
 
+@dataclass(slots=True, frozen=True)
+class FilterUpdate:
+    """Decode the segments after this one by ``change_filter`` (tables added or paused
+    while running); a worker does not answer it."""
+
+    change_filter: ChangeFilter | None
+
+
 class DecodeWorkers:
     """``count`` worker processes, fed round robin; results are taken in the same order."""
 
@@ -135,6 +143,18 @@ class DecodeWorkers:
             raise self._lost(worker, exc) from None
         last = len(segment.data) - (end[1] - segment.offsets[-1])  # where its last event is
         return SegmentTicket(worker, len(segment.offsets), end, _SIZE(segment.data, last)[0])
+
+    def set_filter(self, change_filter: ChangeFilter | None) -> None:
+        """Have every worker decode the segments submitted from now on by
+        ``change_filter`` (those submitted before keep the filter they were sent under)."""
+        update = FilterUpdate(None if change_filter is None or change_filter.everything
+                              else change_filter)
+        for worker, connection in enumerate(self._connections):
+            try:
+                connection.send(update)
+            except (OSError, EOFError) as exc:
+                raise self._lost(worker, exc) from None
+        self.settings = replace(self.settings, change_filter=update.change_filter)
 
     def answer_to(self, deliver: Callable[[int, Any], None]) -> None:
         """Hand each worker's answers, as they come, to ``deliver(worker, answer)`` (from a
@@ -384,6 +404,10 @@ def _serve(connection: multiprocessing.connection.Connection, settings: WorkerSe
             return
         if segment is None:
             return
+        if isinstance(segment, FilterUpdate):
+            worker = _Worker(replace(worker.settings, change_filter=segment.change_filter),
+                             run_changes)
+            continue
         try:
             answer: Any = worker.assemble(segment)
         except ChangestreamError as exc:

@@ -2,9 +2,12 @@
 
 ``GET /status`` (JSON), ``GET /metrics`` (Prometheus text format, the router's own registry:
 see :mod:`changestream.runtime.metrics`), ``POST /pause``, ``POST /resume``, ``POST /snapshot``
-(body ``{"tables": ["db.table", ...]}``: a snapshot of those tables while running; 202, or
-409 while another runs, 400 for a request it cannot take). With a token, every request
-needs ``Authorization: Bearer <token>``.
+(body ``{"tables": ["db.table", ...], "where": "SQL condition"}``, ``where`` optional: a
+snapshot of those tables while running; 202, or 409 while another runs, 400 for a request
+it cannot take), ``POST /tables`` (body ``{"action": "add" | "pause" | "resume", "tables":
+[...], "snapshot": true}``: tables added to or paused in the included set from the next
+transaction boundary, see :mod:`changestream.runtime.router_tables`; 202, 409 or 400 as
+for a snapshot). With a token, every request needs ``Authorization: Bearer <token>``.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import hmac
 import logging
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
@@ -34,7 +38,27 @@ class Controllable(Protocol):
 
     def resume(self) -> None: ...
 
-    def request_snapshot(self, tables: list[str]) -> dict[str, Any]: ...
+    def request_snapshot(self, tables: list[str], where: str | None = None
+                         ) -> dict[str, Any]: ...
+
+    def change_tables(self, action: str, tables: list[str], snapshot: bool = True
+                      ) -> dict[str, Any]: ...
+
+
+def _text(body: dict[str, Any], key: str) -> str | None:
+    """``body[key]``: a string, or absent."""
+    value = body.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{key} must be a string")
+    return value or None
+
+
+def _flag(body: dict[str, Any], key: str) -> bool:
+    """``body[key]``: true or false, true when absent."""
+    value = body.get(key, True)
+    if not isinstance(value, bool):
+        raise ValueError(f"{key} must be true or false")
+    return value
 
 
 class ControlServer:
@@ -108,12 +132,19 @@ class ControlServer:
                     server.router.resume()
                     self._send(200, {"paused": False})
                 elif self.path == "/snapshot":
-                    self._snapshot()
+                    self._call("snapshot", lambda body, tables: server.router.request_snapshot(
+                        tables, _text(body, "where")))
+                elif self.path == "/tables":
+                    self._call("tables", lambda body, tables: server.router.change_tables(
+                        str(body.get("action")), tables, _flag(body, "snapshot")))
                 else:
-                    self._send(404, {"error": f"no {self.path}: use /pause, /resume or "
-                                              "/snapshot"})
+                    self._send(404, {"error": f"no {self.path}: use /pause, /resume, "
+                                              "/snapshot or /tables"})
 
-            def _snapshot(self) -> None:
+            def _call(self, what: str,
+                      call: Callable[[dict[str, Any], list[str]], dict[str, Any]]) -> None:
+                """Answer a request whose JSON body names tables: 202 with what ``call``
+                returns, 400 for a request it cannot take, 409 while a snapshot runs."""
                 from changestream.model.errors import ConfigError
                 from changestream.runtime.router_snapshots import SnapshotBusyError
 
@@ -124,11 +155,9 @@ class ControlServer:
                     if not isinstance(tables, list) or not all(isinstance(t, str)
                                                                for t in tables):
                         raise ValueError('give {"tables": ["db.table", ...]}')
+                    self._send(202, call(body, tables))
                 except ValueError as exc:
-                    self._send(400, {"error": f"snapshot: {exc}"})
-                    return
-                try:
-                    self._send(202, server.router.request_snapshot(tables))
+                    self._send(400, {"error": f"{what}: {exc}"})
                 except SnapshotBusyError as exc:
                     self._send(409, {"error": str(exc)})
                 except ConfigError as exc:

@@ -19,7 +19,12 @@ from typing import Any, Protocol
 
 import pykka
 
-from changestream.actors.messages import EndOfStream, EventBatch, ResetOpenTransaction
+from changestream.actors.messages import (
+    EndOfStream,
+    EventBatch,
+    ResetOpenTransaction,
+    TablesSwitch,
+)
 from changestream.decoding import event_types as et
 from changestream.decoding.boundary import BoundaryType, ParserState, TransactionBoundaryParser
 from changestream.decoding.ddl import parse_ddl
@@ -30,6 +35,7 @@ from changestream.model.errors import ConnectionLostError, SourceError
 from changestream.parallel.decode_workers import DecodeWorkers, SegmentTicket
 from changestream.parallel.segments import Segmenter
 from changestream.runtime.stats import RouterStats
+from changestream.runtime.table_switches import PendingSwitches
 from changestream.schema.column_info import ColumnInfo
 from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator
 
@@ -62,6 +68,8 @@ class Source(Protocol):
     def stop(self) -> None: ...
 
 
+StreamItem = Event | SegmentTicket | ChunkOffer | TablesSwitch
+
 SourceFactory = Callable[[tuple[str, int] | None, EventDecoder], Source]
 """``(resume at file/pos or None for the configured start, decoder) -> source``."""
 
@@ -91,6 +99,8 @@ class Listener:
         self.live = live
         self.workers = workers
         self.table_filter = table_filter  # tables whose rows are decoded (None: all)
+        self._decode_filter = table_filter  # the same, as tables added or paused change it
+        self._switches = PendingSwitches()
         # A snapshot's chunks go into the stream where it has read to the end of their window.
         self.snapshot = snapshot
         # Following a server only until this says so when nothing more is to read now (a
@@ -137,6 +147,35 @@ class Listener:
             self._nudged = True
             self._gate.notify_all()
 
+    def switch_tables(self, switch: TablesSwitch, then: Callable[[], None] | None = None
+                      ) -> None:
+        """Have ``switch`` (tables added or paused) take effect at the stream's next
+        transaction boundary; ``then`` runs, in the listener's thread, once it has."""
+        self._switches.put(switch, then)
+        self.wake()
+
+    def _decodes(self, database: str, table: str) -> bool:
+        """Whether this thread's decoder reads the rows of ``database.table``."""
+        wanted = self._decode_filter
+        return wanted is None or wanted(database, table)
+
+    def _send_switches(self, batch: list[StreamItem], last: EventHeader | None) -> None:
+        """Send ``batch`` with the switches asked for placed at its end (a transaction
+        boundary): the decode workers and this thread's decoder read by their filter from
+        the next transaction on."""
+        thens = []
+        for switch, then in self._switches.take():
+            change_filter = switch.change_filter
+            if self.workers is not None:
+                self.workers.set_filter(change_filter)
+            self._decode_filter = None if change_filter.everything else change_filter.table
+            batch.append(switch)
+            if then is not None:
+                thens.append(then)
+        self._send(batch, last)
+        for then in thens:
+            then()
+
     def pause(self) -> None:
         with self._gate:
             self._paused = True
@@ -174,7 +213,7 @@ class Listener:
         delay = 0.5
         while not self.stopping.is_set():
             decoder = EventDecoder(schema_resolver=self.column_info.resolve,
-                                   table_filter=self.table_filter)
+                                   table_filter=self._decodes if self.table_filter else None)
             resume = self.boundary if lost_since is not None else None
             try:
                 self._source = self.open_source(resume, decoder)
@@ -203,7 +242,7 @@ class Listener:
 
     def _read(self, source: Source) -> None:
         parser = TransactionBoundaryParser()
-        batch: list[Event | SegmentTicket | ChunkOffer] = []
+        batch: list[StreamItem] = []
         at_boundary = 0  # how much of ``batch`` ends at a transaction boundary
         batch_bytes = 0
         decoder = source.decoder
@@ -234,7 +273,10 @@ class Listener:
                     stats.worker_segments += 1
                     stats.events_read += event.events - 1  # the batch counts it as one
                     self.boundary = event.end
-                    self._send(batch, None)
+                    if self._switches:
+                        self._send_switches(batch, None)
+                    else:
+                        self._send(batch, None)
                     stats.read_file, stats.read_pos = event.end
                     stats.caught_up = False
                     if event.timestamp:
@@ -249,6 +291,8 @@ class Listener:
                         batch, at_boundary, batch_bytes = [], 0, 0
                     elif h is not None:
                         self._note_read(h)
+                    if self._switches and not inside:
+                        self._send_switches([], None)
                     stats.caught_up = True
                     if snapshot is not None and not inside and self._placeable():
                         offer = snapshot.due(stats.read_file, stats.read_pos)
@@ -282,7 +326,10 @@ class Listener:
                         if offer is not None:
                             batch.append(offer)
                     at_boundary = len(batch)
-                    if len(batch) >= self.batch_events or batch_bytes >= self.batch_bytes:
+                    if self._switches:
+                        self._send_switches(batch, h)
+                        batch, at_boundary, batch_bytes = [], 0, 0
+                    elif len(batch) >= self.batch_events or batch_bytes >= self.batch_bytes:
                         self._send(batch, h)
                         batch, at_boundary, batch_bytes = [], 0, 0
                         self._wait_if_paused()
@@ -320,8 +367,7 @@ class Listener:
             stats.last_event_ts = h.timestamp
         stats.read_file, stats.read_pos = h.file, h.end
 
-    def _send(self, batch: list[Event | SegmentTicket | ChunkOffer],
-              last: EventHeader | None) -> None:
+    def _send(self, batch: list[StreamItem], last: EventHeader | None) -> None:
         if last is not None:
             self._note_read(last)
         self.credits.take()
@@ -363,6 +409,8 @@ class Listener:
                         offer = snapshot.due(*self._stands())
                         if offer is not None:
                             self._send([offer], None)
+                    if self._switches:  # tables switched while paused: from here on
+                        self._send_switches([], None)
                     with self._gate:
                         while (self._paused or self._hold) and not self._nudged and \
                                 not self.stopping.is_set():

@@ -32,6 +32,7 @@ from changestream.runtime.heartbeat import HeartbeatStatement
 from changestream.runtime.listener import Listener, Source
 from changestream.runtime.preflight import Finding, run_preflight
 from changestream.runtime.router_snapshots import RouterSnapshots
+from changestream.runtime.router_tables import RouterTables
 from changestream.runtime.settings import RouterSettings, decode_workers_for, sink_options
 from changestream.runtime.source_stream import SourceStream, open_source
 from changestream.runtime.start_point import later, position_override, start_point
@@ -46,6 +47,7 @@ from changestream.sources import server
 from changestream.sources.live import StartPosition
 from changestream.sources.source_url import SourceSpec, parse_source_url
 from changestream.transactions.assembler import TransactionAssembler
+from changestream.verify.start import start_schedule
 
 log = logging.getLogger("changestream")
 
@@ -93,6 +95,7 @@ class Router:
         self._shadow_start: ShadowPrestart | None = None
         self._saved: Position | None = None  # what the position file held at the start
         self._sink_position: Position | None = None  # what the sink's open() returned
+        self._tables = RouterTables(settings.filter, settings.schema.mode)
         self._snapshots = RouterSnapshots(settings, self.spec, sink, self._connect,
                                           self._table_filter, self.stats, self._stopping,
                                           self._fail)
@@ -192,6 +195,7 @@ class Router:
                 "uptime_seconds": round(time.time() - st.started, 3),
                 "schema_history": self._history_status(),
                 "snapshot": self._snapshots.status(),
+                "tables": self._tables.status(),
                 "verify": self._verify.status() if self._verify is not None else None,
             }
 
@@ -209,13 +213,18 @@ class Router:
         ``GET /metrics`` serves them: ``prometheus_client.generate_latest(registry)``."""
         return self.stats.metrics.registry
 
-    def request_snapshot(self, tables: list[str]) -> dict[str, Any]:
-        """Snapshot the tables matching ``tables`` (``db.table`` patterns, in the filter's
-        scope) while the router runs, e.g. after adding them to the include list or to
-        repair their mirrors; progress shows in :meth:`status`. Tables without a key are
-        snapshotted only at the start (``snapshot.mode``). Raises :class:`ConfigError`
-        for a request it cannot take (:class:`SnapshotBusyError` while one runs)."""
-        return self._snapshots.request(tables)
+    def request_snapshot(self, tables: list[str], where: str | None = None
+                         ) -> dict[str, Any]:
+        """Snapshot the tables matching ``tables`` (``db.table`` patterns in the filter's
+        scope; only the rows SQL condition ``where`` holds for, if given) while running
+        (see :meth:`.router_snapshots.RouterSnapshots.request`; docs/snapshots.md)."""
+        return self._snapshots.request(tables, where)
+
+    def change_tables(self, action: str, tables: list[str], snapshot: bool = True
+                      ) -> dict[str, Any]:
+        """Add, pause or resume tables while running (see
+        :mod:`changestream.runtime.router_tables`)."""
+        return self._tables.change(action, tables, snapshot)
 
     def queue_depths(self) -> dict[str, int]:
         names = ("listener_to_transaction", "transaction_to_sink")
@@ -256,6 +265,8 @@ class Router:
             resume = override or later(saved, sink_position)
             if resume is not None:
                 log.info("resuming at %s", resume)
+            if self._tables.resume_from(resume) is not self.settings.filter and self._workers:
+                self._workers.set_filter(self._tables.filter)
             self._run(resume)
         finally:
             self._shutdown()
@@ -285,7 +296,7 @@ class Router:
         self._credits_in = credits_in
         column_info = self._column_info(resume, start)
         assembler = TransactionAssembler(
-            gtid_set=gtid_base, change_filter=s.filter,
+            gtid_set=gtid_base, change_filter=self._tables.filter,
             max_buffered_changes=s.max_buffered_changes, spill_dir=s.spill_dir,
             is_transactional=self._engine_lookup(), include_sql=s.include_sql)
         if start.kind == "file" and start.file:
@@ -327,10 +338,12 @@ class Router:
                                self._table_filter())
         self._listener.start()
         snapshots.attach(self._listener, progress is not None)
+        self._tables.attach(self._listener, snapshots if live else None)
         ticker = threading.Thread(target=self._tick, args=(sink_ref,), daemon=True,
                                   name="changestream-ticker")
         ticker.start()
-        self._start_verify()
+        self._verify = start_schedule(self.settings, self.sink, live, self._table_filter(),
+                                      self._connect)
         if live and self.settings.heartbeat.enabled:
             self._heartbeat = HeartbeatStatement(self.settings.heartbeat, self._connect)
             self._heartbeat.start()
@@ -359,22 +372,6 @@ class Router:
             except pykka.ActorDeadError:
                 return
             self._ended.wait(interval)
-
-    def _start_verify(self) -> None:
-        """Verify mirrors on the schedule the sink's options ask for (docs/verify.md)."""
-        if not capabilities_of(self.sink).verify_schedule or self.spec.kind != "server":
-            return
-        asked = cast(Any, self.sink).verify_schedule()
-        if asked is None:
-            return
-        from changestream.verify.schedule import VerifySchedule
-
-        every, patterns = asked
-        self._verify = VerifySchedule(self.settings, cast(Any, self.sink).verify_target(),
-                                      every, patterns,
-                                      self._table_filter() or (lambda d, t: True),
-                                      self._connect)
-        self._verify.start()
 
     def _shutdown(self) -> None:
         if self._heartbeat is not None:
@@ -412,7 +409,7 @@ class Router:
         (only with the history off)."""
         if self.spec.kind != "server":
             files = FileHistoryOpener(self.settings.schema, self.spec.paths, self.store,
-                                      self.settings.filter.database, self._saved)
+                                      self._tables.filter.database, self._saved)
             self._history = files
             return files.column_info(start)
         # A sink that keeps its own position may keep the history beside it (Iceberg).
@@ -420,7 +417,7 @@ class Router:
             if capabilities_of(self.sink).history_storage else None
         self._history = HistoryOpener(
             self.settings.schema, self.spec.connection, self._connect, self.settings.server_id,
-            self.settings.verify_checksums, self.store, self.settings.filter.database,
+            self.settings.verify_checksums, self.store, self._tables.filter.database,
             self._sink_position if sink_storage is not None else self._saved,
             self._sink_wants_history(), sink_storage,
             self._shadow_start.server if self._shadow_start is not None else ShadowServer)
@@ -448,6 +445,6 @@ class Router:
 
     def _table_filter(self) -> Callable[[str, str], bool] | None:
         """Whether a table's rows are decoded at all (``None``: every table's are)."""
-        f = self.settings.filter
+        f = self._tables.filter
         return None if f is None or f.everything else f.table
 

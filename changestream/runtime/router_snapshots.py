@@ -17,6 +17,7 @@ from changestream.model.errors import ConfigError
 from changestream.runtime.listener import Listener
 from changestream.runtime.settings import RouterSettings
 from changestream.runtime.stats import RouterStats
+from changestream.schema.catalog import quote
 from changestream.snapshot.coordinator import SnapshotCoordinator
 from changestream.snapshot.planning import (
     WITHHELD,
@@ -160,8 +161,15 @@ class RouterSnapshots:
         file = self.stats.read_file
         return (file, self.stats.read_pos) if file else None
 
-    def request(self, tables: list[str]) -> dict[str, Any]:
-        """See :meth:`changestream.runtime.router.Router.request_snapshot`."""
+    def request(self, tables: list[str], where: str | None = None, *, start: bool = True
+                ) -> dict[str, Any]:
+        """A snapshot of the tables matching ``tables`` (``db.table`` patterns, in the
+        filter's scope), only their rows ``where`` (an SQL condition) holds for when given,
+        while the router runs; progress shows in :meth:`status`. Tables without a key are
+        snapshotted only at the start (``snapshot.mode``). With ``start`` false its runner
+        waits for :meth:`start_requested` (tables added while running: read once the stream
+        delivers them). Raises :class:`ConfigError` for a request it cannot take
+        (:class:`SnapshotBusyError` while one runs)."""
         coordinator = self.coordinator
         if coordinator is None or self.listener is None or self.stopping.is_set():
             raise ConfigError("snapshot: the router is not running from a server")
@@ -172,6 +180,9 @@ class RouterSnapshots:
         progress = new_snapshot(self.connect, self.table_filter(), tuple(tables))
         if not progress.tables:
             raise ConfigError(f"snapshot: no table in scope matches {', '.join(tables)}")
+        if where:
+            self._check_where(progress.tables, where)
+            progress = replace(progress, where={t: where for t in progress.tables})
         keyless = keyless_tables(self.connect, progress.tables)
         if keyless:
             names = ", ".join(f"{d}.{t}" for d, t in sorted(keyless))
@@ -182,11 +193,34 @@ class RouterSnapshots:
             (self._finished or {}).get("chunks") or 0)
         if not coordinator.begin(replace(progress, chunks=done)):
             raise _busy()
-        log.info("snapshot %s asked for: %s", progress.id, ", ".join(progress.tables))
+        log.info("snapshot %s asked for: %s%s", progress.id, ", ".join(progress.tables),
+                 f" where {where}" if where else "")
+        if start:
+            self.start_requested()
+        return {"snapshot": progress.id, "tables": list(progress.tables),
+                "rows_estimated": progress.total_rows, "where": where}
+
+    def start_requested(self) -> None:
+        """Start reading the snapshot :meth:`request` took up."""
         with self._runner_lock:
             self._start_runner()
-        return {"snapshot": progress.id, "tables": list(progress.tables),
-                "rows_estimated": progress.total_rows}
+
+    def _check_where(self, tables: tuple[str, ...], where: str) -> None:
+        """Raise :class:`ConfigError` with the server's words when ``where`` is no condition
+        on each of ``tables``."""
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                for name in tables:
+                    database, _, table = name.partition(".")
+                    try:
+                        cur.execute(f"SELECT 1 FROM {quote(database)}.{quote(table)} "
+                                    f"WHERE ({where}) LIMIT 0")
+                    except pymysql.MySQLError as exc:
+                        raise ConfigError(f"snapshot: where {where!r} on {name}: "
+                                          f"{exc.args[-1]}") from None
+        finally:
+            conn.close()
 
     def refill(self, database: str, table: str, reason: str, where: str) -> None:
         """The DDL at ``where`` gave the rows of ``database.table`` values no row event

@@ -17,13 +17,15 @@ from changestream.schema.catalog import quote
 
 @dataclass(frozen=True, slots=True)
 class ChunkQuery:
-    """How to read ``database.table`` in chunks of ``limit`` rows ordered by ``key``."""
+    """How to read ``database.table`` in chunks of ``limit`` rows ordered by ``key``, only
+    the rows ``where`` holds for (an SQL condition; ``None``: all)."""
 
     database: str
     table: str
     columns: tuple[str, ...]
     key: tuple[str, ...]
     limit: int
+    where: str | None = None
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -41,11 +43,17 @@ class ChunkQuery:
         columns = ", ".join(quote(c) for c in self.columns)
         sql = f"SELECT {columns} FROM {quote(self.database)}.{quote(self.table)}"
         args: tuple[Any, ...] = ()
+        conditions = []
+        if self.where:
+            # The statement is formatted with its arguments: a % of the condition stays one.
+            conditions.append(f"({self.where.replace('%', '%%')})")
         if after is not None:
             if len(after) != len(self.key):
                 raise ValueError(f"a key of {len(self.key)} columns, got {len(after)} values")
             condition, args = after_condition(self.key, tuple(after))
-            sql += f" WHERE {condition}"
+            conditions.append(condition)
+        if conditions:
+            sql += " WHERE " + " AND ".join(conditions)
         order = ", ".join(quote(k) for k in self.key)
         return f"{sql} ORDER BY {order} LIMIT {self.limit}", args
 

@@ -97,7 +97,10 @@ class SnapshotCoordinator:
             p = self.progress
             if p is not None and not p.finished:
                 queued = name in p.tables[1:] or (p.tables[0] == name and p.after is None)
-                self.progress = p if queued else replace(p, tables=(*p.tables, name))
+                # read whole: a condition asked for it before goes
+                where = {t: w for t, w in p.where.items() if t != name}
+                self.progress = replace(p, where=where) if queued else \
+                    replace(p, tables=(*p.tables, name), where=where)
             else:
                 # Chunks keep counting on (they order positions at one binlog offset); the
                 # binlog orders of tables read whole stay with the positions.

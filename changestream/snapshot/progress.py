@@ -35,7 +35,8 @@ class SnapshotProgress:
     was delivered; ``total_rows`` is the server's estimate of all its tables' rows;
     ``read_until`` has, for each table read whole (no key), the binlog position it was read
     at: the stream leaves out that table's rows of transactions that begin before it, also
-    after a restart from a position before it."""
+    after a restart from a position before it; ``where``: per table (``db.table``) read
+    only in part, the SQL condition of the rows read."""
 
     id: str
     tables: tuple[str, ...]
@@ -45,6 +46,7 @@ class SnapshotProgress:
     total_rows: int = 0
     done_tables: tuple[str, ...] = field(default_factory=tuple)
     read_until: tuple[tuple[str, str, int], ...] = ()  # (db.table, file, pos)
+    where: dict[str, str] = field(default_factory=dict)  # db.table -> its SQL condition
 
     @property
     def finished(self) -> bool:
@@ -64,7 +66,8 @@ class SnapshotProgress:
         return {"id": self.id, "tables": list(self.tables), "after": encode_key(self.after),
                 "chunks": self.chunks, "rows": self.rows, "total_rows": self.total_rows,
                 "done_tables": list(self.done_tables),
-                "read_until": [list(r) for r in self.read_until]}
+                "read_until": [list(r) for r in self.read_until],
+                **({"where": dict(self.where)} if self.where else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SnapshotProgress:
@@ -72,4 +75,5 @@ class SnapshotProgress:
                    decode_key(data.get("after")), int(data.get("chunks") or 0),
                    int(data.get("rows") or 0), int(data.get("total_rows") or 0),
                    tuple(data.get("done_tables") or ()),
-                   tuple((str(t), str(f), int(p)) for t, f, p in data.get("read_until") or ()))
+                   tuple((str(t), str(f), int(p)) for t, f, p in data.get("read_until") or ()),
+                   {str(k): str(v) for k, v in (data.get("where") or {}).items()})

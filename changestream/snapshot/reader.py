@@ -154,11 +154,12 @@ class ChunkReader:
             # No commit: the statement reads no table; the next transaction's start ends it.
             return binlog_head(cur)
 
-    def plan(self, database: str, table: str) -> TablePlan | None:
-        """How to read ``database.table`` (``None``: it does not exist), and the binlog
-        position it was planned at: every DDL of the table before it is in the plan. Its
-        metadata lock is held from before that position is read until the definition is,
-        so no DDL of the table can complete in between (one under way is waited for)."""
+    def plan(self, database: str, table: str, where: str | None = None) -> TablePlan | None:
+        """How to read ``database.table`` (``None``: it does not exist), only its rows
+        ``where`` holds for (``None``: all), and the binlog position it was planned at:
+        every DDL of the table before it is in the plan. Its metadata lock is held from
+        before that position is read until the definition is, so no DDL of the table can
+        complete in between (one under way is waited for)."""
         try:
             with self.conn.cursor() as cur:
                 cur.execute(f"SELECT * FROM {quote(database)}.{quote(table)} LIMIT 0")
@@ -176,7 +177,8 @@ class ChunkReader:
         schema = definition_schema(definition)
         names = tuple(c.name for c in definition.columns)
         key = definition.primary_key or unique_key(self._query, database, table)
-        query = ChunkQuery(database, table, names, key, self.chunk_rows) if key else None
+        query = ChunkQuery(database, table, names, key, self.chunk_rows, where) \
+            if key else None
         estimate = self._query("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE "
                                "TABLE_SCHEMA = %s AND TABLE_NAME = %s", (database, table))
         rows = int(estimate[0][0] or 0) if estimate else 0

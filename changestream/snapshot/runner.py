@@ -74,7 +74,7 @@ class SnapshotRunner:
             if name is None:
                 break
             database, _, table = name.partition(".")
-            plan = reader.plan(database, table)
+            plan = reader.plan(database, table, c.progress.where.get(name))
             if plan is None:
                 log.warning("snapshot %s: table %s is gone; left out", c.progress.id, name)
                 self._offer(plan, ReadChunk([], None, True, reader.head(), _now()))
@@ -114,7 +114,8 @@ class SnapshotRunner:
                 if not delivered:
                     log.info("snapshot %s: %s changed (a DDL) after its chunk was read; "
                              "reading it again", c.progress.id, plan.name)
-                    replanned = reader.plan(plan.database, plan.table)
+                    replanned = reader.plan(plan.database, plan.table,
+                                            c.progress.where.get(plan.name))
                     if replanned is None or replanned.query is None:
                         return  # dropped, or lost its key: the stream has the DDL
                     if replanned.key != plan.key:  # the keys noted are of another key

@@ -126,6 +126,13 @@ class TransactionAssembler(XaGroups):
 
     # -- input ---------------------------------------------------------------------------
 
+    def set_filter(self, change_filter: ChangeFilter | None) -> None:
+        """Deliver by ``change_filter`` from the next transaction on (tables added or paused
+        while running); called between transactions."""
+        self.filter = None if change_filter is None or change_filter.everything \
+            else change_filter
+        self._shapes = ShapeCache(self.filter)
+
     @property
     def inside_transaction(self) -> bool:
         return self._group is not None

@@ -1,6 +1,7 @@
 """Where to resume after everything delivered so far: the last transaction boundary
 delivered (or where reading began), the GTID set or state after it, the XA transactions
-prepared but not resolved before it (where each was prepared), and a snapshot's progress."""
+prepared but not resolved before it (where each was prepared), a snapshot's progress, and
+the tables added or paused while running."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class ResumePoint:
         self.start: tuple[str, int] | None = None
         self.pending_xa: dict[str, str] = {}
         self.snapshot: dict[str, Any] | None = None
+        self.tables: dict[str, Any] | None = None  # added/paused while running
 
     def advance(self, done: Finished) -> None:
         """Past a finished transaction (delivered, or with nothing to deliver)."""
@@ -51,7 +53,8 @@ class ResumePoint:
         assert boundary is not None
         file, pos = boundary
         return Position(file, pos, self.gtid_set.render() if self.gtid_set else None,
-                        self.flavor, dict(self.pending_xa), snapshot=self.snapshot)
+                        self.flavor, dict(self.pending_xa), snapshot=self.snapshot,
+                        tables=self.tables)
 
 
 def _misfit(exc: ValueError, file: str, offset: int) -> BinlogError:

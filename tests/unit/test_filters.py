@@ -170,3 +170,24 @@ def test_ddl_without_tables_uses_the_default_database() -> None:
 def test_ddl_without_any_database_is_delivered_only_when_nothing_is_included() -> None:
     assert not ddl_delivered(ChangeFilter(include=["shop"]), "CREATE VIEW v AS SELECT 1")
     assert ddl_delivered(ChangeFilter(exclude=["shop"]), "CREATE VIEW v AS SELECT 1")
+
+
+# -- tables added and paused while running -------------------------------------------------
+
+
+def test_a_table_added_while_running_is_delivered_whatever_the_patterns_say() -> None:
+    f = ChangeFilter(include=["shop.orders"], exclude=["shop.tmp_*"]).with_tables(
+        ["shop.tmp_log", "crm.*"], [])
+    assert f.table("shop", "orders")
+    assert f.table("shop", "tmp_log") and f.table("crm", "leads")
+    assert not f.table("shop", "tmp_other") and not f.table("billing", "x")
+    assert f.database("crm") and f.database("shop") and not f.database("billing")
+
+
+def test_a_paused_table_is_not_delivered_and_nothing_filtered_is_no_longer_everything() -> None:
+    f = ChangeFilter().with_tables([], ["shop.orders"])
+    assert not f.everything
+    assert not f.table("shop", "orders") and f.table("shop", "lines")
+    assert not ChangeFilter().with_tables(["shop.orders"], ["shop.*"]).table("shop", "orders")
+    assert not ddl_delivered(f, "ALTER TABLE shop.orders ADD c INT")
+    assert ChangeFilter().with_tables([], []).everything

@@ -111,6 +111,27 @@ class MysqlGtidSet:
             parts.append(f"{sid}:" + ":".join(pieces))
         return ",".join(parts)
 
+    def difference(self, other: MysqlGtidSet) -> MysqlGtidSet:
+        """The GTIDs of this set that ``other`` does not hold."""
+        out = MysqlGtidSet()
+        for key, intervals in self._intervals.items():
+            theirs = other._intervals.get(key, [])
+            for lo, hi in intervals:
+                for olo, ohi in theirs:
+                    if ohi < lo or olo > hi:
+                        continue
+                    if olo > lo:
+                        out._add_interval(*key, lo, olo - 1)
+                    lo = ohi + 1
+                    if lo > hi:
+                        break
+                if lo <= hi:
+                    out._add_interval(*key, lo, hi)
+        return out
+
+    def __bool__(self) -> bool:
+        return bool(self._intervals)
+
     def copy(self) -> MysqlGtidSet:
         clone = MysqlGtidSet()
         clone._intervals = {k: [list(i) for i in v] for k, v in self._intervals.items()}
@@ -155,6 +176,10 @@ class MariadbGtidState:
 
     def render(self) -> str:
         return ",".join(f"{d}-{s}-{n}" for d, (s, n) in sorted(self._last.items()))
+
+    def last(self) -> dict[int, tuple[int, int]]:
+        """Each domain's last GTID: ``{domain: (server_id, sequence)}``."""
+        return dict(self._last)
 
     def copy(self) -> MariadbGtidState:
         clone = MariadbGtidState()

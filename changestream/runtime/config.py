@@ -123,6 +123,14 @@ class HeartbeatConfig:
 
 
 @dataclass(slots=True)
+class FailoverConfig:
+    """Failover between the servers of source.url (changestream.sources.failover): how long
+    to wait for a lagging replica to have everything delivered."""
+
+    wait_seconds: float = 30.0
+
+
+@dataclass(slots=True)
 class LogConfig:
     level: str = "warning"
     json: bool = False
@@ -142,6 +150,7 @@ class Config:
     sink: SinkConfig = field(default_factory=SinkConfig)
     control: ControlConfig = field(default_factory=ControlConfig)
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
+    failover: FailoverConfig = field(default_factory=FailoverConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
     def password(self) -> str | None:

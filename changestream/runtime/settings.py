@@ -53,6 +53,8 @@ class RouterSettings:
     tls: dict[str, Any] = field(default_factory=dict)
     snapshot: SnapshotSettings = field(default_factory=SnapshotSettings)
     heartbeat: HeartbeatSettings = field(default_factory=HeartbeatSettings)
+    # How long a lagging server of the source's set is waited for (failover.wait_seconds).
+    failover_wait_seconds: float = 30.0
 
     @classmethod
     def from_config(cls, config: Config) -> RouterSettings:
@@ -81,7 +83,8 @@ class RouterSettings:
             tls=tls_options(s.tls),
             snapshot=SnapshotSettings(config.snapshot.mode or None, config.snapshot.chunk_rows,
                                       tuple(config.snapshot.tables), config.snapshot.refill),
-            heartbeat=HeartbeatSettings.from_config(config))
+            heartbeat=HeartbeatSettings.from_config(config),
+            failover_wait_seconds=config.failover.wait_seconds)
 
     def __post_init__(self) -> None:
         if self.until not in (None, "caught-up"):

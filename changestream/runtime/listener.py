@@ -6,7 +6,9 @@ TRANSACTION_PAYLOAD events go to the Transaction actor. It runs in a thread of i
 (reading blocks), sends a batch at ``batch_events`` events or ``batch_bytes`` bytes at a
 transaction boundary (in a big transaction at ``batch_bytes``) or when the source has
 nothing more right now, and waits for a credit before each send. A live server that goes
-away is reconnected at the last boundary read; the actor drops the half-read transaction."""
+away is reconnected at the last boundary read; the actor drops the half-read transaction.
+With a set of servers (``servers``) the listener moves to another one when that server does
+not answer, once everything read is delivered, and reads on from it by GTID."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from changestream.decoding.ddl import parse_ddl
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import Event, EventHeader, QueryEvent
 from changestream.delivery.flow import Credits, StoppedError
+from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConnectionLostError, SourceError
 from changestream.parallel.decode_workers import DecodeWorkers, SegmentTicket
 from changestream.parallel.segments import Segmenter
@@ -38,6 +41,8 @@ from changestream.runtime.stats import RouterStats
 from changestream.runtime.table_switches import PendingSwitches
 from changestream.schema.column_info import ColumnInfo
 from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator
+from changestream.sources.failover import ServerSet
+from changestream.sources.live import StartPosition
 
 log = logging.getLogger("changestream")
 
@@ -70,8 +75,8 @@ class Source(Protocol):
 
 StreamItem = Event | SegmentTicket | ChunkOffer | TablesSwitch
 
-SourceFactory = Callable[[tuple[str, int] | None, EventDecoder], Source]
-"""``(resume at file/pos or None for the configured start, decoder) -> source``."""
+SourceFactory = Callable[[StartPosition | None, EventDecoder], Source]
+"""``(where to resume, or None for the configured start, decoder) -> source``."""
 
 
 class Listener:
@@ -85,7 +90,8 @@ class Listener:
                  live: bool = True, workers: DecodeWorkers | None = None,
                  table_filter: Callable[[str, str], bool] | None = None,
                  snapshot: SnapshotCoordinator | None = None,
-                 done_when_idle: Callable[[], bool] | None = None):
+                 done_when_idle: Callable[[], bool] | None = None,
+                 servers: ServerSet | None = None, start_gtids: str | None = None):
         self.open_source = open_source
         self.column_info = column_info
         self.transaction = transaction
@@ -106,6 +112,11 @@ class Listener:
         # Following a server only until this says so when nothing more is to read now (a
         # snapshot under ``until caught-up``).
         self.done_when_idle = done_when_idle
+        # Failover: the source's servers, and the GTIDs before the first event read.
+        self.servers = servers
+        self.start_gtids = start_gtids
+        self._gtid_start: StartPosition | None = None  # where reading on another server began
+        self._delivered_at_move: Position | None = None
         self.boundary: tuple[str, int] | None = None
         # Whether the stream's position is known before its first transaction boundary
         # (a start by GTID alone is not): only then can a chunk go in before one.
@@ -214,7 +225,7 @@ class Listener:
         while not self.stopping.is_set():
             decoder = EventDecoder(schema_resolver=self.column_info.resolve,
                                    table_filter=self._decodes if self.table_filter else None)
-            resume = self.boundary if lost_since is not None else None
+            resume = self._resume_at() if lost_since is not None else None
             try:
                 self._source = self.open_source(resume, decoder)
                 self._read(self._source)
@@ -229,6 +240,10 @@ class Listener:
                 if now - lost_since > self.reconnect_seconds:
                     raise SourceError(f"{exc}; gave up reconnecting after "
                                       f"{self.reconnect_seconds:.0f}s") from None
+                if self._moved_on(exc):
+                    with self.stats.lock:
+                        self.stats.reconnects += 1
+                    continue
                 log.warning("%s; reconnecting in %.1fs at %s", exc, delay,
                             f"{self.boundary[0]}:{self.boundary[1]}" if self.boundary
                             else "the start")
@@ -239,6 +254,59 @@ class Listener:
                 delay = min(delay * 2, 10.0)
             finally:
                 self._source = None
+
+    def _resume_at(self) -> StartPosition | None:
+        """Where to read on from after a lost connection: the last boundary read, else
+        where reading on another server of the set began (by GTID), else the start."""
+        if self.boundary is not None:
+            return StartPosition("file", file=self.boundary[0], pos=self.boundary[1])
+        return self._gtid_start
+
+    def _moved_on(self, lost: ConnectionLostError) -> bool:
+        """Whether another server of the set is pointed at, to read on from it by GTID (a
+        server that lacks what was delivered stops the router: ``NoServerError``)."""
+        if self.servers is None or not self.servers.several:
+            return False
+        log.warning("%s; looking for a server of the set to read on from", lost)
+        gtids: list[str] = []
+
+        def delivered() -> str:
+            if not gtids:
+                gtids.append(self._delivered_gtids())
+            return gtids[0]
+
+        try:
+            moved = self.servers.after_loss(delivered)
+        except ConnectionLostError as exc:
+            log.warning("%s", exc)
+            return False
+        if moved:
+            self._gtid_start = StartPosition("gtid", gtid=delivered())
+            self.boundary = None
+            with self.stats.lock:
+                self._delivered_at_move = self.stats.delivered
+        return moved
+
+    def _delivered_gtids(self) -> str:
+        """The GTIDs delivered once everything read up to the last boundary is (what a
+        server taking over must have); waits for the sink."""
+        target = self.boundary
+        while target is not None:
+            with self.stats.lock:
+                done = self.stats.delivered
+            # Positions from before a move name the other server's files: not comparable.
+            if done is not None and done != self._delivered_at_move and \
+                    binlog_order(done.file, done.pos) >= binlog_order(*target):
+                break
+            if self.stopping.wait(0.05):
+                raise StoppedError
+        with self.stats.lock:
+            done = self.stats.delivered
+        if target is None and self._gtid_start is not None:
+            return self._gtid_start.gtid or ""
+        if done is not None and done.gtid_set is not None:
+            return done.gtid_set
+        return self.start_gtids or ""
 
     def _read(self, source: Source) -> None:
         parser = TransactionBoundaryParser()

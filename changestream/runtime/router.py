@@ -37,6 +37,7 @@ from changestream.runtime.settings import RouterSettings, decode_workers_for, si
 from changestream.runtime.source_stream import SourceStream, open_source
 from changestream.runtime.start_point import later, position_override, start_point
 from changestream.runtime.stats import RouterStats
+from changestream.runtime.status import history_status, stream_status
 from changestream.runtime.xa_reload import reload_prepared_xa
 from changestream.schema.column_info import ColumnInfo, information_schema_lookup
 from changestream.schema.file_opener import FileHistoryOpener
@@ -44,6 +45,7 @@ from changestream.schema.opener import HistoryOpener, history_settings, opens_at
 from changestream.schema.shadow import ShadowServer
 from changestream.schema.shadow_prestart import ShadowPrestart
 from changestream.sources import server
+from changestream.sources.failover import ServerSet
 from changestream.sources.live import StartPosition
 from changestream.sources.source_url import SourceSpec, parse_source_url
 from changestream.transactions.assembler import TransactionAssembler
@@ -80,6 +82,9 @@ class Router:
         self.stats = RouterStats()
         self.stats.metrics.expose_status(self.status)
         self._stopping = threading.Event()
+        # A source naming several servers: the one to read, and failover between them.
+        self._servers = ServerSet(self.spec, settings.failover_wait_seconds,
+                                  stopping=self._stopping) if len(self.spec.hosts) > 1 else None
         self._aborted = threading.Event()
         # Set when the Sink actor has delivered the end of the stream, or on a failure.
         self._ended = threading.Event()
@@ -161,6 +166,8 @@ class Router:
         raise :class:`~changestream.runtime.preflight.PreflightError` saying what to change."""
         if self.spec.kind != "server":
             return []
+        if self._servers is not None:
+            self._servers.start(None)
         conn = self._connect()
         try:
             return run_preflight(conn, schema_from_server=self.settings.schema_from_server,
@@ -173,39 +180,19 @@ class Router:
         """Where the router is: connection, positions, lag, counts and queue depths."""
         st = self.stats
         with st.lock:
-            delivered = st.delivered
             return {
                 "source": self.spec.describe(),
+                "server": self.spec.server if self.spec.kind == "server" else None,
                 "connected": st.connected,
                 "paused": self.paused,
-                "source_position": {"file": st.read_file, "pos": st.read_pos}
-                if st.read_file else None,
-                "delivered_position": delivered.as_dict() if delivered else None,
-                "seconds_behind": st.seconds_behind(),
-                "transactions_delivered": st.transactions_delivered,
-                "changes_delivered": st.changes_delivered,
-                "batches_delivered": st.batches_delivered,
-                "batch_retries": st.batch_retries,
-                "reconnects": st.reconnects,
-                "refills": st.refills,
-                "refills_skipped": st.refills_skipped,
-                "events_read": st.events_read,
-                "worker_segments": st.worker_segments,
+                **stream_status(st),
                 "queue_depths": self.queue_depths(),
                 "uptime_seconds": round(time.time() - st.started, 3),
-                "schema_history": self._history_status(),
+                "schema_history": history_status(self._history),
                 "snapshot": self._snapshots.status(),
                 "tables": self._tables.status(),
                 "verify": self._verify.status() if self._verify is not None else None,
             }
-
-    def _history_status(self) -> dict[str, Any] | None:
-        tracker = self._history.tracker if self._history is not None else None
-        if tracker is None:
-            return None
-        history = tracker.history
-        return {"origin": history.origin, "tables": len(history.current.tables),
-                "ddl_applied": history.ddl_applied, "ddl_not_delivered": history.pending}
 
     @property
     def metrics_registry(self) -> CollectorRegistry:
@@ -246,6 +233,8 @@ class Router:
     def run(self) -> None:
         """Run until the end (see the class docstring); raise what made it fail."""
         saved = self.store.load() if self.store else None
+        if self._servers is not None:
+            self._servers.start(None)  # the schema history's start may ask it at once
         # The decode workers start first: each is a new interpreter with its imports (a
         # tenth of a second or more), which runs beside the sink's open (a Spark sink's
         # catalog calls) and the start point's lookups instead of after them.
@@ -285,6 +274,8 @@ class Router:
         if progress is None and snapshots.mode == "initial-only":
             log.info("snapshot.mode initial-only: the snapshot is done; nothing to read")
             return
+        if self._servers is not None and resume is not None:  # one that has it all
+            self._servers.start(resume.gtid_set or "")
         gtid_base, start = start_point(resume, s, self.spec, snapshots.mode, self._connect)
         where = f"{start.file}:{start.pos}" if start.kind == "file" else (
             f"gtid {start.gtid}" if start.kind == "gtid" else start.kind)
@@ -301,7 +292,8 @@ class Router:
             is_transactional=self._engine_lookup(), include_sql=s.include_sql)
         if start.kind == "file" and start.file:
             assembler.resume.start = (start.file, start.pos)
-        elif resume is not None and resume.file:  # resumed by GTID: it was there
+        elif resume is not None and resume.file and self._servers is None:
+            # Resumed by GTID: it was there (on this server; a set's may be another's).
             assembler.resume.start = (resume.file, resume.pos)
         snapshot = snapshots.prepare(progress, assembler)
         sink_ref = SinkActor.start(self.sink, self.store, s.batch.for_sink(self.sink),
@@ -320,16 +312,18 @@ class Router:
             True if s.until is not None or snapshots.mode == "initial-only" else None)
         done_when_idle = snapshots.done if progress is not None and follow else None
 
-        def listener_source(at: tuple[str, int] | None, decoder: EventDecoder) -> Source:
-            begin = StartPosition("file", file=at[0], pos=at[1]) if at else start
-            return SourceStream(open_source(self.spec, s, begin, decoder, follow), decoder)
+        def listener_source(at: StartPosition | None, decoder: EventDecoder) -> Source:
+            return SourceStream(open_source(self.spec, s, at or start, decoder, follow),
+                                decoder)
 
         self._listener = Listener(listener_source, column_info, transaction_ref, credits_in,
                                   self.stats, self._stopping, self._fail,
                                   batch_events=s.batch_events,
                                   reconnect_seconds=s.reconnect_seconds, live=live,
                                   workers=self._workers, table_filter=self._table_filter(),
-                                  snapshot=snapshot, done_when_idle=done_when_idle)
+                                  snapshot=snapshot, done_when_idle=done_when_idle,
+                                  servers=self._servers,
+                                  start_gtids=gtid_base.render() if gtid_base else None)
         self._listener.start_known = assembler.resume.start is not None
         if resume is not None and resume.pending_xa:
             reload_prepared_xa(resume, assembler, column_info, s,

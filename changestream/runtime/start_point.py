@@ -44,9 +44,10 @@ def start_point(resume: Position | None, settings: RouterSettings, spec: SourceS
         gtid = (parse_gtid_progress(resume.gtid_set, resume.flavor == "mariadb")
                 if resume.gtid_set is not None else None)
         # A server resumes by GTID where it can (MySQL's sets survive failover; an
-        # override may give only a GTID), otherwise by file and offset.
+        # override may give only a GTID; a set of servers may hold the position's file on
+        # another server than the one read now), otherwise by file and offset.
         by_gtid = resume.gtid_set is not None and (not resume.file or (
-            bool(resume.gtid_set) and resume.flavor == "mysql"))
+            bool(resume.gtid_set) and (resume.flavor == "mysql" or len(spec.hosts) > 1)))
         if spec.kind == "server" and by_gtid:
             return gtid, StartPosition("gtid", gtid=resume.gtid_set)
         return gtid, StartPosition("file", file=resume.file, pos=resume.pos)

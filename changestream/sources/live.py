@@ -336,6 +336,9 @@ class LiveSource:
                     big = []
                 raw = self._packet(payload)
                 if raw is _EOF:
+                    if self.blocking:  # MySQL says EOF to its replicas as it shuts down
+                        raise ConnectionLostError(f"lost the server at {self._where()}: "
+                                                  "it ended the binlog stream (shut down?)")
                     return
                 if isinstance(raw, RawEvent) and not (
                         drop_annotations and raw.data[4] == annotate):

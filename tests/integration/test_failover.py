@@ -282,3 +282,35 @@ def test_a_restart_on_the_other_server_resumes_by_gtid(flavor: str, tmp_path: Pa
         _exactly_once(out, replica)
         assert _ids(out) == [*range(1, 46), *range(100, 145), *range(200, 245),
                              *range(300, 315)]
+
+
+@FLAVORS
+def test_a_clean_shutdown_of_the_only_server_is_a_lost_connection(flavor: str,
+                                                                  tmp_path: Path) -> None:
+    """MySQL sends its replicas an EOF packet as it shuts down: the router reconnects once
+    the server is back, rather than ending as if the source had ended."""
+    from tests.replication import new_server
+    from tests.servers import require_server
+
+    server = require_server(new_server(flavor, 1))
+    try:
+        file, pos = server.binlog_position()
+        server.execute([f"CREATE DATABASE `{DB}`",
+                        f"CREATE TABLE `{DB}`.t (id INT PRIMARY KEY, v VARCHAR(40))"])
+        out = tmp_path / "out.jsonl"
+        router = _start(_source(server), out, "--start", f"{file}:{pos}")
+        try:
+            _insert(server, 1, 30)
+            wait_until(lambda: len(_ids(out)) == 30, what="rows delivered")
+            server.stop()
+            time.sleep(1)
+            assert router.poll() is None, "the router ended with the server"
+            server.start()
+            _insert(server, 100, 30)
+            wait_until(lambda: len(_ids(out)) == 60, what="rows after the restart")
+        finally:
+            stderr = _stop(router, out)
+        assert router.returncode == 0, stderr
+        assert _ids(out) == [*range(1, 31), *range(100, 130)]
+    finally:
+        server.close()

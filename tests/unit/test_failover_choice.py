@@ -172,3 +172,21 @@ def test_no_server_answering_is_a_lost_connection() -> None:
         servers.after_loss(lambda: "0-1-7")
     with pytest.raises(NoServerError, match="no GTIDs were delivered"):
         _Scripted("mariadb://u@h:1,h:2", {1: None, 2: "0-1-1"}).after_loss(lambda: "")
+
+
+def test_a_set_of_servers_resumes_a_mariadb_position_by_its_gtid_state() -> None:
+    from changestream.model.changes import Position
+    from changestream.runtime.start_point import start_point
+
+    saved = Position("mariadb-bin.000003", 1082, "0-1-57", "mariadb")
+    settings = RouterSettings(source="mariadb://u@db1")
+
+    def no_server() -> Any:
+        raise AssertionError("a resume asks no server")
+
+    one = start_point(saved, settings, parse_source_url("mariadb://u@db1"), "never", no_server)
+    assert (one[1].kind, one[1].file, one[1].pos) == ("file", "mariadb-bin.000003", 1082)
+    two = start_point(saved, settings, parse_source_url("mariadb://u@db1,db2"), "never",
+                      no_server)
+    assert (two[1].kind, two[1].gtid) == ("gtid", "0-1-57")
+    assert two[0] is not None and two[0].render() == "0-1-57"

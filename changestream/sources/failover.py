@@ -72,6 +72,17 @@ class ServerSet:
                 return
             raise ConnectionLostError("no server of the set answers: " + "; ".join(
                 problems.values()))
+        if not delivered.strip():  # nothing to compare: only where the position came from
+            first = self.spec.hosts[0]
+            try:
+                self._variables(first)
+            except ConnectionLostError as exc:
+                raise NoServerError(
+                    f"cannot resume on another server of the set: the position has no GTIDs "
+                    f"to compare (MySQL needs gtid_mode=ON), and {_name(first)} "
+                    f"{_reason(exc)}") from None
+            self._move(first)
+            return
         self._choose(lambda: delivered, list(self.spec.hosts), stay=None)
 
     def after_loss(self, delivered: Callable[[], str]) -> bool:

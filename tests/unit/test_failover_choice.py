@@ -190,3 +190,12 @@ def test_a_set_of_servers_resumes_a_mariadb_position_by_its_gtid_state() -> None
                       no_server)
     assert (two[1].kind, two[1].gtid) == ("gtid", "0-1-57")
     assert two[0] is not None and two[0].render() == "0-1-57"
+
+
+def test_a_position_without_gtids_resumes_only_on_the_first_server() -> None:
+    servers = _Scripted("mariadb://u@h:1,h:2", {1: "", 2: "0-1-9"})
+    servers.start("")
+    assert servers.spec.server == "h:1"
+    servers = _Scripted("mariadb://u@h:1,h:2", {1: None, 2: "0-1-9"})
+    with pytest.raises(NoServerError, match="the position has no GTIDs to compare"):
+        servers.start("")

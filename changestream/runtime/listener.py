@@ -33,10 +33,10 @@ from changestream.decoding.ddl import parse_ddl
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import Event, EventHeader, QueryEvent
 from changestream.delivery.flow import Credits, StoppedError
-from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConnectionLostError, SourceError
 from changestream.parallel.decode_workers import DecodeWorkers, SegmentTicket
 from changestream.parallel.segments import Segmenter
+from changestream.runtime.listener_failover import ListenerFailover
 from changestream.runtime.stats import RouterStats
 from changestream.runtime.table_switches import PendingSwitches
 from changestream.schema.column_info import ColumnInfo
@@ -112,11 +112,8 @@ class Listener:
         # Following a server only until this says so when nothing more is to read now (a
         # snapshot under ``until caught-up``).
         self.done_when_idle = done_when_idle
-        # Failover: the source's servers, and the GTIDs before the first event read.
-        self.servers = servers
-        self.start_gtids = start_gtids
-        self._gtid_start: StartPosition | None = None  # where reading on another server began
-        self._delivered_at_move: Position | None = None
+        self.failover = ListenerFailover(servers, start_gtids, stats, stopping) \
+            if servers is not None and servers.several else None
         self.boundary: tuple[str, int] | None = None
         # Whether the stream's position is known before its first transaction boundary
         # (a start by GTID alone is not): only then can a chunk go in before one.
@@ -225,7 +222,10 @@ class Listener:
         while not self.stopping.is_set():
             decoder = EventDecoder(schema_resolver=self.column_info.resolve,
                                    table_filter=self._decodes if self.table_filter else None)
-            resume = self._resume_at() if lost_since is not None else None
+            resume = None if lost_since is None else (
+                self.failover.resume_at(self.boundary) if self.failover is not None else
+                StartPosition("file", file=self.boundary[0], pos=self.boundary[1])
+                if self.boundary is not None else None)
             try:
                 self._source = self.open_source(resume, decoder)
                 self._read(self._source)
@@ -240,7 +240,8 @@ class Listener:
                 if now - lost_since > self.reconnect_seconds:
                     raise SourceError(f"{exc}; gave up reconnecting after "
                                       f"{self.reconnect_seconds:.0f}s") from None
-                if self._moved_on(exc):
+                if self.failover is not None and self.failover.moved_on(exc, self.boundary):
+                    self.boundary = None  # on another server: read on by GTID
                     with self.stats.lock:
                         self.stats.reconnects += 1
                     continue
@@ -254,59 +255,6 @@ class Listener:
                 delay = min(delay * 2, 10.0)
             finally:
                 self._source = None
-
-    def _resume_at(self) -> StartPosition | None:
-        """Where to read on from after a lost connection: the last boundary read, else
-        where reading on another server of the set began (by GTID), else the start."""
-        if self.boundary is not None:
-            return StartPosition("file", file=self.boundary[0], pos=self.boundary[1])
-        return self._gtid_start
-
-    def _moved_on(self, lost: ConnectionLostError) -> bool:
-        """Whether another server of the set is pointed at, to read on from it by GTID (a
-        server that lacks what was delivered stops the router: ``NoServerError``)."""
-        if self.servers is None or not self.servers.several:
-            return False
-        log.warning("%s; looking for a server of the set to read on from", lost)
-        gtids: list[str] = []
-
-        def delivered() -> str:
-            if not gtids:
-                gtids.append(self._delivered_gtids())
-            return gtids[0]
-
-        try:
-            moved = self.servers.after_loss(delivered)
-        except ConnectionLostError as exc:
-            log.warning("%s", exc)
-            return False
-        if moved:
-            self._gtid_start = StartPosition("gtid", gtid=delivered())
-            self.boundary = None
-            with self.stats.lock:
-                self._delivered_at_move = self.stats.delivered
-        return moved
-
-    def _delivered_gtids(self) -> str:
-        """The GTIDs delivered once everything read up to the last boundary is (what a
-        server taking over must have); waits for the sink."""
-        target = self.boundary
-        while target is not None:
-            with self.stats.lock:
-                done = self.stats.delivered
-            # Positions from before a move name the other server's files: not comparable.
-            if done is not None and done != self._delivered_at_move and \
-                    binlog_order(done.file, done.pos) >= binlog_order(*target):
-                break
-            if self.stopping.wait(0.05):
-                raise StoppedError
-        with self.stats.lock:
-            done = self.stats.delivered
-        if target is None and self._gtid_start is not None:
-            return self._gtid_start.gtid or ""
-        if done is not None and done.gtid_set is not None:
-            return done.gtid_set
-        return self.start_gtids or ""
 
     def _read(self, source: Source) -> None:
         parser = TransactionBoundaryParser()

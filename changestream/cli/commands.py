@@ -104,6 +104,14 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     return config_check(args)
 
 
+def cmd_config_defaults(args: argparse.Namespace) -> int:
+    from changestream.runtime.config import Config
+    from changestream.runtime.config_render import render_defaults
+
+    sys.stdout.write(render_defaults(Config()))
+    return EXIT_OK
+
+
 class _PrintVersion(argparse.Action):
     """``--version``: print ``changestream VERSION`` and exit 0 (the version is looked up
     only then: the installed package's metadata, from pyproject.toml)."""
@@ -199,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "resolved (environment applied, secrets masked)")
     c.add_argument("file", nargs="?", help="TOML configuration file (default: none)")
     c.set_defaults(func=cmd_config_check)
+    c = config_sub.add_parser("defaults", help="print a configuration file with every key "
+                              "at its default, each explained (config/changestream.toml)")
+    c.set_defaults(func=cmd_config_defaults)
     add_schema_parser(sub)
     from changestream.cli.maintain import add_parser as add_maintain_parser
 

@@ -22,8 +22,7 @@ from changestream.decoding.json_binary import JSON_NULL
 from changestream.decoding.rows import PartialJson
 from changestream.encoding.temporal_text import ColumnFormats, FormatCache, formatted, time_text
 from changestream.model.changes import Change
-
-FORMATS = ("changestream", "original")
+from changestream.model.modes import FORMATS
 
 
 def _datetime_text(value: dt.datetime) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import math
 import os
 import tomllib
 import typing
@@ -23,117 +22,23 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from changestream.model.errors import ConfigError
-from changestream.sources.tls import TlsConfig
+from changestream.model.setting import check_of, seconds
+from changestream.runtime.config_sections import (
+    BatchConfig,
+    ControlConfig,
+    FailoverConfig,
+    FilterConfig,
+    HeartbeatConfig,
+    LogConfig,
+    SchemaConfig,
+    SinkConfig,
+    SnapshotConfig,
+    SourceConfig,
+    StartConfig,
+    TransactionsConfig,
+)
 
 ENV_PREFIX = "CHANGESTREAM"
-TLS_MODES = ("preferred", "disabled", "required", "verify-ca", "verify-identity")
-
-
-@dataclass(slots=True)
-class SourceConfig:
-    url: str = "mysql://root@127.0.0.1:3306"
-    password_env: str = "CHANGESTREAM_PASSWORD"
-    password_file: str = ""
-    server_id: int = 0x3EADBEEF
-    heartbeat_seconds: float = 5.0
-    reconnect_seconds: float = 300.0
-    verify_checksums: bool = True
-    schema_from_server: bool = True
-    decode_workers: int = -1
-    tls: TlsConfig = field(default_factory=TlsConfig)
-
-
-@dataclass(slots=True)
-class SchemaConfig:
-    """The schema history (see docs/schema-history.md): ``history`` auto, on or off;
-    ``shadow_server`` the command that runs the shadow server's program ("": the host's
-    mariadbd or mysqld); ``skip`` the ``FILE:POS`` of DDL statements to leave out of it."""
-
-    history: str = "auto"
-    shadow_server: str = ""
-    skip: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class SnapshotConfig:
-    """Snapshots (docs/snapshots.md): ``mode`` initial, when-needed, initial-only, never
-    ("": initial without start.at, else never), ``chunk_rows``, ``tables`` (patterns),
-    ``refill`` (read a table again after a DDL gave its rows values no row event carries)."""
-
-    mode: str = ""
-    chunk_rows: int = 10_000
-    tables: list[str] = field(default_factory=list)
-    refill: bool = True
-
-
-@dataclass(slots=True)
-class StartConfig:
-    at: str = ""
-    until: str = ""
-    position_file: str = ""
-    position_override: str = ""
-
-
-@dataclass(slots=True)
-class FilterConfig:
-    include: list[str] = field(default_factory=list)
-    exclude: list[str] = field(default_factory=list)
-    exclude_columns: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class TransactionsConfig:
-    max_buffered_changes: int = 20_000
-    spill_dir: str = ""
-    include_sql: bool = False
-
-
-@dataclass(slots=True)
-class BatchConfig:
-    max_changes: int = 0  # 0: the sink's own default
-    max_bytes: int = 16 << 20
-    max_seconds: float = 1.0
-    retries: int = 5
-    retry_backoff_seconds: float = 0.5
-
-
-@dataclass(slots=True)
-class SinkConfig:
-    spec: str = "stdout"
-    format: str = "changestream"
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class ControlConfig:
-    enabled: bool = False
-    host: str = "127.0.0.1"
-    port: int = 8750
-    token_env: str = "CHANGESTREAM_CONTROL_TOKEN"
-    token_file: str = ""
-
-
-@dataclass(slots=True)
-class HeartbeatConfig:
-    """The heartbeat statement (changestream.runtime.heartbeat): ``statement`` ("": off),
-    run every ``interval_seconds`` while reading a live server."""
-
-    statement: str = ""
-    interval_seconds: float = 60.0
-
-
-@dataclass(slots=True)
-class FailoverConfig:
-    """Failover between the servers of source.url (changestream.sources.failover): how long
-    to wait for a lagging replica to have everything delivered."""
-
-    wait_seconds: float = 30.0
-
-
-@dataclass(slots=True)
-class LogConfig:
-    level: str = "warning"
-    json: bool = False
 
 
 @dataclass(slots=True)
@@ -213,6 +118,13 @@ def _to_dict(obj: Any) -> Any:
 def _coerce(value: Any, tp: Any, key: str, from_text: bool = False) -> Any:
     """``value`` checked (or converted, from environment text) to the field type ``tp``."""
     origin = typing.get_origin(tp)
+    allowed = _literal_values(tp)
+    if allowed:
+        if isinstance(value, str) and value in allowed:
+            return value
+        shown = [v for v in allowed if v]
+        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(shown)}"
+                          + (' (or "")' if "" in allowed else ""))
     if origin is list:
         if from_text and isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
@@ -258,6 +170,16 @@ def _coerce(value: Any, tp: Any, key: str, from_text: bool = False) -> Any:
     raise ConfigError(f"{key}: unsupported setting type {tp}")
 
 
+def _literal_values(tp: Any) -> tuple[Any, ...]:
+    """The values a ``Literal`` type (or a union of them) allows; () for other types."""
+    if typing.get_origin(tp) is typing.Literal:
+        return typing.get_args(tp)
+    args = typing.get_args(tp)
+    if args and all(typing.get_origin(a) is typing.Literal for a in args):
+        return tuple(v for a in args for v in typing.get_args(a))
+    return ()
+
+
 def _apply(target: Any, data: dict[str, Any], prefix: str) -> None:
     hints = typing.get_type_hints(type(target))
     names = {f.name for f in dataclasses.fields(target)}
@@ -291,57 +213,17 @@ def _apply_environment(target: Any, env: typing.Mapping[str, str], prefix: str,
 
 
 def _validate(config: Config) -> None:
-    from changestream.encoding.records import FORMATS
-    from changestream.sources.live import StartPosition
+    """Each key's own check (:func:`_check_keys`), then the checks of keys together."""
+    _check_keys(config, "")
+    tls = config.source.tls
+    if tls.mode in ("verify-ca", "verify-identity") and not tls.ca:
+        raise ConfigError(f"source.tls.ca: needed for tls mode {tls.mode}")
+    from changestream.snapshot.planning import SnapshotSettings
 
-    if config.source.tls.mode not in TLS_MODES:
-        raise ConfigError(f"source.tls.mode: {config.source.tls.mode!r} is not one of "
-                          f"{', '.join(TLS_MODES)}")
-    if config.source.tls.mode in ("verify-ca", "verify-identity") and not config.source.tls.ca:
-        raise ConfigError(f"source.tls.ca: needed for tls mode {config.source.tls.mode}")
-    try:
-        StartPosition.parse(config.start.at or "earliest")
-    except ValueError as exc:
-        raise ConfigError(f"start.at: {exc}") from None
-    from changestream.snapshot.planning import SNAPSHOT_MODES
-
-    if config.snapshot.mode not in ("", *SNAPSHOT_MODES):
-        raise ConfigError(f"snapshot.mode: {config.snapshot.mode!r} is not one of "
-                          f"{', '.join(SNAPSHOT_MODES)}")
-    if config.snapshot.chunk_rows < 1:
-        raise ConfigError("snapshot.chunk_rows: must be positive")
-    if config.schema.history not in ("auto", "on", "off"):
-        raise ConfigError(f"schema.history: {config.schema.history!r} is not auto, on or off")
-    for where in config.schema.skip:
-        file, sep, pos = where.rpartition(":")
-        if not sep or not file or not pos.isdigit():
-            raise ConfigError(f"schema.skip: {where!r} is not FILE:POS (as the error that "
-                              "stopped the router printed it)")
-    if config.start.until not in ("", "caught-up"):
-        raise ConfigError(f"start.until: {config.start.until!r} is not '' or 'caught-up'")
-    if config.sink.format not in FORMATS:
-        raise ConfigError(f"sink.format: {config.sink.format!r} is not one of "
-                          f"{', '.join(FORMATS)}")
-    if config.log.level.lower() not in ("debug", "info", "warning", "error"):
-        raise ConfigError(f"log.level: {config.log.level!r} is not debug, info, warning or "
-                          "error")
-    if config.batch.max_changes < 0:
-        raise ConfigError(f"batch.max_changes: must be positive (or 0: the sink's default), "
-                          f"got {config.batch.max_changes}")
-    for key, value in (("batch.max_bytes", config.batch.max_bytes),
-                       ("transactions.max_buffered_changes",
-                        config.transactions.max_buffered_changes),
-                       ("source.server_id", config.source.server_id)):
-        if value <= 0:
-            raise ConfigError(f"{key}: must be positive, got {value}")
-    if not 0 < config.source.server_id < 1 << 32:
-        raise ConfigError(f"source.server_id: {config.source.server_id} does not fit in 32 bits")
-    _check_durations(config)
+    SnapshotSettings(config.snapshot.mode or None, config.snapshot.chunk_rows)
     from changestream.runtime.heartbeat import HeartbeatSettings
 
     HeartbeatSettings.from_config(config)  # its checks name the key
-    if not 0 < config.control.port < 65536:
-        raise ConfigError(f"control.port: {config.control.port} is not a TCP port")
     if config.control.enabled and not is_loopback(config.control.host) and \
             not config.control_token():
         raise ConfigError(f"control.host: {config.control.host} is reachable from other "
@@ -350,28 +232,18 @@ def _validate(config: Config) -> None:
                           "names)")
 
 
-def _check_durations(config: Config) -> None:
-    """Every setting in seconds (the float ones) is finite and not negative; the heartbeat's
-    and a batch's are positive."""
-    for key, value in _floats(config, ""):
-        positive = key in ("source.heartbeat_seconds", "batch.max_seconds")
-        if not math.isfinite(value) or value < 0 or (positive and value == 0):
-            raise ConfigError(f"{key}: must be a {'positive' if positive else 'non-negative'} "
-                              f"number of seconds, got {value}")
-    if config.batch.retries < 0:
-        raise ConfigError(f"batch.retries: must not be negative, got {config.batch.retries}")
-
-
-def _floats(section: Any, prefix: str) -> list[tuple[str, float]]:
-    """``(key, value)`` of each float setting of ``section`` and the sections in it."""
-    found = []
+def _check_keys(section: Any, prefix: str) -> None:
+    """Run each key's check (a setting in seconds without one: finite, not negative);
+    the first problem is a :class:`ConfigError` naming the key."""
     for f in dataclasses.fields(section):
         value = getattr(section, f.name)
         if dataclasses.is_dataclass(value):
-            found.extend(_floats(value, f"{prefix}{f.name}."))
-        elif isinstance(value, float):
-            found.append((f"{prefix}{f.name}", value))
-    return found
+            _check_keys(value, f"{prefix}{f.name}.")
+            continue
+        check = check_of(f) or (seconds if isinstance(value, float) else None)
+        problem = check(value) if check is not None else None
+        if problem is not None:
+            raise ConfigError(f"{prefix}{f.name}: {problem}")
 
 
 def is_loopback(host: str) -> bool:

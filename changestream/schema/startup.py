@@ -26,6 +26,7 @@ from changestream.decoding.query_status import parse_query_status
 from changestream.devserver import ServerNotAvailableError, ServerStartError
 from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConfigError
+from changestream.model.modes import HISTORY_MODES, HistoryMode
 from changestream.schema.definition import TableKey
 from changestream.schema.history import SchemaHistory, SchemaState
 from changestream.schema.shadow import (
@@ -43,7 +44,6 @@ from changestream.sources.live import LiveSource, StartPosition
 
 log = logging.getLogger("changestream")
 
-HISTORY_MODES = ("auto", "on", "off")
 _U16 = struct.Struct("<H").unpack_from
 
 ShadowStart = Callable[[ShadowSettings], ShadowServer]
@@ -60,7 +60,7 @@ class HistorySettings:
     ``shadow_server``: the command that runs the shadow's server program (None: the
     host's ``mariadbd``/``mysqld``)."""
 
-    mode: str = "auto"
+    mode: HistoryMode = "auto"
     shadow_server: str | None = None
     shadow_dir: str | None = None  # where the shadow keeps its files (None: a temporary one)
     skip: tuple[str, ...] = ()  # FILE:POS of DDL statements to leave out (schema.skip)

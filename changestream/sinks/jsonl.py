@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from changestream.delivery.adapter import SinkCapabilities
-from changestream.encoding.records import FORMATS, iter_lines
+from changestream.encoding.records import iter_lines
 from changestream.model.changes import Batch, Change, Position, TransactionPart
 from changestream.model.errors import ConfigError, SinkError
+from changestream.model.modes import FORMATS
 
 log = logging.getLogger("changestream")
 

@@ -19,10 +19,10 @@ from typing import Any
 import pymysql
 
 from changestream.model.errors import ConfigError
+from changestream.model.modes import SNAPSHOT_MODES, SnapshotMode
 from changestream.schema.shadow import SYSTEM_DATABASES
 from changestream.snapshot.progress import SnapshotProgress
 
-SNAPSHOT_MODES = ("initial", "when-needed", "initial-only", "never")
 #: A binlog order after every position: a table's rows are withheld from the stream until
 #: its snapshot (a table without a key, read whole) says from where on they are new.
 WITHHELD = ("\U0010ffff", 1 << 62, 1 << 62)
@@ -35,7 +35,7 @@ class SnapshotSettings:
     ``refill``: read a table again after a DDL gave its rows values no row event carries
     (:mod:`changestream.schema.refill`)."""
 
-    mode: str | None = None
+    mode: SnapshotMode | None = None
     chunk_rows: int = 10_000
     tables: tuple[str, ...] = ()
     refill: bool = True
@@ -47,7 +47,7 @@ class SnapshotSettings:
         if self.chunk_rows < 1:
             raise ConfigError("snapshot.chunk_rows: must be positive")
 
-    def resolved(self, server: bool, start_given: bool) -> str:
+    def resolved(self, server: bool, start_given: bool) -> SnapshotMode:
         """The mode in effect."""
         if not server:
             if self.mode not in (None, "never"):

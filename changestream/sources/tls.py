@@ -10,6 +10,8 @@ from typing import Any
 import pymysql
 
 from changestream.model.errors import ConfigError
+from changestream.model.modes import TlsMode
+from changestream.model.setting import setting
 
 
 @dataclass(slots=True)
@@ -20,10 +22,13 @@ class TlsConfig:
     verify-identity (also issued for the host name). ``cert``/``key``: a client
     certificate."""
 
-    mode: str = "preferred"
-    ca: str = ""
-    cert: str = ""
-    key: str = ""
+    mode: TlsMode = setting("preferred", doc=(
+        "preferred (encrypted when the server offers TLS, certificate not checked) | "
+        "disabled | required (encrypted, certificate not checked) | verify-ca | "
+        "verify-identity"))
+    ca: str = setting("", doc="CA certificate (PEM) for verify-ca and verify-identity.")
+    cert: str = setting("", doc="Client certificate and key (PEM), if the server asks for one.")
+    key: str = setting("")
 
 
 def tls_options(tls: TlsConfig) -> dict[str, Any]:

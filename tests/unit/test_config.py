@@ -114,3 +114,31 @@ def test_config_check_prints_the_resolved_configuration_masked(tmp_path: Path) -
     assert result.returncode == 2
     assert result.stderr.startswith("changestream config check: configuration file")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_shipped_file_is_the_keys_definitions_rendered() -> None:
+    """config/changestream.toml is what the section definitions render (every key at its
+    default, after its doc); `changestream config defaults` prints the same."""
+    from changestream.runtime.config import Config
+    from changestream.runtime.config_render import render_defaults
+
+    shipped = Path(__file__).parents[2] / "config" / "changestream.toml"
+    assert shipped.read_text() == render_defaults(Config()), \
+        "run: changestream config defaults > config/changestream.toml"
+    assert load_config(shipped, env={}) == Config()
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[snapshot]\nmode = "sometimes"\n',
+     r"^snapshot\.mode: 'sometimes' is not one of initial, when-needed, initial-only, "
+     r'never \(or ""\)$'),
+    ('[source.tls]\nmode = "on"\n', r"^source\.tls\.mode: 'on' is not one of preferred, "),
+    ('[schema]\nhistory = 1\n', r"^schema\.history: 1 is not one of auto, on, off$"),
+    ('[log]\nlevel = "loud"\n', r"^log\.level: 'loud' is not debug, info, warning or error$"),
+    ('[control]\nport = 70000\n', r"^control\.port: 70000 is not a TCP port$"),
+    ('[snapshot]\nchunk_rows = 0\n', r"^snapshot\.chunk_rows: must be positive, got 0$"),
+])
+def test_a_mode_or_number_out_of_its_range_names_the_key_and_the_values_it_takes(
+        tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(_write(tmp_path, text), env={})

@@ -22,7 +22,7 @@ from typing import Any
 
 from changestream.model.changes import Position
 from changestream.model.errors import ChangestreamError, ConfigError, SinkError, SourceError
-from changestream.schema.startup import HISTORY_MODES
+from changestream.model.modes import HISTORY_MODES
 from changestream.sinks.spark import positions
 from changestream.sinks.spark.iceberg.ddl import mirrored_ddl
 from changestream.sinks.spark.session import proleptic_parquet

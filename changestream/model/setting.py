@@ -1,0 +1,56 @@
+"""A configuration key defined in one place, as Debezium's ``Field`` definitions are: its
+default, what it is for (the comment ``config/changestream.toml`` shows, rendered from it),
+and its check, which says what is wrong with a value (``None``: nothing)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+Check = Callable[[Any], str | None]
+"""A value's problem, in words that follow the key (``None``: it is fine)."""
+
+
+def setting(default: Any = dataclasses.MISSING, doc: str = "", check: Check | None = None,
+            *, factory: Callable[[], Any] | None = None) -> Any:
+    """A dataclass field for a configuration key: ``default`` (or ``factory`` for a list or
+    table), ``doc`` (paragraphs apart by a line break; a paragraph that is an example,
+    ``key = value`` or indented, is shown as it is) and ``check``."""
+    metadata = {"doc": doc, "check": check}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def doc_of(f: dataclasses.Field[Any]) -> str:
+    return str(f.metadata.get("doc") or "")
+
+
+def check_of(f: dataclasses.Field[Any]) -> Check | None:
+    check = f.metadata.get("check")
+    return check if callable(check) else None
+
+
+def positive(value: int) -> str | None:
+    return None if value > 0 else f"must be positive, got {value}"
+
+
+def not_negative(value: int) -> str | None:
+    return None if value >= 0 else f"must not be negative, got {value}"
+
+
+def seconds(value: float) -> str | None:
+    """A duration: finite, not negative (what every setting in seconds is by default)."""
+    return None if math.isfinite(value) and value >= 0 else \
+        f"must be a non-negative number of seconds, got {value}"
+
+
+def positive_seconds(value: float) -> str | None:
+    return None if math.isfinite(value) and value > 0 else \
+        f"must be a positive number of seconds, got {value}"
+
+
+def tcp_port(value: int) -> str | None:
+    return None if 0 < value < 65536 else f"{value} is not a TCP port"

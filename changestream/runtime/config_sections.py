@@ -1,0 +1,293 @@
+"""The configuration's sections: each key's default, doc and check in one place
+(:func:`changestream.model.setting.setting`); ``config/changestream.toml`` is rendered from
+them (:mod:`changestream.runtime.config_render`). Checks that need two keys are in
+:func:`changestream.runtime.config.load_config`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from changestream.model.modes import LOG_LEVELS, HistoryMode, RecordFormat, SnapshotMode, Until
+from changestream.model.setting import (
+    not_negative,
+    positive,
+    positive_seconds,
+    setting,
+    tcp_port,
+)
+from changestream.sources.tls import TlsConfig
+
+
+def _server_id(value: int) -> str | None:
+    if value <= 0:
+        return f"must be positive, got {value}"
+    return None if value < 1 << 32 else f"{value} does not fit in 32 bits"
+
+
+def _max_changes(value: int) -> str | None:
+    return None if value >= 0 else \
+        f"must be positive (or 0: the sink's default), got {value}"
+
+
+def _log_level(value: str) -> str | None:
+    return None if value.lower() in LOG_LEVELS else \
+        f"{value!r} is not {', '.join(LOG_LEVELS[:-1])} or {LOG_LEVELS[-1]}"
+
+
+def _start_at(value: str) -> str | None:
+    from changestream.sources.live import StartPosition
+
+    try:
+        StartPosition.parse(value or "earliest")
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _file_positions(value: list[str]) -> str | None:
+    for where in value:
+        file, sep, pos = where.rpartition(":")
+        if not sep or not file or not pos.isdigit():
+            return (f"{where!r} is not FILE:POS (as the error that stopped the router "
+                    "printed it)")
+    return None
+
+
+SINK_OPTIONS_DOC = (
+    "Passed to the sink adapter as keyword arguments, e.g. for spark:iceberg\n"
+    'warehouse = "/data/warehouse"\n'
+    "and, to have the sink compact and expire the tables it lands itself, between "
+    "two batches, every so often (docs/sinks.md, Keeping tables fast; off unless "
+    "set):\n"
+    'maintain_every = "5m"\n'
+    "The Spark JVM's class-data-sharing archives (100-175 MB, written by the first "
+    "start; later starts ~1.5 s quicker; docs/sinks.md, Options): a folder, or false "
+    "for none. Off by itself for a driver JVM with a Java agent or a flight "
+    "recording (HotSpot 17 crashes).\n"
+    'jvm_class_cache = "~/.cache/changestream/jvm"')
+
+
+@dataclass(slots=True)
+class SourceConfig:
+    """The ``[source]`` section: the server (or binlog files) read, and how."""
+
+    url: str = setting("mysql://root@127.0.0.1:3306", doc=(
+        "mysql://user[:password]@host[:port], mariadb://user@host[:port], or "
+        "file:///path/to/binlogs (a binlog file or a folder of them). Several "
+        "servers, a primary and its replicas: mariadb://user@db1:3306,db2:3306 (see "
+        "[failover]). Prefer password_env/password_file to a password here."))
+    password_env: str = setting("CHANGESTREAM_PASSWORD", doc=(
+        "The environment variable holding the password (used when it is set) ..."))
+    password_file: str = setting("", doc=(
+        "... or a file holding it (wins over password_env when given)."))
+    server_id: int = setting(0x3EADBEEF, check=_server_id, doc=(
+        "The replica server id this router connects with: unique among the server's "
+        "replicas."))
+    heartbeat_seconds: float = setting(5.0, check=positive_seconds, doc=(
+        "The server sends a heartbeat this often when it has nothing else; silence "
+        "for 3 times as long (at least 10 s) counts as a lost connection."))
+    reconnect_seconds: float = setting(300.0, doc=(
+        "After losing a server it was connected to, the router reconnects for this "
+        "long."))
+    verify_checksums: bool = setting(True, doc=(
+        "Verify each event's CRC32 (when the server writes them)."))
+    schema_from_server: bool = setting(True, doc=(
+        'With the schema history off ([schema] history = "off"): when the server '
+        "does not log column names (binlog_row_metadata is not FULL), read them from "
+        "information_schema as it is now (wrong for rows written before a later "
+        "ALTER)."))
+    decode_workers: int = setting(-1, doc=(
+        "Worker processes that decode, assemble and encode plain DML transactions "
+        "(for sinks that take encoded records: jsonl, stdout, spark). -1: one per "
+        "CPU (none on a single CPU), less the CPU the Spark sink keeps for its own "
+        "writing (at least one worker); 0: none, everything is decoded in the "
+        "router's process. Records are the same either way, except that `ts` is when "
+        "a worker encoded them."))
+    tls: TlsConfig = field(default_factory=TlsConfig)
+
+
+@dataclass(slots=True)
+class SchemaConfig:
+    """The ``[schema]`` section: the schema history (docs/schema-history.md)."""
+
+    history: HistoryMode = setting("auto", doc=(
+        "The schema history: every table's definition at each binlog position, for "
+        "rows whose TABLE_MAP carries no column names (binlog_row_metadata=MINIMAL). "
+        'See docs/schema-history.md. "auto": kept once such rows are met (or '
+        'restored when the saved position names one); "on": kept from the start; '
+        '"off": none (names from information_schema as it is now).'))
+    shadow_server: str = setting("", doc=(
+        "The command that runs the shadow server's program (the program last; what "
+        'comes before it, e.g. a dynamic loader, is kept). "": the host\'s mariadbd '
+        "or mysqld, found on the PATH."))
+    skip: list[str] = setting(factory=list, check=_file_positions, doc=(
+        "DDL statements to leave out of the history, as FILE:POS (what the error "
+        "that stopped the router names). Beside a position file, `changestream "
+        "schema skip` does the same."))
+
+
+@dataclass(slots=True)
+class StartConfig:
+    """The ``[start]`` section: where reading begins and ends, and the position kept."""
+
+    at: str = setting("", check=_start_at, doc=(
+        "Where to begin when no position is saved: earliest | latest | gtid:SET | "
+        'FILE:POS. "": where the snapshot began (snapshot.mode initial), else '
+        "earliest."))
+    until: Until = setting("", doc=(
+        '"" runs until stopped; "caught-up" stops once everything the source had is '
+        "delivered."))
+    position_file: str = setting("", doc=(
+        'Where the resume position is kept ("" keeps none: every start begins at '
+        "start.at)."))
+    position_override: str = setting("", doc=(
+        "FILE:POS or gtid:SET to resume from instead of the saved position (one-off "
+        "repairs)."))
+
+
+@dataclass(slots=True)
+class SnapshotConfig:
+    """The ``[snapshot]`` section: the rows tables hold (docs/snapshots.md)."""
+
+    mode: SnapshotMode | Literal[""] = setting("", doc=(
+        "Read the tables' existing rows, in key-ordered chunks, while the binlog "
+        'streams (no lock). See docs/snapshots.md. "initial": when no position is '
+        'saved; "when-needed": also when the saved position was purged from the '
+        'server; "initial-only": snapshot, then stop; "never". "": initial when '
+        "start.at is unset, never when a start position is given."))
+    chunk_rows: int = setting(10_000, check=positive, doc=(
+        "Rows per chunk (one SELECT each; a chunk's rows are held in memory until "
+        "delivered)."))
+    tables: list[str] = setting(factory=list, doc=(
+        'Which tables (patterns like "shop.*"; empty: every table the filter takes).'))
+    refill: bool = setting(True, doc=(
+        "Read a table again (a snapshot of it, while the stream goes on) when a DDL "
+        "gave its existing rows values no row event carries: ADD COLUMN ... "
+        "AUTO_INCREMENT, a STORED generated column, a DEFAULT expression, a DECIMAL "
+        "scale or fractional seconds narrowed. false: sinks keep what they had (NULL "
+        "in such a new column); a warning and the metric "
+        "changestream_refills_skipped_total say so. See docs/snapshots.md#refills."))
+
+
+@dataclass(slots=True)
+class FilterConfig:
+    """The ``[filter]`` section: the tables and columns delivered."""
+
+    include: list[str] = setting(factory=list, doc=(
+        'Tables to deliver (patterns: "db", "db.*", "db.table", shell wildcards); '
+        "empty: all."))
+    exclude: list[str] = setting(factory=list, doc=(
+        "Tables not to deliver."))
+    exclude_columns: list[str] = setting(factory=list, doc=(
+        'Columns left out of every change, as "db.table.column" patterns.'))
+
+
+@dataclass(slots=True)
+class TransactionsConfig:
+    """The ``[transactions]`` section: how transactions are held."""
+
+    max_buffered_changes: int = setting(20_000, check=positive, doc=(
+        "Above this many changes a transaction is spilled to disk until its commit."))
+    spill_dir: str = setting("", doc=(
+        'Where spilled transactions go ("": the system\'s temp folder).'))
+    include_sql: bool = setting(False, doc=(
+        "Whether row changes carry the statement that made them (`sql`: MariaDB's "
+        "ANNOTATE_ROWS, MySQL's ROWS_QUERY when binlog_rows_query_log_events=ON). "
+        "Off by default, as in Debezium and Maxwell: every row of a multi-row INSERT "
+        "would repeat the whole statement. DDL changes always carry their statement. "
+        "When off, a live MariaDB source is asked not to send ANNOTATE_ROWS events "
+        "at all."))
+
+
+@dataclass(slots=True)
+class BatchConfig:
+    """The ``[batch]`` section: how changes go to the sink."""
+
+    max_changes: int = setting(0, check=_max_changes, doc=(
+        "Batches are written one at a time while the next fills. The next goes to "
+        "the sink once the sink is free and it holds a tenth of max_changes or "
+        "max_bytes (an idle sink is not kept waiting for a full batch while a "
+        "backlog is read), is max_seconds old, or the reader has caught up with its "
+        "source (so at a low rate a change does not wait for the timer); under load "
+        "a batch holds what came while the last was written, up to max_changes / "
+        "max_bytes, where the reader waits for the sink. A position with no changes "
+        "(transactions the filter leaves out, a new binlog file) is saved once it is "
+        "max_seconds old, not for each such transaction. max_changes 0: the sink's "
+        "default, 10,000 changes; the Spark sink's is 100,000, as each Spark write "
+        "has a fixed cost:"))
+    max_bytes: int = setting(16 << 20, check=positive)
+    max_seconds: float = setting(1.0, check=positive_seconds)
+    retries: int = setting(5, check=not_negative, doc=(
+        "A batch the sink fails to write is retried this often, the wait doubling "
+        "from:"))
+    retry_backoff_seconds: float = setting(0.5)
+
+
+@dataclass(slots=True)
+class SinkConfig:
+    """The ``[sink]`` section: where changes go (docs/sinks.md)."""
+
+    spec: str = setting("stdout", doc=(
+        "stdout | jsonl:PATH | spark:callback | spark:parquet | spark:iceberg | "
+        "module:Class | a name from the changestream.sinks entry-point group"))
+    format: RecordFormat = setting("changestream", doc=(
+        "Change record format of the JSON-lines sinks: changestream | original"))
+    options: dict[str, Any] = setting(factory=dict, doc=SINK_OPTIONS_DOC)
+
+
+@dataclass(slots=True)
+class ControlConfig:
+    """The ``[control]`` section: the HTTP control endpoint (docs/operations.md)."""
+
+    enabled: bool = setting(False, doc=(
+        "An HTTP endpoint: GET /status, GET /metrics, POST /pause, POST /resume, "
+        "POST /snapshot."))
+    host: str = setting("127.0.0.1", doc=(
+        "Where it listens: 127.0.0.1 by default; any other address only with a token."))
+    port: int = setting(8750, check=tcp_port)
+    token_env: str = setting("CHANGESTREAM_CONTROL_TOKEN", doc=(
+        "A bearer token the endpoint requires, from this environment variable or "
+        "file (none: open; it is compared in constant time)."))
+    token_file: str = setting("")
+
+
+@dataclass(slots=True)
+class HeartbeatConfig:
+    """The ``[heartbeat]`` section: the statement run to keep quiet servers writing."""
+
+    statement: str = setting("", doc=(
+        "A statement the router runs on the live source every interval_seconds, on a "
+        "connection of its own, so that a server whose included tables are quiet "
+        "(and which writes nothing else) still writes transactions and the saved "
+        "position moves on before the binlog it names is purged (as Debezium's "
+        "heartbeat.action.query). Off while empty. A failure is a warning (the "
+        "statement and the server's error), never a stop. E.g., with a table the "
+        "user made:\n"
+        'statement = "INSERT INTO ops.changestream_heartbeat (id, ts) VALUES (1, '
+        'NOW(6)) ON DUPLICATE KEY UPDATE ts = NOW(6)"'))
+    interval_seconds: float = setting(60.0)
+
+
+@dataclass(slots=True)
+class FailoverConfig:
+    """The ``[failover]`` section: moving to another server of ``source.url``."""
+
+    wait_seconds: float = setting(30.0, doc=(
+        "With several servers in source.url (a primary and its replicas, "
+        "log_slave_updates / log_replica_updates on): when the server read is lost, "
+        "the router goes on from another one that has every transaction it delivered "
+        "(compared by GTIDs). A server that lacks some (a lagging replica) is asked "
+        "again every half second for up to wait_seconds; then the router exits 3 "
+        "with one line naming each server and what it lacks. 0: refuse at once."))
+
+
+@dataclass(slots=True)
+class LogConfig:
+    """The ``[log]`` section."""
+
+    level: str = setting("warning", check=_log_level, doc=(
+        "debug | info | warning | error; logs go to stderr (stdout is for change "
+        "records)."))
+    json: bool = setting(False, doc=(
+        "One JSON object per log line."))

@@ -24,6 +24,18 @@ def setting(default: Any = dataclasses.MISSING, doc: str = "", check: Check | No
     return dataclasses.field(default=default, metadata=metadata)
 
 
+FLAG_TRUE = ("1", "true", "yes", "on")
+FLAG_FALSE = ("0", "false", "no", "off")
+
+
+def parse_flag(text: str) -> bool | None:
+    """A boolean written as text (``true``/``false``, ``yes``/``no``, ``on``/``off``,
+    ``1``/``0``, any case), ``None`` when it is none of them: the one rule for the
+    configuration, the environment and sink options."""
+    lowered = text.strip().lower()
+    return True if lowered in FLAG_TRUE else False if lowered in FLAG_FALSE else None
+
+
 def doc_of(f: dataclasses.Field[Any]) -> str:
     return str(f.metadata.get("doc") or "")
 

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from changestream.model.errors import ConfigError
-from changestream.model.setting import check_of, seconds
+from changestream.model.setting import check_of, parse_flag, seconds
 from changestream.runtime.config_sections import (
     BatchConfig,
     ControlConfig,
@@ -136,12 +136,8 @@ def _coerce(value: Any, tp: Any, key: str, from_text: bool = False) -> Any:
             raise ConfigError(f"{key}: expected a table, got {value!r}")
         return dict(value)
     if tp is bool:
-        if isinstance(value, str):
-            lowered = value.strip().lower()
-            if lowered in ("1", "true", "yes", "on"):
-                return True
-            if lowered in ("0", "false", "no", "off"):
-                return False
+        if isinstance(value, str) and (flag := parse_flag(value)) is not None:
+            return flag
         if isinstance(value, bool):
             return value
         raise ConfigError(f"{key}: expected true or false, got {value!r}")

@@ -6,21 +6,18 @@ import os
 from pathlib import Path
 
 from changestream.model.errors import SinkError
-
-_TRUE = ("true", "1", "yes", "on")
-_FALSE = ("false", "0", "no", "off")
+from changestream.model.setting import parse_flag
 
 
 def flag(option: str, value: bool | str) -> bool:
-    """A boolean sink option given as a bool or as text (``true``/``false``, ...)."""
+    """A boolean sink option given as a bool or as text, by the configuration's rule
+    (:func:`changestream.model.setting.parse_flag`)."""
     if isinstance(value, bool):
         return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise SinkError(f"spark sink: option {option}={value!r} is not true or false")
+    parsed = parse_flag(str(value))
+    if parsed is None:
+        raise SinkError(f"spark sink: option {option}={value!r} is not true or false")
+    return parsed
 
 
 def age(option: str, value: float | str | None) -> float:
@@ -41,7 +38,7 @@ def class_cache(value: str | os.PathLike[str] | bool | None) -> Path | None:
     from .jvm.class_sharing import default_folder
 
     text = "true" if value is None else str(value).strip()
-    if isinstance(value, bool) or text.lower() in _TRUE + _FALSE + ("",):
+    if isinstance(value, bool) or not text or parse_flag(text) is not None:
         return default_folder() if text and flag("jvm_class_cache", text) else None
     return Path(text).expanduser()
 

@@ -73,5 +73,12 @@ class SegmentDone:
 
 
 @dataclass(slots=True)
+class CaughtUp:
+    """The source has nothing more to read right now: everything read before it has been
+    sent on. Sent down the pipeline (listener, Transaction actor, Sink actor) when the
+    reader goes idle, so a batch is not kept waiting for more."""
+
+
+@dataclass(slots=True)
 class Tick:
     """Time passes: the Sink actor flushes a micro-batch that is old enough."""

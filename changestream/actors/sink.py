@@ -5,28 +5,26 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pykka
 
-from changestream.delivery.adapter import CutsBack, SinkAdapter, capabilities_of
+from changestream.delivery.adapter import SinkAdapter, capabilities_of
 from changestream.delivery.position_store import PositionStore
-from changestream.model.changes import Batch, EncodedRun, Position, TransactionPart
-from changestream.model.errors import SinkError, SinkStoppedError
-from changestream.runtime.metrics import count_tables
+from changestream.model.changes import EncodedRun, Position, TransactionPart
 from changestream.runtime.stats import RouterStats
 
 if TYPE_CHECKING:
     from changestream.schema.opener import HistoryOpener
 
-from .messages import EndOfStream, Parts, PartsTaken, Tick
+from .messages import CaughtUp, EndOfStream, Parts, PartsTaken, Tick
+from .writer import WriteBatch, WriterActor, Written
 
 log = logging.getLogger("changestream")
 
@@ -57,20 +55,14 @@ DEFAULT_BATCH_CHANGES = 10_000
 IDLE_WRITER_SHARE = 10
 
 
-@dataclass(slots=True)
-class _Written:
-    """The writer thread has finished a batch (``error``: what stopped it)."""
-
-    error: BaseException | None = None
-
-
 class SinkActor(pykka.ThreadingActor):
     """Collects :class:`Parts` into batches and writes them through ``adapter``.
 
-    A thread of its own writes the batches, one at a time and in order, while the next fills.
-    A batch goes to the free writer when it is full (``max_changes``, ``max_bytes``), holds a
-    tenth of that (so writes overlap reading a backlog and the last batch is small), is
-    ``max_seconds`` old, the reader has caught up, or the stream ends: batches grow as big as
+    A :class:`~.writer.WriterActor` of its own writes the batches, one at a time and in
+    order, while the next fills. A batch goes to the free writer when it is full
+    (``max_changes``, ``max_bytes``), holds a tenth of that (so writes overlap reading a
+    backlog and the last batch is small), is ``max_seconds`` old, the reader has caught up
+    (:class:`CaughtUp` came after its last parts), or the stream ends: batches grow as big as
     the sink's pace asks. A batch of a position alone (filtered transactions, a binlog
     rotation) waits until it is ``max_seconds`` old: the position file is written at most
     about once a ``max_seconds`` while nothing is delivered. A full batch waiting for the
@@ -82,14 +74,12 @@ class SinkActor(pykka.ThreadingActor):
                  on_error: Callable[[BaseException], None], finished: threading.Event,
                  first_batch_id: int = 1, history: HistoryOpener | None = None):
         super().__init__()
-        self.adapter = adapter
-        self.store = store
-        self.history = history  # stamps positions for a sink that keeps the history
         self.settings = settings  # max_changes resolved (BatchSettings.for_sink)
-        self.stats = stats
-        self.on_error = on_error
         self.finished = finished
-        self.batch_id = first_batch_id  # the writer thread's
+        self._writer_args = (adapter, store, settings, stats, on_error, first_batch_id,
+                             history)
+        self._writer_ref: pykka.ActorRef[Any] | None = None
+        self._caught_up = False  # CaughtUp came after the last parts taken
         self._parts: list[TransactionPart | EncodedRun] = []
         self._changes = 0
         self._bytes = 0
@@ -101,28 +91,23 @@ class SinkActor(pykka.ThreadingActor):
         self._held: deque[Parts] = deque()  # came while the batch was full and waiting
         self._writing = False
         self._ending = False
-        self._batches: queue.SimpleQueue[tuple[list[Any], Position | None] | None] = \
-            queue.SimpleQueue()
-        self._writer: threading.Thread | None = None
-        self._durable_state: Callable[[], dict[str, Any] | None] | None = \
-            cast(CutsBack, adapter).durable_state if capabilities_of(adapter).durable_state \
-            else None
+        self.on_error = on_error
 
     def on_start(self) -> None:
-        ref = self.actor_ref
-        self._writer = threading.Thread(target=self._write_batches, args=(ref,), daemon=True,
-                                        name="changestream-sink-writer")
-        self._writer.start()
+        self._writer_ref = WriterActor.start(*self._writer_args)
 
     def on_stop(self) -> None:
-        self._batches.put(None)
-        if self._writer is not None and self._writer is not threading.current_thread():
-            self._writer.join()  # a batch being written is finished, not cut
+        if self._writer_ref is not None:
+            # A batch being written is finished, not cut (the stop waits for it).
+            with contextlib.suppress(pykka.ActorDeadError):
+                self._writer_ref.stop()
 
     def on_failure(self, exception_type: type[BaseException] | None,
                    exception_value: BaseException | None,
                    traceback: TracebackType | None) -> None:
-        self._batches.put(None)
+        if self._writer_ref is not None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                self._writer_ref.stop(block=False)
         if exception_value is not None:  # reported to the router, which stops everything
             self.on_error(exception_value)
 
@@ -132,12 +117,14 @@ class SinkActor(pykka.ThreadingActor):
                 self._held.append(message)
                 return
             self._add(message)
-        elif isinstance(message, _Written):
+        elif isinstance(message, Written):
             self._writing = False
             if message.error is not None:
                 raise message.error
         elif isinstance(message, EndOfStream):
             self._ending = True
+        elif isinstance(message, CaughtUp):
+            self._caught_up = True
         elif not isinstance(message, Tick):
             return
         self._hand_over()
@@ -165,6 +152,7 @@ class SinkActor(pykka.ThreadingActor):
                 self._changes += part.count
                 self._bytes += part.approx_bytes
             if message.parts:
+                self._caught_up = False
                 last = message.parts[-1]
                 self._inside = isinstance(last, TransactionPart) and not last.complete
             if message.position is not None:
@@ -183,7 +171,7 @@ class SinkActor(pykka.ThreadingActor):
             # A position alone (transactions the filter left out, a new binlog file) is
             # saved once its batch is old enough, not for every transaction caught up with.
             due = self._ending or old_enough or (
-                bool(self._parts) and (self._worth_a_write or self.stats.caught_up))
+                bool(self._parts) and (self._worth_a_write or self._caught_up))
             if not pending or not due:
                 if self._ending and not pending and not self._held:
                     self.finished.set()
@@ -191,76 +179,10 @@ class SinkActor(pykka.ThreadingActor):
             # A batch that ends inside a transaction is written without a position: the
             # one of its last whole transaction would make the sink's saved state hold
             # parts of the next one, which a restart from there reads again.
-            self._batches.put((self._parts, None if self._inside else self._position))
+            assert self._writer_ref is not None
+            self._writer_ref.tell(WriteBatch(self._parts, None if self._inside
+                                             else self._position, self.actor_ref))
             self._writing = True
             self._parts, self._changes, self._bytes, self._position = [], 0, 0, None
             while self._held and not self._full:
                 self._add(self._held.popleft())
-
-    # -- the writer thread ----------------------------------------------------------------
-
-    def _write_batches(self, ref: pykka.ActorRef[Any]) -> None:
-        while (item := self._batches.get()) is not None:
-            error: BaseException | None = None
-            try:
-                self._deliver(*item)
-            except BaseException as exc:  # the actor raises it: the router stops
-                error = exc
-            with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(_Written(error))
-            if error is not None:
-                return
-
-    def _deliver(self, parts: list[TransactionPart | EncodedRun],
-                 position: Position | None) -> None:
-        """Write one batch through the adapter, then save its position."""
-        if parts:
-            if position is not None and self.history is not None:
-                position = self.history.stamp(position)
-            batch = Batch(self.batch_id, parts, position)
-            began = time.monotonic()
-            self._write(batch)
-            if position is not None and self.history is not None:
-                self.history.stored(position)
-            took = time.monotonic() - began
-            self.batch_id += 1
-            commit = next((p.last_commit_ts for p in reversed(parts) if p.last_commit_ts),
-                          None)
-            committed = commit.timestamp() if commit is not None else None
-            with self.stats.lock:
-                self.stats.batches_delivered += 1
-                self.stats.changes_delivered += batch.changes
-                self.stats.transactions_delivered += sum(p.transactions for p in parts)
-                if committed is not None:
-                    self.stats.last_commit_ts = committed
-            self.stats.metrics.batch_delivered(
-                took, None if committed is None else time.time() - committed,
-                count_tables(parts))
-        if position is not None:
-            if self._durable_state is not None:
-                position = replace(position, sink=self._durable_state())
-            if self.store is not None:
-                self.store.save(position, self.batch_id - 1)
-            with self.stats.lock:
-                self.stats.delivered = position
-
-    def _write(self, batch: Batch) -> None:
-        s = self.settings
-        delay = s.retry_backoff
-        for attempt in range(s.retries + 1):
-            try:
-                self.adapter.write(batch)
-                return
-            except SinkStoppedError:
-                raise
-            except Exception as exc:
-                if attempt == s.retries:
-                    where = f" (position {batch.position})" if batch.position else ""
-                    raise SinkError(f"batch {batch.id} of {batch.changes} changes failed "
-                                    f"{s.retries + 1} times{where}, last: {exc}; the "
-                                    "position was not advanced") from exc
-                log.warning("batch %d failed (%s); retrying in %.1fs", batch.id, exc, delay)
-                with self.stats.lock:
-                    self.stats.batch_retries += 1
-                time.sleep(delay)
-                delay = min(delay * 2, 30.0)

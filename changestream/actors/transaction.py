@@ -18,6 +18,7 @@ from changestream.snapshot.progress import SnapshotProgress
 from changestream.transactions.assembler import TransactionAssembler
 
 from .messages import (
+    CaughtUp,
     EndOfStream,
     EventBatch,
     Parts,
@@ -30,7 +31,7 @@ from .messages import (
 log = logging.getLogger("changestream")
 
 # What the actor sends the Sink actor, in order: Parts (each takes a credit) or the end.
-Outgoing = Iterator[Parts | EndOfStream]
+Outgoing = Iterator[Parts | EndOfStream | CaughtUp]
 
 
 class TransactionActor(pykka.ThreadingActor):
@@ -59,7 +60,8 @@ class TransactionActor(pykka.ThreadingActor):
         self.message_changes = message_changes
         self.workers = workers
         self.snapshot = snapshot  # notes keys of tracked tables, delivers chunks in order
-        self._inbox: deque[EventBatch | ResetOpenTransaction | EndOfStream] = deque()
+        self._inbox: deque[EventBatch | ResetOpenTransaction | EndOfStream | CaughtUp] = \
+            deque()
         self._batch: EventBatch | None = None  # the batch being handled
         self._at = 0  # its next item
         self._drained = False  # what came before the item at ``_at`` is on its way out
@@ -102,6 +104,8 @@ class TransactionActor(pykka.ThreadingActor):
                 self._batch, self._at, self._drained = message, 0, False
             elif isinstance(message, ResetOpenTransaction):
                 self.assembler.reset_open_transaction()
+            elif isinstance(message, CaughtUp):
+                self._outgoing = iter((message,))  # after all that came before it
             else:
                 self._outgoing = self._end(message)
 

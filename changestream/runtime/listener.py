@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import pykka
 
 from changestream.actors.messages import (
+    CaughtUp,
     EndOfStream,
     EventBatch,
     ResetOpenTransaction,
@@ -106,6 +107,7 @@ class Listener:
         self.workers = workers
         self.table_filter = table_filter  # tables whose rows are decoded (None: all)
         self._decode_filter = table_filter  # the same, as tables added or paused change it
+        self._idle_told = False  # CaughtUp sent since the last batch
         self._switches = PendingSwitches()
         # A snapshot's chunks go into the stream where it has read to the end of their window.
         self.snapshot = snapshot
@@ -310,6 +312,9 @@ class Listener:
                     if self._switches and not inside:
                         self._send_switches([], None)
                     stats.caught_up = True
+                    if not self._idle_told:  # the stages after it learn it in order
+                        self._idle_told = True
+                        self.transaction.tell(CaughtUp())
                     if snapshot is not None and not inside and self._placeable():
                         offer = snapshot.due(stats.read_file, stats.read_pos)
                         if offer is not None:
@@ -384,6 +389,7 @@ class Listener:
         stats.read_file, stats.read_pos = h.file, h.end
 
     def _send(self, batch: list[StreamItem], last: EventHeader | None) -> None:
+        self._idle_told = False
         if last is not None:
             self._note_read(last)
         self.credits.take()

@@ -1,5 +1,6 @@
-"""The Sink actor writes batches on a thread of its own: the next batch fills while one is
-written, batches and positions stay in order, and a failed write stops it with its error."""
+"""The Sink actor writes batches through a Writer actor of its own: the next batch fills
+while one is written, batches and positions stay in order, a small batch goes once the
+reader has caught up, and a failed write stops it with its error."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pykka
 import pytest
 
-from changestream.actors.messages import EndOfStream, Parts, PartsTaken, Tick
+from changestream.actors.messages import CaughtUp, EndOfStream, Parts, PartsTaken, Tick
 from changestream.actors.sink import BatchSettings, SinkActor
 from changestream.model.changes import Batch, Change, Position, TransactionInfo, TransactionPart
 from changestream.model.errors import SinkError
@@ -120,6 +121,33 @@ def test_an_idle_writer_waits_for_a_tenth_of_a_batch() -> None:
         actor.tell(Parts([_part(2)], Position("bin.000001", 299), acks))  # 20: a tenth
         _wait(lambda: len(sink.batches) == 1)
         assert sink.batches[0][:2] == (1, 20)
+        assert errors == []
+    finally:
+        actor.stop()
+        acks.stop()
+
+
+def test_a_small_batch_goes_once_the_reader_says_it_caught_up_and_not_before() -> None:
+    """The reader's CaughtUp comes down the pipeline after the parts read before it: the
+    small batch then goes at once (no wait for the timer); parts taken after it wait
+    again."""
+    sink, errors, finished = _HeldSink(), [], threading.Event()
+    sink.release.set()
+    actor, acks = _start(sink, errors, finished, max_changes=1000), _Acks.start()
+    try:
+        actor.tell(Parts([_part(1)], Position("bin.000001", 199), acks))
+        _wait(lambda: acks.ask(None) == 1)
+        time.sleep(0.2)
+        assert sink.batches == []
+        actor.tell(CaughtUp())
+        _wait(lambda: len(sink.batches) == 1)
+        actor.tell(Parts([_part(2)], Position("bin.000001", 299), acks))
+        _wait(lambda: acks.ask(None) == 2)
+        time.sleep(0.2)
+        assert len(sink.batches) == 1, "parts after CaughtUp went without another one"
+        actor.tell(CaughtUp())
+        _wait(lambda: len(sink.batches) == 2)
+        assert [b[:2] for b in sink.batches] == [(1, 10), (2, 10)]
         assert errors == []
     finally:
         actor.stop()

@@ -9,6 +9,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -72,12 +73,13 @@ class SinkActor(pykka.ThreadingActor):
     def __init__(self, adapter: SinkAdapter, store: PositionStore | None,
                  settings: BatchSettings, stats: RouterStats,
                  on_error: Callable[[BaseException], None], finished: threading.Event,
-                 first_batch_id: int = 1, history: HistoryOpener | None = None):
+                 first_batch_id: int = 1, history: HistoryOpener | None = None,
+                 fence: Callable[[], AbstractContextManager[Any]] | None = None):
         super().__init__()
         self.settings = settings  # max_changes resolved (BatchSettings.for_sink)
         self.finished = finished
         self._writer_args = (adapter, store, settings, stats, on_error, first_batch_id,
-                             history)
+                             history, fence)
         self._writer_ref: pykka.ActorRef[Any] | None = None
         self._caught_up = False  # CaughtUp came after the last parts taken
         self._parts: list[TransactionPart | EncodedRun] = []

@@ -4,9 +4,11 @@ actor when each is done (:class:`Written`), so the next batch fills while one is
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
@@ -52,8 +54,12 @@ class WriterActor(pykka.ThreadingActor):
     def __init__(self, adapter: SinkAdapter, store: PositionStore | None,
                  settings: BatchSettings, stats: RouterStats,
                  on_error: Callable[[BaseException], None], first_batch_id: int = 1,
-                 history: HistoryOpener | None = None):
+                 history: HistoryOpener | None = None,
+                 fence: Callable[[], AbstractContextManager[Any]] | None = None):
         super().__init__()
+        # Held around each batch's writing and commit: a standby router's lease
+        # (changestream.runtime.standby), which raises when another router took it over.
+        self.fence = fence or contextlib.nullcontext
         self.adapter = adapter
         self.store = store
         self.settings = settings
@@ -70,7 +76,8 @@ class WriterActor(pykka.ThreadingActor):
             return
         error: BaseException | None = None
         try:
-            self._deliver(message.parts, message.position)
+            with self.fence():
+                self._deliver(message.parts, message.position)
         except BaseException as exc:  # the Sink actor raises it: the router stops
             error = exc
         try:

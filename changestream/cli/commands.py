@@ -196,6 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replica server id to connect with (unique among replicas)")
     p.add_argument("--control-port", type=int,
                    help="serve /status, /metrics, /pause, /resume on 127.0.0.1:PORT")
+    p.add_argument("--standby", action="store_true",
+                   help="write only while holding the job's lease (beside the position "
+                        "file); else wait to take it over")
+    p.add_argument("--lease-seconds", type=float, metavar="SECONDS",
+                   help="a standby takes over a lease not renewed this long (default 10)")
     p.add_argument("--no-preflight", action="store_true",
                    help="skip the checks of the server's settings at start")
     p.add_argument("--log-json", action="store_true", help="log one JSON object per line")

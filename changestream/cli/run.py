@@ -13,10 +13,12 @@ from typing import Any
 
 import orjson
 
+from changestream.delivery.lease import LeaseLostError
 from changestream.model.errors import ChangestreamError, ConfigError, SinkError
 from changestream.runtime.config import Config, load_config
 from changestream.runtime.logs import configure_logging
 from changestream.runtime.router import Router
+from changestream.runtime.standby import close_role
 
 log = logging.getLogger("changestream")
 
@@ -24,6 +26,7 @@ EXIT_OK = 0
 EXIT_CONFIG_ERROR = 2
 EXIT_SOURCE_ERROR = 3
 EXIT_SINK_ERROR = 4
+EXIT_LEASE_LOST = 5
 
 # command-line option -> configuration key
 _OPTION_KEYS = {
@@ -37,11 +40,14 @@ _OPTION_KEYS = {
     "control_port": "control.port", "snapshot": "snapshot.mode",
     "heartbeat_statement": "heartbeat.statement",
     "heartbeat_interval": "heartbeat.interval_seconds",
+    "lease_seconds": "standby.lease_seconds",
 }
 
 
 def exit_code(exc: BaseException) -> int:
-    """The process exit code for an error: config 2, source 3, sink 4."""
+    """The process exit code for an error: config 2, source 3, sink 4, lease lost 5."""
+    if isinstance(exc, LeaseLostError):
+        return EXIT_LEASE_LOST
     if isinstance(exc, ConfigError):
         return EXIT_CONFIG_ERROR
     if isinstance(exc, SinkError):
@@ -79,6 +85,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
             overrides[key] = value
     if getattr(args, "control_port", None) is not None:
         overrides["control.enabled"] = True
+    if getattr(args, "standby", False):
+        overrides["standby.enabled"] = True
     if getattr(args, "include_sql", False):
         overrides["transactions.include_sql"] = True
     if getattr(args, "log_json", False):
@@ -99,7 +107,7 @@ def run_router(args: argparse.Namespace) -> int:
         config = config_from_args(args)
         configure_logging(config.log.level, json_lines=config.log.json)
         router = Router(config)
-        if not args.no_preflight:
+        if not args.no_preflight and router.standby is None:
             router.preflight()
     except ChangestreamError as exc:
         print(f"changestream run: {exc}", file=sys.stderr)
@@ -127,11 +135,18 @@ def run_router(args: argparse.Namespace) -> int:
             control = ControlServer(router, config.control.port, config.control_token(),
                                     config.control.host)
             control.start()
+        if router.standby is not None:
+            # A standby waits for the lease before anything else, the server's checks too.
+            if not router.standby.take():
+                return EXIT_OK  # stopped while waiting
+            if not args.no_preflight:
+                router.preflight()
         router.run()
     except ChangestreamError as exc:
         print(f"changestream run: {exc}", file=sys.stderr)
         return exit_code(exc)
     finally:
+        close_role(router.standby, router.error)  # after a failed pre-flight, say
         if control is not None:
             control.stop()
         if bar is not None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, cast
 
@@ -97,11 +99,18 @@ class PositionStore:
             os.close(dir_fd)
 
 
-def open_sink(sink: SinkAdapter, store: PositionStore | None,
-              saved: Position | None) -> Position | None:
+def open_sink(sink: SinkAdapter, store: PositionStore | None, saved: Position | None,
+              fence: AbstractContextManager[Any] | None = None) -> Position | None:
     """Open ``sink`` and return what its ``open`` returns. A sink that cuts its output back
     on a restart gets the state saved with the last position first, and on the first start
-    its state is saved at once (see :mod:`changestream.delivery.adapter`)."""
+    its state is saved at once (see :mod:`changestream.delivery.adapter`). All of it happens
+    inside ``fence`` when given (a standby router's lease: one that lost it cuts nothing)."""
+    with fence or contextlib.nullcontext():
+        return _open_sink(sink, store, saved)
+
+
+def _open_sink(sink: SinkAdapter, store: PositionStore | None,
+               saved: Position | None) -> Position | None:
     cuts_back = capabilities_of(sink).durable_state
     if store is not None and cuts_back:
         cast(CutsBack, sink).restore(store.sink_state)

@@ -34,6 +34,7 @@ from changestream.runtime.config_sections import (
     SinkConfig,
     SnapshotConfig,
     SourceConfig,
+    StandbyConfig,
     StartConfig,
     TransactionsConfig,
 )
@@ -56,6 +57,7 @@ class Config:
     control: ControlConfig = field(default_factory=ControlConfig)
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
     failover: FailoverConfig = field(default_factory=FailoverConfig)
+    standby: StandbyConfig = field(default_factory=StandbyConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
     def password(self) -> str | None:
@@ -220,6 +222,9 @@ def _validate(config: Config) -> None:
     from changestream.runtime.heartbeat import HeartbeatSettings
 
     HeartbeatSettings.from_config(config)  # its checks name the key
+    if config.standby.enabled and not config.start.position_file:
+        raise ConfigError("standby.enabled: needs start.position_file (--position-file); "
+                          "the lease is kept beside it")
     if config.control.enabled and not is_loopback(config.control.host) and \
             not config.control_token():
         raise ConfigError(f"control.host: {config.control.host} is reachable from other "

@@ -283,6 +283,20 @@ class FailoverConfig:
 
 
 @dataclass(slots=True)
+class StandbyConfig:
+    """The ``[standby]`` section: a standby router (docs/operations.md#standby-router)."""
+
+    enabled: bool = setting(False, doc=(
+        "Write only while holding the job's lease (kept beside start.position_file, which "
+        "it needs), else wait for it: run two routers on the same job with it, one writes, "
+        "the other takes over when the writer stops renewing the lease."))
+    lease_seconds: float = setting(10.0, check=positive_seconds, doc=(
+        "A lease not renewed for this long is taken over (the writer renews it every "
+        "third of it); the takeover comes at most this long (and a quarter second) after "
+        "the writer stops."))
+
+
+@dataclass(slots=True)
 class LogConfig:
     """The ``[log]`` section."""
 

@@ -172,6 +172,14 @@ class _StatusCollector:
                 rows.add_metric([table], report["rows"])
             yield differ
             yield rows
+        standby = status.get("standby")
+        if standby:
+            yield GaugeMetricFamily("changestream_standby_writer", "1 while this standby "
+                                    "router holds the job's lease and writes, else 0",
+                                    value=1.0 if standby["role"] == "writer" else 0.0)
+            yield GaugeMetricFamily("changestream_lease_epoch", "the epoch of the job's "
+                                    "lease this router holds (0: none)",
+                                    value=float(standby["epoch"] or 0))
         history = status.get("schema_history")
         if history:
             yield GaugeMetricFamily("changestream_schema_history_tables",

@@ -35,6 +35,7 @@ from changestream.runtime.router_snapshots import RouterSnapshots
 from changestream.runtime.router_tables import RouterTables
 from changestream.runtime.settings import RouterSettings, decode_workers_for, sink_options
 from changestream.runtime.source_stream import SourceStream, open_source
+from changestream.runtime.standby import StandbyRole, close_role, fence
 from changestream.runtime.start_point import later, position_override, start_point
 from changestream.runtime.stats import RouterStats
 from changestream.runtime.status import history_status, stream_status
@@ -82,6 +83,7 @@ class Router:
         self.stats = RouterStats()
         self.stats.metrics.expose_status(self.status)
         self._stopping = threading.Event()
+        self.standby = StandbyRole.of(settings, self._fail, self._stopping)  # None: writes
         # A source naming several servers: the one to read, and failover between them.
         self._servers = ServerSet(self.spec, settings.failover_wait_seconds,
                                   stopping=self._stopping) if len(self.spec.hosts) > 1 else None
@@ -192,6 +194,7 @@ class Router:
                 "snapshot": self._snapshots.status(),
                 "tables": self._tables.status(),
                 "verify": self._verify.status() if self._verify is not None else None,
+                "standby": self.standby.status() if self.standby is not None else None,
             }
 
     @property
@@ -209,8 +212,7 @@ class Router:
 
     def change_tables(self, action: str, tables: list[str], snapshot: bool = True
                       ) -> dict[str, Any]:
-        """Add, pause or resume tables while running (see
-        :mod:`changestream.runtime.router_tables`)."""
+        """Add, pause or resume tables while running (:mod:`.router_tables`)."""
         return self._tables.change(action, tables, snapshot)
 
     def queue_depths(self) -> dict[str, int]:
@@ -232,6 +234,8 @@ class Router:
 
     def run(self) -> None:
         """Run until the end (see the class docstring); raise what made it fail."""
+        if self.standby is not None and not self.standby.take():
+            return  # stopped while waiting for the lease
         saved = self.store.load() if self.store else None
         if self._servers is not None:
             self._servers.start(None)  # the schema history's start may ask it at once
@@ -242,9 +246,10 @@ class Router:
         self._shadow_start = self._prestart_shadow(saved)
         opening = time.monotonic()
         try:
-            sink_position = open_sink(self.sink, self.store, saved)
-        except BaseException:
+            sink_position = open_sink(self.sink, self.store, saved, fence(self.standby))
+        except BaseException as exc:
             self._shutdown()
+            close_role(self.standby, exc)
             raise
         log.info("%s opened in %.2f s", type(self.sink).__name__, time.monotonic() - opening)
         try:
@@ -263,6 +268,7 @@ class Router:
                 self.sink.close()
             except Exception as exc:
                 log.warning("closing the sink failed: %s", exc)
+            close_role(self.standby, self._error)  # released at a clean stop
         if self._error is not None:
             raise self._error
 
@@ -299,7 +305,7 @@ class Router:
         sink_ref = SinkActor.start(self.sink, self.store, s.batch.for_sink(self.sink),
                                    self.stats, self._fail, self._ended,
                                    (self.store.last_batch_id + 1) if self.store else 1,
-                                   self._history)
+                                   self._history, lambda: fence(self.standby))
         transaction_ref = TransactionActor.start(assembler, sink_ref, credits_in, credits_out,
                                                  self._fail, self._message_changes(),
                                                  self._workers, snapshot)

@@ -55,6 +55,9 @@ class RouterSettings:
     heartbeat: HeartbeatSettings = field(default_factory=HeartbeatSettings)
     # How long a lagging server of the source's set is waited for (failover.wait_seconds).
     failover_wait_seconds: float = 30.0
+    # A standby router (standby.enabled): writes only while it holds the job's lease.
+    standby: bool = False
+    lease_seconds: float = 10.0
 
     @classmethod
     def from_config(cls, config: Config) -> RouterSettings:
@@ -84,7 +87,8 @@ class RouterSettings:
             snapshot=SnapshotSettings(config.snapshot.mode or None, config.snapshot.chunk_rows,
                                       tuple(config.snapshot.tables), config.snapshot.refill),
             heartbeat=HeartbeatSettings.from_config(config),
-            failover_wait_seconds=config.failover.wait_seconds)
+            failover_wait_seconds=config.failover.wait_seconds,
+            standby=config.standby.enabled, lease_seconds=config.standby.lease_seconds)
 
     def __post_init__(self) -> None:
         if self.until not in (None, "caught-up"):

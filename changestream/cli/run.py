@@ -143,8 +143,10 @@ def run_router(args: argparse.Namespace) -> int:
                 router.preflight()
         router.run()
     except ChangestreamError as exc:
-        print(f"changestream run: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        # A standby whose lease was taken over says so, whatever stopped it first.
+        reported = close_role(router.standby, exc) or exc
+        print(f"changestream run: {reported}", file=sys.stderr)
+        return exit_code(reported)
     finally:
         close_role(router.standby, router.error)  # after a failed pre-flight, say
         if control is not None:

@@ -228,15 +228,15 @@ class Lease:
             self._thread_lock.release()
 
     def release(self) -> None:
-        """Give the lease up (a clean stop): a standby takes it over at once."""
+        """Give the lease up (a clean stop): a standby takes it over at once. Raises
+        :class:`LeaseLostError` when it was taken over already (nothing to give up)."""
         if self.epoch is None:
             return
         with self.locked():
-            with contextlib.suppress(LeaseLostError):
-                self._check()
-                assert self.epoch is not None
-                self._write(LeaseState(self.owner, self.epoch, time.time(), released=True),
-                            durable=True)
+            self._check()
+            assert self.epoch is not None
+            self._write(LeaseState(self.owner, self.epoch, time.time(), released=True),
+                        durable=True)
             self.epoch = None
 
 

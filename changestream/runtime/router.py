@@ -268,7 +268,7 @@ class Router:
                 self.sink.close()
             except Exception as exc:
                 log.warning("closing the sink failed: %s", exc)
-            close_role(self.standby, self._error)  # released at a clean stop
+            self._error = close_role(self.standby, self._error)  # released at a clean stop
         if self._error is not None:
             raise self._error
 

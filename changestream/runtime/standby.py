@@ -80,17 +80,25 @@ class StandbyRole:
         :class:`~changestream.delivery.lease.LeaseLostError` when the lease was taken."""
         return self.lease.fenced()
 
-    def close(self, error: BaseException | None) -> None:
+    def close(self, error: BaseException | None) -> BaseException | None:
         """Stop renewing; give the lease up unless it was lost (a standby takes over at
-        once)."""
+        once). Returns the error to report: ``error``, or the lease lost when it was taken
+        over (a writer frozen past its lease may fail otherwise first, e.g. on the
+        connection the new writer's took over)."""
         if self._renewer is not None:
             self._renewer.stop()
-        if not isinstance(error, LeaseLostError):
-            try:
-                self.lease.release()
-            except OSError as exc:
-                log.warning("cannot release the lease %s: %s", self.lease.path, exc)
-        self.role = "stopped"
+        if self.role != "standby":
+            self.role = "stopped"
+        if isinstance(error, LeaseLostError):
+            return error
+        try:
+            self.lease.release()
+        except LeaseLostError as lost:
+            self.role = "fenced"
+            return lost
+        except OSError as exc:
+            log.warning("cannot release the lease %s: %s", self.lease.path, exc)
+        return error
 
     def status(self) -> dict[str, Any]:
         """``role`` (standby, writer, fenced: lost the lease, stopped), the ``epoch``
@@ -104,7 +112,8 @@ def fence(role: StandbyRole | None) -> AbstractContextManager[None]:
     return role.fence() if role is not None else contextlib.nullcontext()
 
 
-def close_role(role: StandbyRole | None, error: BaseException | None) -> None:
-    """Close ``role`` if there is one (see :meth:`StandbyRole.close`)."""
-    if role is not None:
-        role.close(error)
+def close_role(role: StandbyRole | None, error: BaseException | None
+               ) -> BaseException | None:
+    """Close ``role`` if there is one (see :meth:`StandbyRole.close`); the error to
+    report."""
+    return role.close(error) if role is not None else error

@@ -128,7 +128,8 @@ def test_release_of_a_lease_already_taken_changes_nothing(tmp_path: Path) -> Non
     b.expired(b.read())
     time.sleep(0.15)
     assert b.try_acquire()
-    a.release()
+    with pytest.raises(LeaseLostError):
+        a.release()
     state = b.read()
     assert state is not None and (state.owner, state.epoch, state.released) == ("b", 2, False)
 
@@ -166,9 +167,9 @@ def test_a_lease_file_that_is_not_one_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_lease_seconds_must_be_positive(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="standby.lease_seconds: must be positive"):
+    with pytest.raises(ConfigError, match=r"standby.lease_seconds: must be positive"):
         Lease(tmp_path / "x.lease", 0)
-    with pytest.raises(ConfigError, match="standby.lease_seconds: must be a positive"):
+    with pytest.raises(ConfigError, match=r"standby.lease_seconds: must be a positive"):
         load_config(overrides={"standby.lease_seconds": 0, "standby.enabled": True,
                                "start.position_file": str(tmp_path / "p.json")})
 
@@ -201,3 +202,26 @@ def test_a_standby_stopped_while_waiting_takes_nothing(tmp_path: Path) -> None:
 
 def test_a_lost_lease_exits_5() -> None:
     assert exit_code(LeaseLostError("x")) == EXIT_LEASE_LOST == 5
+
+
+def test_a_router_stopped_by_another_error_after_losing_its_lease_reports_the_lease(
+        tmp_path: Path) -> None:
+    a, b = _pair(tmp_path, 0.1)
+    role = StandbyRole(a, lambda e: None, threading.Event())
+    assert role.take()
+    role._renewer.stop()  # type: ignore[union-attr]  # frozen, as it were
+    b.expired(b.read())
+    time.sleep(0.15)
+    assert b.try_acquire()
+    reported = role.close(ConnectionError("the server stopped the binlog stream"))
+    assert isinstance(reported, LeaseLostError)
+    assert role.status()["role"] == "fenced"
+
+
+def test_a_clean_stop_releases_the_lease(tmp_path: Path) -> None:
+    a, b = _pair(tmp_path, 60)
+    role = StandbyRole(a, lambda e: None, threading.Event())
+    assert role.take() and role.status() == {"role": "writer", "epoch": 1, "owner": "a",
+                                             "lease_seconds": 60}
+    assert role.close(None) is None
+    assert b.try_acquire()

@@ -94,7 +94,7 @@ class Lease:
                               "remove it when no router runs") from None
 
     def _write(self, state: LeaseState, durable: bool) -> None:
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        tmp = self.path.with_name(f"{self.path.name}.{self.owner.replace(':', '-')}.tmp")
         with open(tmp, "w") as f:
             json.dump(state.as_dict(), f)
             if durable:
@@ -197,7 +197,10 @@ class Lease:
                 yield
             finally:
                 if time.monotonic() - self.renewed >= self.lease_seconds / 3:
-                    self._renew_locked()
+                    try:
+                        self._renew_locked()
+                    except OSError as exc:  # the renewer tries again; fencing holds
+                        log.warning("cannot renew the lease %s: %s", self.path, exc)
 
     def _renew_locked(self) -> None:
         assert self.epoch is not None
@@ -266,7 +269,7 @@ class Renewer:
                 continue
             try:
                 self.lease.renew()
-            except LeaseLostError as exc:
+            except ChangestreamError as exc:  # taken over, or a lease file not a lease
                 self.on_lost(exc)
                 return
             except OSError as exc:  # the storage failing: the lease may expire; fencing holds

@@ -225,3 +225,21 @@ def test_a_clean_stop_releases_the_lease(tmp_path: Path) -> None:
                                              "lease_seconds": 60}
     assert role.close(None) is None
     assert b.try_acquire()
+
+
+def test_the_renewer_stops_the_writer_on_a_lease_file_that_is_not_one(tmp_path: Path) -> None:
+    a, _ = _pair(tmp_path, 0.3)
+    assert a.try_acquire()
+    lost: list[BaseException] = []
+    renewer = Renewer(a, lost.append)
+    renewer.start()
+    try:
+        a.path.write_text("[]")
+        deadline = time.monotonic() + 2
+        while not lost:
+            assert time.monotonic() < deadline, "the renewer did not report the bad lease"
+            time.sleep(0.02)
+        assert isinstance(lost[0], ConfigError) and "is not a changestream lease" in \
+            str(lost[0])
+    finally:
+        renewer.stop()

@@ -287,9 +287,12 @@ class StandbyConfig:
     """The ``[standby]`` section: a standby router (docs/operations.md#standby-router)."""
 
     enabled: bool = setting(False, doc=(
-        "Write only while holding the job's lease (kept beside start.position_file, which "
-        "it needs), else wait for it: run two routers on the same job with it, one writes, "
-        "the other takes over when the writer stops renewing the lease."))
+        "Several routers on one job (the same sink and start.position_file): the one "
+        "holding the job's lease (position_file + \".lease\", locked through position_file "
+        "+ \".lease.lock\") writes, the others wait and take over a lease not renewed for "
+        "lease_seconds (by their own clock), then resume as a restart does. A writer whose "
+        "lease was taken over stops without writing, exit 5. Needs start.position_file on "
+        "a file system with working flock (docs/operations.md, Standby router)."))
     lease_seconds: float = setting(10.0, check=positive_seconds, doc=(
         "A lease not renewed for this long is taken over (the writer renews it every "
         "third of it); the takeover comes at most this long (and a quarter second) after "

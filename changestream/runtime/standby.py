@@ -91,6 +91,8 @@ class StandbyRole:
             self.role = "stopped"
         if isinstance(error, LeaseLostError):
             return error
+        if self.lost is not None:  # the renewer found it taken (and forgot the epoch)
+            return self.lost
         try:
             self.lease.release()
         except LeaseLostError as lost:

@@ -280,6 +280,10 @@ class FailoverConfig:
         "(compared by GTIDs). A server that lacks some (a lagging replica) is asked "
         "again every half second for up to wait_seconds; then the router exits 3 "
         "with one line naming each server and what it lacks. 0: refuse at once."))
+    check_seconds: float = setting(5.0, check=positive_seconds, doc=(
+        "While caught up, at most this often, the router asks the server it reads "
+        "whether it was demoted (read_only ON) while another server of the set is "
+        "writable (the new primary): then it goes on from that one as after a loss."))
 
 
 @dataclass(slots=True)

@@ -322,6 +322,8 @@ class Listener:
                     if self.done_when_idle is not None and not inside and \
                             self.done_when_idle():
                         return
+                    if self.failover is not None and not inside:
+                        self.failover.check_demoted()
                     self._wait_if_paused()
                     continue
                 h = event.header

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from changestream.delivery.flow import StoppedError
 from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConnectionLostError
 from changestream.runtime.stats import RouterStats
-from changestream.sources.failover import ServerSet
+from changestream.sources.failover import ServerDemotedError, ServerSet
 from changestream.sources.live import StartPosition
 
 log = logging.getLogger("changestream")
@@ -24,6 +25,7 @@ class ListenerFailover:
     def __init__(self, servers: ServerSet, start_gtids: str | None, stats: RouterStats,
                  stopping: threading.Event):
         self.servers = servers
+        self._checked = time.monotonic()
         self.start_gtids = start_gtids
         self.stats = stats
         self.stopping = stopping
@@ -36,6 +38,18 @@ class ListenerFailover:
         if boundary is not None:
             return StartPosition("file", file=boundary[0], pos=boundary[1])
         return self._gtid_start
+
+    def check_demoted(self) -> None:
+        """While caught up, at most every ``servers.check_seconds``: raise
+        :class:`ServerDemotedError` when the server read was demoted and another of the set
+        is writable (the listener then leaves it, as after a loss)."""
+        now = time.monotonic()
+        if now - self._checked < self.servers.check_seconds:
+            return
+        self._checked = now
+        why = self.servers.demoted()
+        if why is not None:
+            raise ServerDemotedError(why)
 
     def moved_on(self, lost: ConnectionLostError, boundary: tuple[str, int] | None) -> bool:
         """Whether another server of the set is pointed at, to read on from it by GTID (a
@@ -50,7 +64,8 @@ class ListenerFailover:
             return gtids[0]
 
         try:
-            moved = self.servers.after_loss(delivered)
+            moved = self.servers.after_demotion(delivered) \
+                if isinstance(lost, ServerDemotedError) else self.servers.after_loss(delivered)
         except ConnectionLostError as exc:
             log.warning("%s", exc)
             return False

@@ -84,9 +84,9 @@ class Router:
         self.stats.metrics.expose_status(self.status)
         self._stopping = threading.Event()
         self.standby = StandbyRole.of(settings, self._fail, self._stopping)  # None: writes
-        # A source naming several servers: the one to read, and failover between them.
-        self._servers = ServerSet(self.spec, settings.failover_wait_seconds,
-                                  stopping=self._stopping) if len(self.spec.hosts) > 1 else None
+        self._servers = ServerSet(  # several servers: the one read, failover between them
+            self.spec, settings.failover.wait_seconds, stopping=self._stopping,
+            check_seconds=settings.failover.check_seconds) if len(self.spec.hosts) > 1 else None
         self._aborted = threading.Event()
         # Set when the Sink actor has delivered the end of the stream, or on a failure.
         self._ended = threading.Event()

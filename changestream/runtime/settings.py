@@ -13,6 +13,7 @@ from changestream.delivery.adapter import capabilities_of
 from changestream.model.errors import ConfigError
 from changestream.parallel.decode_workers import DecodeWorkers, WorkerSettings
 from changestream.runtime.config import Config
+from changestream.runtime.config_sections import FailoverConfig
 from changestream.runtime.heartbeat import HeartbeatSettings
 from changestream.schema.startup import HistorySettings
 from changestream.snapshot.planning import SnapshotSettings
@@ -53,8 +54,8 @@ class RouterSettings:
     tls: dict[str, Any] = field(default_factory=dict)
     snapshot: SnapshotSettings = field(default_factory=SnapshotSettings)
     heartbeat: HeartbeatSettings = field(default_factory=HeartbeatSettings)
-    # How long a lagging server of the source's set is waited for (failover.wait_seconds).
-    failover_wait_seconds: float = 30.0
+    # Moving between the servers of the source's set ([failover]).
+    failover: FailoverConfig = field(default_factory=FailoverConfig)
     # A standby router (standby.enabled): writes only while it holds the job's lease.
     standby: bool = False
     lease_seconds: float = 10.0
@@ -87,7 +88,7 @@ class RouterSettings:
             snapshot=SnapshotSettings(config.snapshot.mode or None, config.snapshot.chunk_rows,
                                       tuple(config.snapshot.tables), config.snapshot.refill),
             heartbeat=HeartbeatSettings.from_config(config),
-            failover_wait_seconds=config.failover.wait_seconds,
+            failover=config.failover,
             standby=config.standby.enabled, lease_seconds=config.standby.lease_seconds)
 
     def __post_init__(self) -> None:

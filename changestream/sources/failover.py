@@ -8,7 +8,9 @@ number), never by binlog offsets, which differ between servers. It also needs it
 log on and, as it may be a replica, ``log_slave_updates``/``log_replica_updates`` on (else
 its binlog lacks what it replicated). A server that lacks something is asked again every
 ``poll_seconds`` for up to ``wait_seconds`` (a lagging replica catching up); then the
-router stops with one line naming each server and what it lacks.
+router stops with one line naming each server and what it lacks. A server that stays up but
+was demoted (``read_only`` ON while another server of the set is writable) is left the same
+way, found while the router is caught up (:meth:`ServerSet.demoted`).
 """
 
 from __future__ import annotations
@@ -29,12 +31,17 @@ from changestream.sources.tls import open_connection
 log = logging.getLogger("changestream")
 
 _VARIABLES = ("log_bin", "log_slave_updates", "log_replica_updates", "gtid_mode",
-              "gtid_executed", "gtid_purged", "gtid_binlog_pos")
+              "gtid_executed", "gtid_purged", "gtid_binlog_pos", "read_only")
 
 
 class NoServerError(SourceError):
     """No server of the set has every transaction delivered (the message says which server
     lacks what)."""
+
+
+class ServerDemotedError(ConnectionLostError):
+    """The server read was demoted (``read_only`` ON) while another of the set is writable:
+    the router leaves it for that one, as after a loss."""
 
 
 class ServerSet:
@@ -43,9 +50,10 @@ class ServerSet:
 
     def __init__(self, spec: SourceSpec, wait_seconds: float = 30.0, *,
                  poll_seconds: float = 0.5, stopping: threading.Event | None = None,
-                 connect_timeout: float = 5.0):
+                 connect_timeout: float = 5.0, check_seconds: float = 5.0):
         self.spec = spec
         self.wait_seconds = wait_seconds
+        self.check_seconds = check_seconds  # how often a caught-up reader checks demotion
         self.poll_seconds = poll_seconds
         self.stopping = stopping or threading.Event()
         self.connect_timeout = connect_timeout
@@ -93,6 +101,45 @@ class ServerSet:
         current = (str(self.spec.connection["host"]), int(self.spec.connection["port"]))
         others = [h for h in self.spec.hosts if h != current]
         return self._choose(delivered, others, stay=current) != current
+
+    def demoted(self) -> str | None:
+        """Why the router should leave the server it reads (demoted: ``read_only`` ON while
+        another server of the set is writable), ``None`` when it should not (or a server
+        does not answer now: a loss shows itself on the stream)."""
+        current = (str(self.spec.connection["host"]), int(self.spec.connection["port"]))
+        try:
+            if not _read_only(self._variables(current)):
+                return None
+        except ConnectionLostError:
+            return None
+        for host in self.spec.hosts:
+            if host == current:
+                continue
+            try:
+                if not _read_only(self._variables(host)):
+                    return (f"{_name(current)} was demoted (read_only is ON) and "
+                            f"{_name(host)} is writable")
+            except ConnectionLostError:
+                continue
+        return None
+
+    def after_demotion(self, delivered: Callable[[], str]) -> bool:
+        """After :meth:`demoted` said so: point at a writable server of the set that has
+        every GTID ``delivered()`` gives, as :meth:`after_loss` does (the demoted one is
+        not stayed on); ``True`` once one is."""
+        current = (str(self.spec.connection["host"]), int(self.spec.connection["port"]))
+        writable = []
+        for host in self.spec.hosts:
+            if host == current:
+                continue
+            try:
+                if not _read_only(self._variables(host)):
+                    writable.append(host)
+            except ConnectionLostError:
+                continue
+        if not writable:  # promoted and demoted again since: read on where it was
+            return False
+        return self._choose(delivered, writable, stay=None) != current
 
     def _choose(self, gtids: Callable[[], str], candidates: list[tuple[str, int]],
                 stay: tuple[str, int] | None) -> tuple[str, int]:
@@ -185,6 +232,10 @@ def server_problem(variables: dict[str, str], delivered: str) -> str:
     executed = variables.get("gtid_binlog_pos" if mariadb else "gtid_executed", "")
     return lacking(delivered, mariadb=mariadb, executed=executed,
                    purged=variables.get("gtid_purged", ""))
+
+
+def _read_only(variables: dict[str, str]) -> bool:
+    return variables.get("read_only", "").upper() in ("ON", "1")
 
 
 def _name(host: tuple[str, int]) -> str:

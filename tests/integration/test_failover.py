@@ -63,7 +63,7 @@ def _router(source: str, out: Path, position: Path, *extra: str) -> list[str]:
 
 def _env(wait: float) -> dict[str, str]:
     return {**os.environ, "CHANGESTREAM_FAILOVER_WAIT_SECONDS": str(wait),
-            "PYTHONUNBUFFERED": "1"}
+            "CHANGESTREAM_FAILOVER_CHECK_SECONDS": "0.5", "PYTHONUNBUFFERED": "1"}
 
 
 def _prepare(primary: EmbeddedServer, replica: EmbeddedServer) -> str:
@@ -186,6 +186,32 @@ def test_a_planned_switch_over(flavor: str, tmp_path: Path) -> None:
             stderr = _stop(router, out)
         assert router.returncode == 0, stderr
         assert _ids(out) == [*range(1, 91), *range(1_000, 1_030)]
+
+
+@FLAVORS
+def test_a_demoted_primary_that_stays_up_is_left_for_the_writable_one(
+        flavor: str, tmp_path: Path) -> None:
+    """The primary made read-only and left running, alone (not replicating from the new
+    primary): the caught-up router finds it demoted and reads on from the promoted
+    replica, every row once."""
+    with primary_and_replica(flavor) as (primary, replica):
+        start = _prepare(primary, replica)
+        out = tmp_path / "out.jsonl"
+        router = _start(_source(primary, replica), out, "--start", start)
+        try:
+            _insert(primary, 1, 60)
+            wait_until(lambda: len(_ids(out)) == 60, what="rows delivered")
+            primary.execute("SET GLOBAL read_only = ON")
+            wait_until(lambda: caught_up(replica, primary), what="the replica")
+            promote(replica)
+            _insert(replica, 1_000, 30)
+            _exactly_once(out, replica)
+            assert primary.running  # left because demoted, not because it went away
+        finally:
+            stderr = _stop(router, out)
+        assert router.returncode == 0, stderr
+        assert _ids(out) == [*range(1, 61), *range(1_000, 1_030)]
+        assert "was demoted (read_only is ON)" in stderr, stderr
 
 
 @FLAVORS

@@ -107,7 +107,7 @@ def test_a_server_without_its_binlog_or_replica_updates_cannot_take_over() -> No
 def test_the_failover_wait_is_a_config_key() -> None:
     assert load_config().failover.wait_seconds == 30.0
     config = load_config(env={"CHANGESTREAM_FAILOVER_WAIT_SECONDS": "2.5"})
-    assert RouterSettings.from_config(config).failover_wait_seconds == 2.5
+    assert RouterSettings.from_config(config).failover.wait_seconds == 2.5
     with pytest.raises(ConfigError, match=r"^failover\.wait_seconds: must be a non-negative"):
         load_config(overrides={"failover.wait_seconds": -1})
     with pytest.raises(ConfigError, match=r"^failover\.wait_seconds"):

@@ -180,6 +180,16 @@ class _StatusCollector:
             yield GaugeMetricFamily("changestream_lease_epoch", "the epoch of the job's "
                                     "lease this router holds (0: none)",
                                     value=float(standby["epoch"] or 0))
+        if status.get("server"):
+            server = GaugeMetricFamily("changestream_source_server", "1 for the server of "
+                                       "the source's set the router reads", labels=["server"])
+            server.add_metric([str(status["server"])], 1.0)
+            yield server
+        tables = status.get("tables") or {}
+        yield GaugeMetricFamily("changestream_tables_added", "tables added to the delivered "
+                                "set while running", value=float(len(tables.get("added", ()))))
+        yield GaugeMetricFamily("changestream_tables_paused", "tables paused while running",
+                                value=float(len(tables.get("paused", ()))))
         history = status.get("schema_history")
         if history:
             yield GaugeMetricFamily("changestream_schema_history_tables",

@@ -81,4 +81,5 @@ class CaughtUp:
 
 @dataclass(slots=True)
 class Tick:
-    """Time passes: the Sink actor flushes a micro-batch that is old enough."""
+    """Time has passed (a timer the Sink actor set when its batch would be old enough):
+    it looks again whether the batch is due."""

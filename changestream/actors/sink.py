@@ -94,11 +94,15 @@ class SinkActor(pykka.ThreadingActor):
         self._writing = False
         self._ending = False
         self.on_error = on_error
+        self._timer: threading.Timer | None = None  # tells this actor a Tick
+        self._wake_at = 0.0  # when that timer fires (monotonic)
 
     def on_start(self) -> None:
         self._writer_ref = WriterActor.start(*self._writer_args)
 
     def on_stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
         if self._writer_ref is not None:
             # A batch being written is finished, not cut (the stop waits for it).
             with contextlib.suppress(pykka.ActorDeadError):
@@ -130,6 +134,25 @@ class SinkActor(pykka.ThreadingActor):
         elif not isinstance(message, Tick):
             return
         self._hand_over()
+
+    def _wake_in(self, at: float) -> None:
+        """Have a :class:`Tick` told to this actor at monotonic time ``at`` (a timer, one at
+        a time: one set for earlier stays)."""
+        timer = self._timer
+        if timer is not None and timer.is_alive() and self._wake_at <= at:
+            return
+        if timer is not None:
+            timer.cancel()
+        self._wake_at = at
+        ref = self.actor_ref
+
+        def tick() -> None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(Tick())
+
+        self._timer = threading.Timer(max(at - time.monotonic(), 0.0) + 0.001, tick)
+        self._timer.daemon = True
+        self._timer.start()
 
     @property
     def _full(self) -> bool:
@@ -177,6 +200,8 @@ class SinkActor(pykka.ThreadingActor):
             if not pending or not due:
                 if self._ending and not pending and not self._held:
                     self.finished.set()
+                elif pending:  # due once old enough, unless more comes first
+                    self._wake_in(self._since + self.settings.max_seconds)
                 return
             # A batch that ends inside a transaction is written without a position: the
             # one of its last whole transaction would make the sink's saved state hold

@@ -17,7 +17,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
 
 import pykka
 
@@ -33,16 +32,14 @@ from changestream.decoding.boundary import BoundaryType, ParserState, Transactio
 from changestream.decoding.ddl import parse_ddl
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import Event, EventHeader, QueryEvent
-from changestream.delivery.flow import Credits, StoppedError
+from changestream.delivery.flow import StoppedError
 from changestream.model.errors import ConnectionLostError, SourceError
-from changestream.parallel.decode_workers import DecodeWorkers, SegmentTicket
+from changestream.parallel.decode_workers import SegmentTicket
 from changestream.parallel.segments import Segmenter
 from changestream.runtime.listener_failover import ListenerFailover
-from changestream.runtime.stats import RouterStats
+from changestream.runtime.listener_setup import Downstream, ListenerSettings, Reading, Source
 from changestream.runtime.table_switches import PendingSwitches
-from changestream.schema.column_info import ColumnInfo
-from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator
-from changestream.sources.failover import ServerSet
+from changestream.snapshot.coordinator import ChunkOffer
 from changestream.sources.live import StartPosition
 
 log = logging.getLogger("changestream")
@@ -63,58 +60,38 @@ _ROW_STATEMENTS = frozenset({et.TABLE_MAP, et.ROWS_QUERY, et.MARIADB_ANNOTATE_RO
                              *et.ROWS_KINDS})
 
 
-class Source(Protocol):
-    """What the listener reads: decoded events, ``None`` when nothing is available now."""
-
-    @property
-    def decoder(self) -> EventDecoder | None: ...
-
-    def stream(self) -> Iterator[Event | None]: ...
-
-    def stop(self) -> None: ...
-
-
 StreamItem = Event | SegmentTicket | ChunkOffer | TablesSwitch
-
-SourceFactory = Callable[[StartPosition | None, EventDecoder], Source]
-"""``(where to resume, or None for the configured start, decoder) -> source``."""
 
 
 class Listener:
     """Reads a source in a thread and routes its events (see the module docstring)."""
 
-    def __init__(self, open_source: SourceFactory, column_info: ColumnInfo,
-                 transaction: pykka.ActorRef[Any], credits: Credits, stats: RouterStats,
-                 stopping: threading.Event, on_error: Callable[[BaseException], None], *,
-                 batch_events: int = 2_000, batch_bytes: int = 1 << 20,
-                 reconnect_seconds: float = 300.0,
-                 live: bool = True, workers: DecodeWorkers | None = None,
-                 table_filter: Callable[[str, str], bool] | None = None,
-                 snapshot: SnapshotCoordinator | None = None,
-                 done_when_idle: Callable[[], bool] | None = None,
-                 servers: ServerSet | None = None, start_gtids: str | None = None):
-        self.open_source = open_source
-        self.column_info = column_info
-        self.transaction = transaction
-        self.credits = credits
-        self.stats = stats
-        self.stopping = stopping
-        self.on_error = on_error
-        self.batch_events = batch_events
-        self.batch_bytes = batch_bytes
-        self.reconnect_seconds = reconnect_seconds
-        self.live = live
-        self.workers = workers
-        self.table_filter = table_filter  # tables whose rows are decoded (None: all)
+    def __init__(self, reading: Reading, downstream: Downstream,
+                 settings: ListenerSettings | None = None):
+        settings = settings or ListenerSettings()
+        self.open_source = reading.open_source
+        self.column_info = reading.column_info
+        self.transaction = downstream.transaction
+        self.credits = downstream.credits
+        self.stats = stats = downstream.stats
+        self.stopping = stopping = downstream.stopping
+        self.on_error = downstream.on_error
+        self.batch_events = settings.batch_events
+        self.batch_bytes = settings.batch_bytes
+        self.reconnect_seconds = settings.reconnect_seconds
+        self.live = settings.live
+        self.workers = reading.workers
+        self.table_filter = table_filter = reading.table_filter  # rows decoded (None: all)
         self._decode_filter = table_filter  # the same, as tables added or paused change it
         self._idle_told = False  # CaughtUp sent since the last batch
         self._switches = PendingSwitches()
         # A snapshot's chunks go into the stream where it has read to the end of their window.
-        self.snapshot = snapshot
+        self.snapshot = reading.snapshot
         # Following a server only until this says so when nothing more is to read now (a
         # snapshot under ``until caught-up``).
-        self.done_when_idle = done_when_idle
-        self.failover = ListenerFailover(servers, start_gtids, stats, stopping) \
+        self.done_when_idle = reading.done_when_idle
+        servers = reading.servers
+        self.failover = ListenerFailover(servers, reading.start_gtids, stats, stopping) \
             if servers is not None and servers.several else None
         self.boundary: tuple[str, int] | None = None
         # Whether the stream's position is known before its first transaction boundary

@@ -16,7 +16,6 @@ import pykka
 import pymysql
 from prometheus_client import CollectorRegistry
 
-from changestream.actors.messages import Tick
 from changestream.actors.sink import SinkActor
 from changestream.actors.transaction import TransactionActor
 from changestream.decoding.event_decoder import EventDecoder
@@ -29,7 +28,8 @@ from changestream.model.errors import ConfigError
 from changestream.parallel.decode_workers import DecodeWorkers
 from changestream.runtime.config import Config
 from changestream.runtime.heartbeat import HeartbeatStatement
-from changestream.runtime.listener import Listener, Source
+from changestream.runtime.listener import Listener
+from changestream.runtime.listener_setup import Downstream, ListenerSettings, Reading, Source
 from changestream.runtime.preflight import Finding, run_preflight
 from changestream.runtime.router_snapshots import RouterSnapshots
 from changestream.runtime.router_tables import RouterTables
@@ -322,14 +322,13 @@ class Router:
             return SourceStream(open_source(self.spec, s, at or start, decoder, follow),
                                 decoder)
 
-        self._listener = Listener(listener_source, column_info, transaction_ref, credits_in,
-                                  self.stats, self._stopping, self._fail,
-                                  batch_events=s.batch_events,
-                                  reconnect_seconds=s.reconnect_seconds, live=live,
-                                  workers=self._workers, table_filter=self._table_filter(),
-                                  snapshot=snapshot, done_when_idle=done_when_idle,
-                                  servers=self._servers,
-                                  start_gtids=gtid_base.render() if gtid_base else None)
+        self._listener = Listener(
+            Reading(listener_source, column_info, self._workers, self._table_filter(),
+                    snapshot, done_when_idle, self._servers,
+                    gtid_base.render() if gtid_base else None),
+            Downstream(transaction_ref, credits_in, self.stats, self._stopping, self._fail),
+            ListenerSettings(s.batch_events, reconnect_seconds=s.reconnect_seconds,
+                             live=live))
         self._listener.start_known = assembler.resume.start is not None
         if resume is not None and resume.pending_xa:
             reload_prepared_xa(resume, assembler, column_info, s,
@@ -339,9 +338,6 @@ class Router:
         self._listener.start()
         snapshots.attach(self._listener, progress is not None)
         self._tables.attach(self._listener, snapshots if live else None)
-        ticker = threading.Thread(target=self._tick, args=(sink_ref,), daemon=True,
-                                  name="changestream-ticker")
-        ticker.start()
         self._verify = start_schedule(self.settings, self.sink, live, self._table_filter(),
                                       self._connect)
         if live and self.settings.heartbeat.enabled:
@@ -363,15 +359,6 @@ class Router:
         batch = self.settings.batch.for_sink(self.sink)
         assert batch.max_changes is not None
         return max(1, min(self.settings.message_changes, batch.max_changes))
-
-    def _tick(self, sink_ref: pykka.ActorRef[Any]) -> None:
-        interval = max(0.02, min(self.settings.batch.max_seconds / 2, 0.25))
-        while not self._ended.is_set():
-            try:
-                sink_ref.tell(Tick())
-            except pykka.ActorDeadError:
-                return
-            self._ended.wait(interval)
 
     def _shutdown(self) -> None:
         if self._heartbeat is not None:

@@ -38,12 +38,12 @@ def reload_prepared_xa(resume: Position, assembler: TransactionAssembler,
         try:
             for event in source:
                 reader.feed(event)
-                if reader.has_held(xid):
+                if reader.xa.has_held(xid):
                     break
         finally:
             source.stop()
-        if not reader.has_held(xid):
+        if not reader.xa.has_held(xid):
             log.warning("prepared XA transaction %s at %s could not be read again; its "
                         "XA COMMIT will deliver nothing", xid, where)
             continue
-        assembler.adopt_held(xid, reader)
+        assembler.xa.adopt_held(xid, reader.xa)

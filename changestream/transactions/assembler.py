@@ -74,7 +74,7 @@ log = logging.getLogger("changestream")
 TransactionalCheck = Callable[[str, str], bool | None]
 """``(database, table) -> is the table transactional`` (``None`` when unknown)."""
 
-class TransactionAssembler(XaGroups):
+class TransactionAssembler:
     """Feeds on decoded events; ``drain()`` gives the committed transactions in parts.
 
     ``gtid_set`` is the GTID set/state before the first event (else it is taken from the
@@ -99,8 +99,7 @@ class TransactionAssembler(XaGroups):
         self._file_path: str | None = None
         self._payload_end = 0  # end of the TRANSACTION_PAYLOAD whose inner events are fed
         self._group: Group | None = None
-        self._held_xa: dict[str, tuple[Group, str]] = {}
-        self.unmatched_xa: list[tuple[str, str, str, int]] = []
+        self.xa = XaGroups(self)  # prepared XA transactions, held until resolved
         self._finished: deque[Finished] = deque()
         self._shapes = ShapeCache(self.filter)
         # Tables whose rows in transactions that begin before a binlog position are left
@@ -115,7 +114,7 @@ class TransactionAssembler(XaGroups):
             XidEvent: self._xid,
             GtidEvent: self._gtid,
             MariadbGtidEvent: self._mariadb_gtid,
-            XaPrepareEvent: self._xa_prepare,
+            XaPrepareEvent: self.xa.prepare,
             RowsQueryEvent: self._rows_query,
             TransactionPayloadEvent: self._payload,
             FormatDescriptionEvent: self._format_description,
@@ -299,7 +298,7 @@ class TransactionAssembler(XaGroups):
             if group is not None:
                 self._rollback(event)
         elif kind in (XA_START, XA_END, XA_PREPARE, XA_RESOLVE):
-            self._xa_statement(event, kind)
+            self.xa.statement(event, kind)
         elif group is not None and group.began and not group.standalone:
             if kind != SKIPPED:
                 log.warning("statement inside a transaction is not decoded (only row-based "

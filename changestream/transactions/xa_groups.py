@@ -1,14 +1,15 @@
 """XA transactions in the assembler: held from XA PREPARE (MySQL's XA_PREPARE event,
 MariaDB's XA PREPARE statement) until XA COMMIT delivers them or XA ROLLBACK drops them;
-one-phase commits delivered at once. A part of :class:`TransactionAssembler`, kept apart so
-each stays readable."""
+one-phase commits delivered at once. An object of the assembler's (:class:`XaGroups`),
+which holds the prepared transactions and works on the assembler's open group and output
+through the few calls :class:`GroupOwner` names."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from changestream.decoding.events import Event, QueryEvent, XaPrepareEvent
 from changestream.decoding.statements import (
@@ -25,60 +26,71 @@ from changestream.transactions.resume_point import ResumePoint
 log = logging.getLogger("changestream")
 
 
-class XaGroups:
-    """The XA handlers of :class:`changestream.transactions.assembler.
-    TransactionAssembler` (a mixin: it uses the assembler's group and output)."""
+class GroupOwner(Protocol):
+    """What :class:`XaGroups` works on: the assembler's open group (``_group``), its
+    output (``_finished``), where it reads and resumes, and how it opens, commits and
+    describes a group."""
 
     file: str
     resume: ResumePoint
     _group: Group | None
-    _held_xa: dict[str, tuple[Group, str]]
-    # XA COMMIT/ROLLBACKs of transactions not seen prepared: (xid, verb, file, offset).
-    unmatched_xa: list[tuple[str, str, str, int]]
     _finished: deque[Finished]
 
-    if TYPE_CHECKING:
-        def _open(self, event: Event, **fields: Any) -> Group: ...
-        def _commit(self, event: Event, xid: int | str | None = None) -> None: ...
-        def _finish_empty(self, event: Event, gtid: str | None) -> None: ...
-        def _end_of(self, event: Event) -> int: ...
-        def _info(self, group: Group, end: int, xid: int | str | None,
-                  commit_ts: dt.datetime | None, gtid: str | None = None
-                  ) -> TransactionInfo: ...
+    def _open(self, event: Event, **fields: Any) -> Group: ...
+    def _commit(self, event: Event, xid: int | str | None = None) -> None: ...
+    def _finish_empty(self, event: Event, gtid: str | None) -> None: ...
+    def _end_of(self, event: Event) -> int: ...
+    def _info(self, group: Group, end: int, xid: int | str | None,
+              commit_ts: dt.datetime | None, gtid: str | None = None
+              ) -> TransactionInfo: ...
+
+
+class XaGroups:
+    """The prepared XA transactions of ``owner`` (an assembler) and its XA handlers."""
+
+    def __init__(self, owner: GroupOwner):
+        self.owner = owner
+        self.held: dict[str, tuple[Group, str]] = {}  # xid -> (group, "file:start")
+        # XA COMMIT/ROLLBACKs of transactions not seen prepared: (xid, verb, file, offset).
+        self.unmatched: list[tuple[str, str, str, int]] = []
 
     def has_held(self, xid: str) -> bool:
         """Whether the XA transaction ``xid`` is prepared and held here."""
-        return xid in self._held_xa
+        return xid in self.held
 
     def adopt_held(self, xid: str, other: XaGroups) -> None:
         """Take over the prepared XA transaction ``xid`` that ``other`` read (a restart
         reads each transaction still prepared at the saved position again)."""
-        self._held_xa[xid] = other._held_xa.pop(xid)
-        self.resume.pending_xa[xid] = self._held_xa[xid][1]
+        self.held[xid] = other.held.pop(xid)
+        self.owner.resume.pending_xa[xid] = self.held[xid][1]
 
-    def _xa_prepare(self, event: XaPrepareEvent) -> None:
-        if self._group is None:
+    def prepare(self, event: XaPrepareEvent) -> None:
+        """MySQL's XA_PREPARE event: the open group is held (or, one-phase, committed)."""
+        if self.owner._group is None:
             return
         xid = str(event.xid)
         if event.one_phase:
-            self._commit(event, xid)
+            self.owner._commit(event, xid)
         else:
             self._hold(event, xid)
 
     def _hold(self, event: Event, xid: str) -> None:
-        group = self._group
+        owner = self.owner
+        group = owner._group
         assert group is not None
-        self._group = None
+        owner._group = None
         where = f"{group.file}:{group.start}"
-        self._held_xa[xid] = (group, where)
-        self._finished.append(Finished(None, None, group.gtid, self.file, self._end_of(event),
-                                        xa_held=(xid, where)))
+        self.held[xid] = (group, where)
+        owner._finished.append(Finished(None, None, group.gtid, owner.file,
+                                        owner._end_of(event), xa_held=(xid, where)))
 
-    def _xa_statement(self, event: QueryEvent, kind: str) -> None:
-        group = self._group
+    def statement(self, event: QueryEvent, kind: str) -> None:
+        """An XA statement (START, END, PREPARE, COMMIT, ROLLBACK) of kind ``kind``."""
+        owner = self.owner
+        group = owner._group
         if kind == XA_START:
             if group is None or not group.began:
-                group = group or self._open(event)
+                group = group or owner._open(event)
                 group.began = True
             return
         if kind == XA_END:
@@ -94,30 +106,31 @@ class XaGroups:
         if group is not None and group.xa_id:
             xid = group.xa_id
         if one_phase and group is not None and group.size:
-            self._commit(event, xid)
+            owner._commit(event, xid)
             return
-        held = self._held_xa.pop(xid, None)
+        held = self.held.pop(xid, None)
         gtid = group.gtid if group is not None else None
+        end = owner._end_of(event)
         if held is None:
-            self.unmatched_xa.append((xid, verb, event.header.file or self.file,
-                                     event.header.offset))
+            self.unmatched.append((xid, verb, event.header.file or owner.file,
+                                   event.header.offset))
             log.warning("XA %s of %s, which was not prepared after the start position (%s at "
                         "offset %d): nothing to deliver", verb, xid, event.header.file,
                         event.header.offset)
-            self._finish_empty(event, gtid)
+            owner._finish_empty(event, gtid)
             return
         prepared, _where = held
         if verb == "ROLLBACK" or not prepared.size:
             prepared.discard()
-            self._group = None
-            self._finished.append(Finished(None, None, gtid, self.file, self._end_of(event),
-                                           xa_resolved=xid))
+            owner._group = None
+            owner._finished.append(Finished(None, None, gtid, owner.file, end,
+                                            xa_resolved=xid))
             return
         commit_ts = (group.commit_ts if group is not None else None) or utc_time(
             event.header.timestamp)
         if gtid is not None:
             prepared.gtid = gtid
-        self._group = None
-        info = self._info(prepared, self._end_of(event), xid, commit_ts, gtid)
-        self._finished.append(Finished(info, prepared, gtid, self.file, self._end_of(event),
-                                       xa_resolved=xid))
+        owner._group = None
+        info = owner._info(prepared, end, xid, commit_ts, gtid)
+        owner._finished.append(Finished(info, prepared, gtid, owner.file, end,
+                                        xa_resolved=xid))

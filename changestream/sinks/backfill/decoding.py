@@ -181,7 +181,7 @@ class _Stager:
             resume.start = (unit.name, unit.start)
         self.manifest.end = assembler.position()
         self.manifest.pending_xa = dict(resume.pending_xa)
-        self.manifest.unmatched_xa = list(assembler.unmatched_xa)
+        self.manifest.unmatched_xa = list(assembler.xa.unmatched)
         self.manifest.seconds = time.perf_counter() - started
         return self.manifest
 

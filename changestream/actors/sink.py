@@ -19,7 +19,7 @@ import pykka
 from changestream.delivery.adapter import SinkAdapter, capabilities_of
 from changestream.delivery.position_store import PositionStore
 from changestream.model.changes import EncodedRun, Position, TransactionPart
-from changestream.runtime.stats import RouterStats
+from changestream.observe.stats import RouterStats
 
 if TYPE_CHECKING:
     from changestream.schema.opener import HistoryOpener

@@ -19,8 +19,8 @@ from changestream.delivery.adapter import CutsBack, SinkAdapter, capabilities_of
 from changestream.delivery.position_store import PositionStore
 from changestream.model.changes import Batch, EncodedRun, Position, TransactionPart
 from changestream.model.errors import SinkError, SinkStoppedError
-from changestream.runtime.metrics import count_tables
-from changestream.runtime.stats import RouterStats
+from changestream.observe.metrics import count_tables
+from changestream.observe.stats import RouterStats
 
 if TYPE_CHECKING:
     from changestream.schema.opener import HistoryOpener

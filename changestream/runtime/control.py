@@ -1,7 +1,7 @@
 """The control endpoint: a small HTTP server on 127.0.0.1 for status, metrics and pausing.
 
 ``GET /status`` (JSON), ``GET /metrics`` (Prometheus text format, the router's own registry:
-see :mod:`changestream.runtime.metrics`), ``POST /pause``, ``POST /resume``, ``POST /snapshot``
+see :mod:`changestream.observe.metrics`), ``POST /pause``, ``POST /resume``, ``POST /snapshot``
 (body ``{"tables": ["db.table", ...], "where": "SQL condition"}``, ``where`` optional: a
 snapshot of those tables while running; 202, or 409 while another runs, 400 for a request
 it cannot take), ``POST /tables`` (body ``{"action": "add" | "pause" | "resume", "tables":
@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from changestream.runtime.stats import RouterStats
+from changestream.observe.stats import RouterStats
 
 log = logging.getLogger("changestream")
 

@@ -11,7 +11,7 @@ import time
 from changestream.delivery.flow import StoppedError
 from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConnectionLostError
-from changestream.runtime.stats import RouterStats
+from changestream.observe.stats import RouterStats
 from changestream.sources.failover import ServerDemotedError, ServerSet
 from changestream.sources.live import StartPosition
 

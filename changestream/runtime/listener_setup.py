@@ -14,8 +14,8 @@ import pykka
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import Event
 from changestream.delivery.flow import Credits
+from changestream.observe.stats import RouterStats
 from changestream.parallel.decode_workers import DecodeWorkers
-from changestream.runtime.stats import RouterStats
 from changestream.schema.column_info import ColumnInfo
 from changestream.snapshot.coordinator import SnapshotCoordinator
 from changestream.sources.failover import ServerSet

@@ -25,6 +25,7 @@ from changestream.delivery.plugins import make_sink
 from changestream.delivery.position_store import PositionStore, open_sink
 from changestream.model.changes import Position
 from changestream.model.errors import ConfigError
+from changestream.observe.stats import RouterStats
 from changestream.parallel.decode_workers import DecodeWorkers
 from changestream.runtime.config import Config
 from changestream.runtime.heartbeat import HeartbeatStatement
@@ -37,7 +38,6 @@ from changestream.runtime.settings import RouterSettings, decode_workers_for, si
 from changestream.runtime.source_stream import SourceStream, open_source
 from changestream.runtime.standby import StandbyRole, close_role, fence
 from changestream.runtime.start_point import later, position_override, start_point
-from changestream.runtime.stats import RouterStats
 from changestream.runtime.status import history_status, stream_status
 from changestream.runtime.xa_reload import reload_prepared_xa
 from changestream.schema.column_info import ColumnInfo, information_schema_lookup

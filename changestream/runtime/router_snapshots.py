@@ -14,9 +14,9 @@ import pymysql
 from changestream.delivery.adapter import SinkAdapter, capabilities_of
 from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConfigError
+from changestream.observe.stats import RouterStats
 from changestream.runtime.listener import Listener
 from changestream.runtime.settings import RouterSettings
-from changestream.runtime.stats import RouterStats
 from changestream.schema.catalog import quote
 from changestream.snapshot.coordinator import SnapshotCoordinator
 from changestream.snapshot.planning import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from changestream.runtime.stats import RouterStats
+from changestream.observe.stats import RouterStats
 
 
 def stream_status(st: RouterStats) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from changestream.actors.messages import CaughtUp, EndOfStream, Parts, PartsTake
 from changestream.actors.sink import BatchSettings, SinkActor
 from changestream.model.changes import Batch, Change, Position, TransactionInfo, TransactionPart
 from changestream.model.errors import SinkError
-from changestream.runtime.stats import RouterStats
+from changestream.observe.stats import RouterStats
 
 
 def _part(n: int, changes: int = 10) -> TransactionPart:

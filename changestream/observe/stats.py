@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from changestream.model.changes import Position
-from changestream.runtime.metrics import RouterMetrics
+from changestream.observe.metrics import RouterMetrics
 
 
 @dataclass(slots=True)

@@ -100,10 +100,10 @@ class SourceConfig:
     decode_workers: int = setting(-1, doc=(
         "Worker processes that decode, assemble and encode plain DML transactions "
         "(for sinks that take encoded records: jsonl, stdout, spark). -1: one per "
-        "CPU (none on a single CPU), less the CPU the Spark sink keeps for its own "
-        "writing (at least one worker); 0: none, everything is decoded in the "
-        "router's process. Records are the same either way, except that `ts` is when "
-        "a worker encoded them."))
+        "CPU the process may use (its affinity: a container's cpuset), less the CPU "
+        "the Spark sink keeps for its own writing, at least one (on a single CPU "
+        "too); 0: none, everything is decoded in the router's process. Records are "
+        "the same either way, except that `ts` is when a worker encoded them."))
     tls: TlsConfig = field(default_factory=TlsConfig)
 
 

@@ -108,17 +108,26 @@ def sink_options(config: Config) -> dict[str, Any]:
     return options
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: a container's cpuset, ``taskset``),
+    else the machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
 def decode_workers_for(settings: RouterSettings, sink: Any,
                        run_changes: int = 5_000) -> DecodeWorkers | None:
     """Worker processes for plain DML transactions, when the sink takes encoded records
-    (``decode_workers``: how many; -1: one per CPU less the CPUs the sink's own writing
-    takes, its ``writer_cpus``, at least one; none on a single CPU); they answer in runs of
-    about ``run_changes`` changes (no bigger than a batch)."""
+    (``decode_workers``: how many; -1: one per usable CPU less the CPUs the sink's own
+    writing takes, its ``writer_cpus``, at least one, on a single CPU too); they answer in
+    runs of about ``run_changes`` changes (no bigger than a batch)."""
     capabilities = capabilities_of(sink)
     record_format = capabilities.encoded_format
-    cpus = os.cpu_count() or 1
-    count = settings.decode_workers if settings.decode_workers >= 0 else (
-        max(1, cpus - capabilities.writer_cpus) if cpus > 1 else 0)
+    # One at least, on a single CPU too: a worker's compiled walk beside the router's
+    # process beats the router's own general path there (docs/performance.md).
+    count = settings.decode_workers if settings.decode_workers >= 0 else \
+        max(1, usable_cpus() - capabilities.writer_cpus)
     if not record_format or count == 0:
         return None
     log.info("decoding plain DML transactions in %d worker processes", count)

@@ -2,14 +2,18 @@
 
 Starts a private MariaDB, loads ``--rows`` rows of a table of ``--shape`` (``typical``: 8
 columns, INT key, INT, VARCHAR, DECIMAL, DATETIME(6), DATE, TIMESTAMP(6), BOOLEAN;
-``narrow``: 2 integers; ``wide``: 24 columns of numbers, text and dates; every value a
-function of the row number) and resets the binlog, then in one run, each as a child
-process with its wall time and peak RSS:
+``narrow``: 2 integers; ``wide``: 24 columns of numbers, text and dates; ``composite``: 6
+columns, a key of a VARCHAR and an INT; every value a function of the row number) and
+resets the binlog, then in one run, each as a child process with its wall time and peak
+RSS:
 
 - ``changestream run --snapshot initial-only`` into a JSON-lines file (the snapshot alone:
-  it stops when done), with ``--chunk-rows`` rows per chunk, with the compiled row path and
-  again with the Python one (``CHANGESTREAM_PURE_PYTHON=1``; the records compared);
-- ``mariadb-dump --quick --single-transaction`` of the same table into a file;
+  it stops when done), with ``--chunk-rows`` rows per chunk, once for each number of
+  ``--readers`` (``snapshot.readers``), with the compiled row path, and again with the
+  Python one (``CHANGESTREAM_PURE_PYTHON=1``, the first number of readers; the records
+  compared);
+- ``mariadb-dump --quick --single-transaction`` of the same table into a file (with
+  ``--server mysql``, a private MySQL 9 from its sid root, ``mysqldump``);
 - with ``--iceberg``, the same snapshot into Iceberg tables on local Spark (Spark's start,
   about 7 s, counted in).
 
@@ -19,6 +23,7 @@ row once::
     python bench/snapshot.py                    # 1,000,000 rows
     python bench/snapshot.py --shape wide --rows 300000
     python bench/snapshot.py --rows 200000 --chunk-rows 20000 --iceberg
+    python bench/snapshot.py --readers 1,2,3 --shape composite --server mysql
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from changestream.devserver import EmbeddedMariaDB
+from changestream.devserver import EmbeddedMariaDB, EmbeddedServer
 
 TABLE = ("CREATE TABLE bench.t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(64), "
          "amount DECIMAL(12,2), at DATETIME(6), d DATE, ts TIMESTAMP(6) NULL, flag BOOLEAN)")
@@ -62,9 +67,17 @@ def _wide(i: int) -> str:
             f"{i / 7})")
 
 
+def _composite(i: int) -> str:
+    return (f"('r{i % 7}', {i}, {i % 97}, 'row {i} {'x' * (i % 23)}', {i * 0.37:.2f}, "
+            f"'2024-{1 + i % 12:02d}-{1 + i % 28:02d} {i % 24:02d}:{i % 60:02d}:00')")
+
+
 # name: (CREATE TABLE, a row's VALUES for row number i)
 SHAPES = {
     "typical": (TABLE, _typical),  # 8 typical columns
+    "composite": ("CREATE TABLE bench.t (region VARCHAR(8) NOT NULL, id INT NOT NULL, "
+                  "k INT NOT NULL, v VARCHAR(64), amount DECIMAL(12,2), at DATETIME(6), "
+                  "PRIMARY KEY (region, id))", _composite),
     "narrow": ("CREATE TABLE bench.t (id INT PRIMARY KEY, k INT NOT NULL)",
                lambda i: f"({i}, {i % 1000})"),
     "wide": (f"CREATE TABLE bench.t (id INT PRIMARY KEY, {_WIDE_COLUMNS})", _wide),
@@ -86,7 +99,7 @@ def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float,
     return float(seconds), int(rss_kb) / 1024
 
 
-def load(server: EmbeddedMariaDB, rows: int, shape: str = "typical") -> float:
+def load(server: EmbeddedServer, rows: int, shape: str = "typical") -> float:
     began = time.perf_counter()
     create, row = SHAPES[shape]
     server.execute(["CREATE DATABASE bench", create])
@@ -96,7 +109,8 @@ def load(server: EmbeddedMariaDB, rows: int, shape: str = "typical") -> float:
             values = ", ".join(row(i) for i in range(first, min(first + 2000, rows + 1)))
             cur.execute(f"INSERT INTO bench.t VALUES {values}")
             conn.commit()
-    server.execute("RESET MASTER")
+    server.execute("RESET MASTER" if server.flavor == "mariadb" else
+                   "RESET BINARY LOGS AND GTIDS")
     return time.perf_counter() - began
 
 
@@ -117,13 +131,19 @@ def main() -> int:
     parser.add_argument("--iceberg", action="store_true", help="also into Iceberg")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="typical",
                         help="the table: typical (8 columns), narrow (2 integer columns), "
-                             "wide (24 columns, text and numbers)")
+                             "wide (24 columns, text and numbers), composite (a key of a "
+                             "VARCHAR and an INT)")
+    parser.add_argument("--readers", default="1,2",
+                        help="snapshot.readers values to run, comma-separated")
+    parser.add_argument("--server", choices=("mariadb", "mysql"), default="mariadb",
+                        help="mariadb: Debian's MariaDB; mysql: MySQL 9 from its sid root")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
+    readers = [int(n) for n in args.readers.split(",")]
     figures: dict[str, object] = {"rows": args.rows, "chunk_rows": args.chunk_rows,
                                   "cpus": os.cpu_count(), "machine": platform.platform(),
                                   "date": time.strftime("%Y-%m-%d")}
-    with tempfile.TemporaryDirectory() as work, EmbeddedMariaDB() as server:
+    with tempfile.TemporaryDirectory() as work, _server(args.server) as server:
         work_dir = Path(work)
         figures["load_seconds"] = round(load(server, args.rows, args.shape), 1)
         figures["shape"] = args.shape
@@ -132,8 +152,11 @@ def main() -> int:
                 "--include", "bench", "--snapshot", "initial-only", "--no-preflight"]
         runs: dict[str, tuple[float, float]] = {}
         outputs = []
-        for name, extra in (("changestream_jsonl", {}),
-                            ("changestream_jsonl_python", {"CHANGESTREAM_PURE_PYTHON": "1"})):
+        for name, extra in [*((f"changestream_jsonl_readers{n}",
+                               {"CHANGESTREAM_SNAPSHOT_READERS": str(n)}) for n in readers),
+                            ("changestream_jsonl_python",
+                             {"CHANGESTREAM_PURE_PYTHON": "1",
+                              "CHANGESTREAM_SNAPSHOT_READERS": str(readers[0])})]:
             out = work_dir / f"{name}.jsonl"
             runs[name] = timed([*base, "--sink", f"jsonl:{out}"], {**env, **extra})
             ids = set()
@@ -144,34 +167,46 @@ def main() -> int:
                     ids.add(record["after"]["id"])
             assert len(ids) == args.rows, f"{name}: {len(ids)} distinct rows of {args.rows}"
             outputs.append(out)
-        # The compiled and the Python path write the same records (but for the times).
-        with outputs[0].open("rb") as compiled, outputs[1].open("rb") as python:
-            for a, b in zip(compiled, python, strict=True):
-                assert _timeless(a) == _timeless(b), (a, b)
-            outputs[1].unlink()
+        # Every run writes the same records (but for the times), in the same order.
+        for other in outputs[1:]:
+            with outputs[0].open("rb") as first, other.open("rb") as f:
+                for a, b in zip(first, f, strict=True):
+                    assert _timeless(a) == _timeless(b), (a, b)
+            other.unlink()
         dump = work_dir / "dump.sql"
-        runs["mariadb_dump"] = timed(
-            ["sh", "-c", f"mariadb-dump --no-defaults -h 127.0.0.1 -P {server.port} -u root "
-                         f"--quick --single-transaction bench t > {dump}"])
+        tool = ["mariadb-dump"] if args.server == "mariadb" else \
+            list(server.tool("mysqldump"))  # type: ignore[attr-defined]
+        runs["server_dump"] = timed(
+            ["sh", "-c", " ".join(tool) + f" --no-defaults -h 127.0.0.1 -P {server.port} "
+                         f"-u root --quick --single-transaction bench t > {dump}"])
         if args.iceberg:
             warehouse = work_dir / "warehouse"
             iceberg = [*base, "--sink", "spark:iceberg", "--sink-option",
                        f"warehouse={warehouse}", "--sink-option", "master=local[2]",
                        "--sink-option", "conf.spark.ui.enabled=false"]
-            runs["changestream_iceberg"] = timed(iceberg, env)
-    dump_seconds = runs["mariadb_dump"][0]
-    print(f"{args.rows:,} rows, {args.shape} table, chunks of {args.chunk_rows:,}, on "
+            runs["changestream_iceberg"] = timed(
+                iceberg, {**env, "CHANGESTREAM_SNAPSHOT_READERS": str(readers[-1])})
+    dump_seconds = runs["server_dump"][0]
+    print(f"{args.rows:,} rows, {args.shape} table on {args.server}, chunks of "
+          f"{args.chunk_rows:,}, on "
           f"{os.cpu_count()} CPUs (load {figures['load_seconds']}s)")
     print(f"{'reader':24} {'seconds':>8} {'rows/s':>10} {'peak MB':>8}  ratio")
     for name, (seconds, peak) in runs.items():
         rate = args.rows / seconds
-        ratio = "" if name == "mariadb_dump" else f"{dump_seconds / seconds:.2f}x mariadb-dump"
+        ratio = "" if name == "server_dump" else f"{dump_seconds / seconds:.2f}x the dump"
         print(f"{name:24} {seconds:8.2f} {rate:10,.0f} {peak:8.1f}  {ratio}")
         figures[name] = {"seconds": round(seconds, 2), "rows_per_second": round(rate),
                          "peak_mb": round(peak, 1)}
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
     return 0
+
+
+def _server(flavor: str) -> EmbeddedServer:
+    if flavor == "mysql":
+        from tests.servers import PrivateMySQL
+        return PrivateMySQL()
+    return EmbeddedMariaDB()
 
 
 if __name__ == "__main__":

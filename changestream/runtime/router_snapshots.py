@@ -153,7 +153,8 @@ class RouterSnapshots:
         self.runner = SnapshotRunner(
             self._chunk_reader, self.coordinator,
             self._stream_position,
-            self.stopping, self.fail, self.listener.hold, self.listener.release)
+            self.stopping, self.fail, self.listener.hold, self.listener.release,
+            readers=self.settings.snapshot.readers)
         self.runner.start()
 
     def _stream_position(self) -> tuple[str, int] | None:

@@ -86,7 +86,8 @@ class RouterSettings:
             verify_checksums=s.verify_checksums,
             tls=tls_options(s.tls),
             snapshot=SnapshotSettings(config.snapshot.mode or None, config.snapshot.chunk_rows,
-                                      tuple(config.snapshot.tables), config.snapshot.refill),
+                                      tuple(config.snapshot.tables), config.snapshot.refill,
+                                      config.snapshot.readers),
             heartbeat=HeartbeatSettings.from_config(config),
             failover=config.failover,
             standby=config.standby.enabled, lease_seconds=config.standby.lease_seconds)

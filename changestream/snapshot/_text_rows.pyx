@@ -6,7 +6,7 @@ tests hold both to it). Built by the install script; without it the Python path 
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.stdlib cimport calloc, free
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
 
 from changestream.native.json_text cimport Buffer, put_text, valid_utf8
@@ -161,7 +161,7 @@ cdef class RowEncoder:
         return key, (after, pk)
 
 
-cdef inline Py_ssize_t _digits(Py_ssize_t value, char* into) noexcept:
+cdef inline Py_ssize_t _digits(Py_ssize_t value, char* into) noexcept nogil:
     """``value`` (not negative) in decimal at the end of ``into`` (20 bytes): how many."""
     cdef int i = 20
     while True:
@@ -172,48 +172,80 @@ cdef inline Py_ssize_t _digits(Py_ssize_t value, char* into) noexcept:
             return 20 - i
 
 
-cdef inline char* _put(char* at, const char* src, Py_ssize_t n) noexcept:
+cdef inline char* _put(char* at, const char* src, Py_ssize_t n) noexcept nogil:
     memcpy(at, src, n)
     return at + n
 
 
 def chunk_lines(list rows, bytes head, bytes transaction, bytes size, bytes position,
-                bytes tail):
-    """A chunk's records: for each ``(after, primary_key)`` of ``rows`` (JSON), ``head``,
-    the row's JSON, its sequence number twice, and the parts between, as
-    :func:`changestream.snapshot.coordinator.chunk_records` joins them. Written into one
-    bytes object of the size measured first (no growing buffer, no copy)."""
+                bytes tail, bint keyed=False):
+    """A chunk's records: for each ``(after, primary_key)`` of ``rows`` (JSON; ``keyed``:
+    each ``(key, (after, primary_key))``), ``head``, the row's JSON, its sequence number
+    twice, and the parts between, as :func:`changestream.snapshot.coordinator.chunk_records`
+    joins them. Written into one bytes object of the size measured first, the copies
+    without the interpreter lock (the snapshot's readers parse meanwhile)."""
     cdef Py_ssize_t seq, n = len(rows), last = n - 1, total = 0, width
     cdef Py_ssize_t fixed = (PyBytes_GET_SIZE(head) + 15 + 26 + PyBytes_GET_SIZE(transaction)
                              + PyBytes_GET_SIZE(size) + PyBytes_GET_SIZE(position)
                              + PyBytes_GET_SIZE(tail))
     cdef tuple row
+    cdef bytes after, pk, piece
+    cdef char digits[20]
+    cdef char* into
+    cdef const char* pieces[5]  # head, transaction, size, position, tail
+    cdef Py_ssize_t lengths[5]
+    # (after, its size, primary_key, its size) per row: read with the lock, copied without.
+    cdef const char** parts = <const char**>malloc(max(n, 1) * 2 * sizeof(char*))
+    cdef Py_ssize_t* sizes = <Py_ssize_t*>malloc(max(n, 1) * 2 * sizeof(Py_ssize_t))
+    if parts == NULL or sizes == NULL:
+        free(parts)
+        free(sizes)
+        raise MemoryError()
+    try:
+        for seq in range(n):
+            row = <tuple>rows[seq]
+            if keyed:
+                row = <tuple>row[1]
+            after, pk = <bytes>row[0], <bytes>row[1]
+            parts[2 * seq], sizes[2 * seq] = PyBytes_AS_STRING(after), PyBytes_GET_SIZE(after)
+            parts[2 * seq + 1], sizes[2 * seq + 1] = PyBytes_AS_STRING(pk), PyBytes_GET_SIZE(pk)
+            total += (fixed + sizes[2 * seq] + sizes[2 * seq + 1] + 2 * _digits(seq, digits)
+                      + (5 if seq == last else 6))
+        result = PyBytes_FromStringAndSize(NULL, total)
+        into = PyBytes_AS_STRING(result)
+        for seq, piece in enumerate((head, transaction, size, position, tail)):
+            pieces[seq], lengths[seq] = PyBytes_AS_STRING(piece), PyBytes_GET_SIZE(piece)
+        with nogil:
+            _chunk_lines(into, n, parts, sizes, pieces, lengths)
+    finally:
+        free(parts)
+        free(sizes)
+    return result
+
+
+cdef void _chunk_lines(char* at, Py_ssize_t n, const char** parts, Py_ssize_t* sizes,
+                       const char** pieces, Py_ssize_t* lengths) noexcept nogil:
+    """:func:`chunk_lines`'s copies: ``pieces``/``lengths`` are its head, transaction,
+    size, position and tail."""
+    cdef Py_ssize_t seq, width
     cdef char digits[20]
     for seq in range(n):
-        row = <tuple>rows[seq]
-        total += (fixed + PyBytes_GET_SIZE(<bytes>row[0]) + PyBytes_GET_SIZE(<bytes>row[1])
-                  + 2 * _digits(seq, digits) + (5 if seq == last else 6))
-    cdef bytes result = PyBytes_FromStringAndSize(NULL, total)
-    cdef char* at = PyBytes_AS_STRING(result)
-    for seq in range(n):
-        row = <tuple>rows[seq]
         width = _digits(seq, digits)
-        at = _put(at, PyBytes_AS_STRING(head), PyBytes_GET_SIZE(head))
-        at = _put(at, PyBytes_AS_STRING(<bytes>row[0]), PyBytes_GET_SIZE(<bytes>row[0]))
+        at = _put(at, pieces[0], lengths[0])
+        at = _put(at, parts[2 * seq], sizes[2 * seq])
         at = _put(at, b',"primary_key":', 15)
-        at = _put(at, PyBytes_AS_STRING(<bytes>row[1]), PyBytes_GET_SIZE(<bytes>row[1]))
+        at = _put(at, parts[2 * seq + 1], sizes[2 * seq + 1])
         at = _put(at, b',"sql":null,"transaction":', 26)
-        at = _put(at, PyBytes_AS_STRING(transaction), PyBytes_GET_SIZE(transaction))
+        at = _put(at, pieces[1], lengths[1])
         at = _put(at, digits + 20 - width, width)
-        at = _put(at, PyBytes_AS_STRING(size), PyBytes_GET_SIZE(size))
-        if seq == last:
+        at = _put(at, pieces[2], lengths[2])
+        if seq == n - 1:
             at = _put(at, b"true,", 5)
         else:
             at = _put(at, b"false,", 6)
-        at = _put(at, PyBytes_AS_STRING(position), PyBytes_GET_SIZE(position))
+        at = _put(at, pieces[3], lengths[3])
         at = _put(at, digits + 20 - width, width)
-        at = _put(at, PyBytes_AS_STRING(tail), PyBytes_GET_SIZE(tail))
-    return result
+        at = _put(at, pieces[4], lengths[4])
 
 
 def scan_rows(bytes buf, Py_ssize_t at, read_row, list rows):

@@ -225,8 +225,13 @@ class SnapshotCoordinator:
         if window is not None and window.last_ddl is not None and \
                 window.last_ddl >= plan.planned_at:
             return None
-        rows = window.unchanged(chunk.rows) if window is not None else \
-            [row for _, row in chunk.rows]
+        rows: list[Any]
+        if plan.encoded and (window is None or not window.keys) and _native() is not None:
+            # Nothing to drop: the compiled records take the (key, row) pairs as they are.
+            rows, keyed = chunk.rows, True
+        else:
+            rows, keyed = window.unchanged(chunk.rows) if window is not None else \
+                [row for _, row in chunk.rows], False
         info = TransactionInfo(f"snapshot-{progress.id}-{progress.chunks + 1}", None, None,
                                chunk.read_at, len(rows), 0, position.file, position.pos,
                                position.pos)
@@ -235,7 +240,7 @@ class SnapshotCoordinator:
         if not rows:
             return [], after
         if plan.encoded:
-            return [EncodedRun(chunk_records(plan.database, plan.table, rows, info),
+            return [EncodedRun(chunk_records(plan.database, plan.table, rows, info, keyed),
                                len(rows), 1, chunk.read_at, after,
                                tables={(plan.database, plan.table, SNAPSHOT_OP): len(rows)})
                     ], after
@@ -251,10 +256,11 @@ class SnapshotCoordinator:
         return [TransactionPart(info, changes, True, after)], after
 
 
-def chunk_records(database: str, table: str, rows: list[tuple[bytes, bytes]],
-                  info: TransactionInfo) -> bytes:
-    """The records of a chunk's rows (each its ``after`` and ``primary_key`` JSON), in
-    changestream's format, written as :mod:`changestream.encoding.records` writes them."""
+def chunk_records(database: str, table: str, rows: list[Any], info: TransactionInfo,
+                  keyed: bool = False) -> bytes:
+    """The records of a chunk's rows (each its ``after`` and ``primary_key`` JSON; with
+    ``keyed``, each ``(key, (after, primary_key))``), in changestream's format, written as
+    :mod:`changestream.encoding.records` writes them."""
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
     head = orjson.dumps({"op": SNAPSHOT_OP, "database": database, "table": table,
                          "before": None})[:-1] + b',"after":'
@@ -266,7 +272,9 @@ def chunk_records(database: str, table: str, rows: list[tuple[bytes, bytes]],
     tail = b'},"ts":' + orjson.dumps(stamp) + b"}\n"
     compiled = _native()
     if compiled is not None:
-        return compiled.chunk_lines(rows, head, transaction, size, position, tail)
+        return compiled.chunk_lines(rows, head, transaction, size, position, tail, keyed)
+    if keyed:
+        rows = [row for _, row in rows]
     last = len(rows) - 1
     lines: list[bytes] = []
     append = lines.append

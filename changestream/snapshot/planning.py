@@ -33,12 +33,14 @@ class SnapshotSettings:
     """``mode`` (see the module docstring; ``None``: unset), ``chunk_rows`` rows per chunk,
     ``tables`` the ``db.table`` patterns to snapshot (empty: every table in scope),
     ``refill``: read a table again after a DDL gave its rows values no row event carries
-    (:mod:`changestream.schema.refill`)."""
+    (:mod:`changestream.schema.refill`), ``readers``: connections reading a table's chunks
+    at once (:mod:`changestream.snapshot.parallel_reads`; 1: one chunk at a time)."""
 
     mode: SnapshotMode | None = None
     chunk_rows: int = 10_000
     tables: tuple[str, ...] = ()
     refill: bool = True
+    readers: int = 2
 
     def __post_init__(self) -> None:
         if self.mode is not None and self.mode not in SNAPSHOT_MODES:
@@ -46,6 +48,8 @@ class SnapshotSettings:
                               f"{', '.join(SNAPSHOT_MODES)}")
         if self.chunk_rows < 1:
             raise ConfigError("snapshot.chunk_rows: must be positive")
+        if self.readers < 1:
+            raise ConfigError("snapshot.readers: must be positive")
 
     def resolved(self, server: bool, start_given: bool) -> SnapshotMode:
         """The mode in effect."""

@@ -69,13 +69,16 @@ class TablePlan:
         """A row's key as it is given back to the server: text for character and number
         columns (so the comparison is in the column's collation), bytes for binary ones."""
         assert self.query is not None
+        return self.key_values(tuple(raw[self.query.columns.index(name)]
+                                     for name in self.query.key))
+
+    def key_values(self, raw: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Key values as the server sent them (bytes, in key order) as :meth:`key_param`
+        gives them back."""
+        assert self.query is not None
         by_name = {c.name: c for c in self.schema.columns}
-        values = []
-        for name in self.query.key:
-            value = raw[self.query.columns.index(name)]
-            binary = by_name[name].collation == 63
-            values.append(value if binary or not isinstance(value, bytes) else value.decode())
-        return tuple(values)
+        return tuple(value if by_name[name].collation == 63 or not isinstance(value, bytes)
+                     else value.decode() for name, value in zip(self.query.key, raw))
 
 
 def _row_reader(schema: TableSchema, key: tuple[str, ...], excluded: frozenset[str],
@@ -196,11 +199,13 @@ class ChunkReader:
             return [tuple(_text(v) for v in row) for row in cur.fetchall()]
 
     def read(self, plan: TablePlan, after: tuple[Any, ...] | None,
-             window_start: tuple[str, int]) -> ReadChunk:
-        """The chunk of ``plan``'s table after the key ``after``, read in a snapshot that
-        holds everything the binlog has before ``window_start``."""
+             window_start: tuple[str, int], upto: tuple[Any, ...] | None = None
+             ) -> ReadChunk:
+        """The chunk of ``plan``'s table after the key ``after`` (up to and including
+        ``upto`` when given: never the table's last chunk), read in a snapshot that holds
+        everything the binlog has before ``window_start``."""
         assert plan.query is not None
-        sql, args = plan.query.select(after)
+        sql, args = plan.query.select(after, upto)
         for _ in range(1000):
             with self.conn.cursor() as cur:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
@@ -225,10 +230,26 @@ class ChunkReader:
                               f"stays before binlog position {window_start[0]}:"
                               f"{window_start[1]}")
         high = self.head()
+        if upto is not None:
+            return ReadChunk(result.rows, upto, False, high, read_at)
         last = result.last
         last_key = plan.key_param(plan.read_values(*last)) if last is not None else after
         return ReadChunk(result.rows, last_key, len(result.rows) < plan.query.limit, high,
                          read_at)
+
+    def boundary(self, plan: TablePlan, after: tuple[Any, ...] | None
+                 ) -> tuple[Any, ...] | None:
+        """The key that ends the chunk after ``after`` (its ``chunk_rows``-th row's), as
+        :meth:`read` takes it back; ``None``: fewer rows are left (the last chunk)."""
+        assert plan.query is not None
+        sql, args = plan.query.boundary(after)
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(sql, args)
+                row = cur.fetchone()
+        finally:
+            self.conn.commit()
+        return None if row is None else plan.key_values(tuple(row))
 
     def read_whole(self, plan: TablePlan) -> tuple[ReadChunk, tuple[str, int] | None]:
         """Every row of ``plan``'s table in one read (a table without a key). MariaDB: in a

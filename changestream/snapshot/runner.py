@@ -13,6 +13,7 @@ from typing import Any
 from changestream.model.changes import binlog_order
 from changestream.model.errors import SourceError
 from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator
+from changestream.snapshot.parallel_reads import OrderedRanges, ReaderPool
 from changestream.snapshot.reader import ChunkReader, ReadChunk, TablePlan
 
 log = logging.getLogger("changestream")
@@ -23,14 +24,18 @@ class SnapshotRunner:
 
     ``reader`` makes the chunk reader (its own connection); ``stream_position`` says what
     the router's stream has read to (file, offset), for MySQL's first chunk of a table;
-    ``stopping`` ends it early; ``on_error`` gets what made it fail."""
+    ``stopping`` ends it early; ``on_error`` gets what made it fail; ``readers``: how many
+    connections read a table's chunks at once (more than one: besides the runner's own,
+    which plans the tables and finds the chunks' boundaries)."""
 
     def __init__(self, reader: Callable[[], ChunkReader], coordinator: SnapshotCoordinator,
                  stream_position: Callable[[], tuple[str, int] | None],
                  stopping: threading.Event, on_error: Callable[[BaseException], None],
                  hold_stream: Callable[[], tuple[str, int] | None] | None = None,
-                 release_stream: Callable[[], None] | None = None):
+                 release_stream: Callable[[], None] | None = None, readers: int = 1):
         self.make_reader = reader
+        self.readers = readers
+        self._pool: ReaderPool[ChunkReader] | None = None
         self.coordinator = coordinator
         self.stream_position = stream_position
         # Tables without a key are read whole while the stream holds at a boundary.
@@ -54,6 +59,8 @@ class SnapshotRunner:
             try:
                 self._snapshot(reader)
             finally:
+                if self._pool is not None:
+                    self._pool.close()
                 reader.close()
         except Exception as exc:
             if not self.stopping.is_set():
@@ -84,7 +91,10 @@ class SnapshotRunner:
                 continue
             c.track(database, table, plan.key)
             try:
-                self._read_table(reader, plan)
+                if self.readers > 1:
+                    self._read_table_parallel(reader, plan)
+                else:
+                    self._read_table(reader, plan)
             finally:
                 c.untrack(database, table)
         if c.progress.finished:
@@ -133,6 +143,57 @@ class SnapshotRunner:
             after = chunk.last_key
         if pending is not None:
             self._delivered(pending[0])  # its window is the tracked table's
+
+    def _read_table_parallel(self, reader: ChunkReader, plan: TablePlan) -> None:
+        """The chunks of a table with a key, read by the pool's connections at once and
+        delivered in key order (:mod:`changestream.snapshot.parallel_reads`); a chunk the
+        stream turns back is read again as in :meth:`_read_table`, the ones read after it
+        too."""
+        c = self.coordinator
+        assert c.progress is not None
+        if self._pool is None:
+            self._pool = ReaderPool(self.make_reader, ChunkReader.close, self.readers)
+        start = self._window_start(reader)
+        began, rows = time.monotonic(), 0
+        ranges = self._ranges(reader, plan, c.progress.after, start)
+        try:
+            while not self.stopping.is_set():
+                chunk, chunk_after = ranges.next()
+                delivered = self._delivered(self._put(plan, chunk))
+                if delivered is None:
+                    return  # stopping
+                if not delivered:
+                    log.info("snapshot %s: %s changed (a DDL) after its chunk was read; "
+                             "reading it again", c.progress.id, plan.name)
+                    ranges.drain()
+                    replanned = reader.plan(plan.database, plan.table,
+                                            c.progress.where.get(plan.name))
+                    if replanned is None or replanned.query is None:
+                        return  # dropped, or lost its key: the stream has the DDL
+                    if replanned.key != plan.key:  # the keys noted are of another key
+                        c.track(plan.database, plan.table, replanned.key)
+                        start = self._window_start(reader)
+                    plan = replanned
+                    ranges = self._ranges(reader, plan, chunk_after, start)
+                    continue
+                rows += len(chunk.rows)
+                if chunk.done:
+                    log.info("snapshot %s: %s read by %d readers, %d rows in %.1fs",
+                             c.progress.id, plan.name, self.readers, rows,
+                             time.monotonic() - began)
+                    return
+        finally:
+            ranges.drain()
+
+    def _ranges(self, reader: ChunkReader, plan: TablePlan, after: tuple[Any, ...] | None,
+                start: tuple[str, int]) -> OrderedRanges[ChunkReader, ReadChunk]:
+        """``plan``'s chunks after key ``after``, read by the pool in windows that begin
+        at ``start``."""
+        assert self._pool is not None
+        return OrderedRanges(
+            self._pool, after, lambda lo: reader.boundary(plan, lo),
+            lambda chunk_reader, lo, hi: chunk_reader.read(plan, lo, start, hi),
+            lambda chunk: chunk.last_key, lambda chunk: chunk.done)
 
     def _window_start(self, reader: ChunkReader) -> tuple[str, int]:
         """Where the table's window begins (its changes after it are noted from now on):

@@ -181,8 +181,12 @@ class Churn:
         self.conn.close()
 
 
+@pytest.mark.parametrize("readers", [1, 3])
 def test_a_snapshot_under_concurrent_changes_rebuilds_every_table(
-        server: Any, fresh_database: str, tmp_path: Path) -> None:
+        server: Any, fresh_database: str, tmp_path: Path, readers: int) -> None:
+    """One reader, or three reading each table's chunks at once (each chunk its own
+    consistent snapshot and window): the tables rebuilt equal the source, and every
+    table's snapshot rows come in key order, chunk after chunk."""
     db = fresh_database
     _load(server, db)
     out, position = tmp_path / "out.jsonl", tmp_path / "position.json"
@@ -191,7 +195,8 @@ def test_a_snapshot_under_concurrent_changes_rebuilds_every_table(
         return Router(RouterSettings(source=server.url, until="caught-up",
                                      filter=ChangeFilter(include=[db]), decode_workers=2,
                                      position_file=str(position),
-                                     snapshot=SnapshotSettings(chunk_rows=97)),
+                                     snapshot=SnapshotSettings(chunk_rows=97,
+                                                               readers=readers)),
                       JsonLinesSink(out))
 
     first = router()
@@ -222,6 +227,13 @@ def test_a_snapshot_under_concurrent_changes_rebuilds_every_table(
     snap = [r for r in records if r["op"] == "snapshot"]
     assert all(r["transaction"]["id"].startswith(f"snapshot-{status['id']}-") for r in snap)
     assert {r["table"] for r in snap} == {"k1", "k2", "u", "n"}
+    # Chunks delivered in key order (a reorder buffer that let a later chunk through first
+    # would break it), numbered in that order.
+    for table in ("k1", "u"):
+        ids = [r["after"]["id"] for r in snap if r["table"] == table]
+        assert ids == sorted(ids) and len(ids) == len(set(ids)), table
+    numbers = [int(r["transaction"]["id"].rsplit("-", 1)[1]) for r in snap]
+    assert numbers == sorted(numbers)
 
 
 def test_a_snapshot_row_is_the_record_the_binlog_gives(server: Any, fresh_database: str,
@@ -374,11 +386,13 @@ def test_a_table_altered_in_the_middle_of_its_snapshot_is_read_on_as_it_is_now(
     assert len(want) == 42_500 and got == want
 
 
+@pytest.mark.parametrize("readers", [1, 3])
 def test_a_snapshot_killed_again_and_again_goes_on_from_its_last_chunk(
-        server: Any, fresh_database: str, tmp_path: Path) -> None:
+        server: Any, fresh_database: str, tmp_path: Path, readers: int) -> None:
     """kill -9 of `changestream run` in the middle of a snapshot, while another session
     changes rows: each restart goes on with the same snapshot after the last chunk the
-    position file holds, and the tables rebuilt from everything written equal the source."""
+    position file holds, and the tables rebuilt from everything written equal the source
+    (one reader, or three reading a table's chunks at once)."""
     db = fresh_database
     _load(server, db)
     for base in range(30_000, 110_000, 20_000):
@@ -388,7 +402,8 @@ def test_a_snapshot_killed_again_and_again_goes_on_from_its_last_chunk(
     command = [sys.executable, "-m", "changestream.cli", "run", "--source", server.url,
                "--include", db, "--position-file", str(position), "--sink", f"jsonl:{out}",
                "--batch-changes", "300"]
-    env = {**os.environ, "CHANGESTREAM_SNAPSHOT_CHUNK_ROWS": "200"}
+    env = {**os.environ, "CHANGESTREAM_SNAPSHOT_CHUNK_ROWS": "200",
+           "CHANGESTREAM_SNAPSHOT_READERS": str(readers)}
     rng = random.Random(11)
     kills = 0
     with Churn(server, db):

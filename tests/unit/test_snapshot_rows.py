@@ -166,18 +166,24 @@ def test_compiled_and_python_scans_and_chunk_records_agree(
         assert got_python == got_compiled
     assert len(got_python) == 49  # the last row's packet is cut
     read_encoded = row_readers.encoded_reader(SCHEMA, ("id",))
-    encoded = [read_encoded(text_row(r), 0)[1] for r in rows(30)]
+    keyed = [read_encoded(text_row(r), 0) for r in rows(30)]
+    encoded = [row for _, row in keyed]
     import datetime as dt
     info = TransactionInfo("snapshot-x-1", None, None, dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
                            30, 0, "mariadb-bin.000001", 4, 4)
     with_compiled = chunk_records("shop", "t\"q", encoded, info)
+    keyed_compiled = chunk_records("shop", "t\"q", keyed, info, keyed=True)
     monkeypatch.setenv("CHANGESTREAM_PURE_PYTHON", "1")
     with_python = chunk_records("shop", "t\"q", encoded, info)
+    keyed_python = chunk_records("shop", "t\"q", keyed, info, keyed=True)
 
     def without_ts(lines: bytes) -> list[bytes]:
         return [line.rsplit(b',"ts":', 1)[0] for line in lines.splitlines()]
 
     assert without_ts(with_compiled) == without_ts(with_python)
+    # The (key, row) pairs a chunk holds, given as they are, make the same records.
+    assert without_ts(keyed_compiled) == without_ts(keyed_python) == without_ts(with_python)
+    assert chunk_records("shop", "t", [], info) == b""
     records = [orjson.loads(line) for line in with_compiled.splitlines()]
     assert [r["transaction"]["seq"] for r in records] == list(range(30))
     assert [r["transaction"]["last"] for r in records] == [False] * 29 + [True]

@@ -102,7 +102,8 @@ class SourceConfig:
         "(for sinks that take encoded records: jsonl, stdout, spark). -1: one per "
         "CPU the process may use (its affinity: a container's cpuset), less the CPU "
         "the Spark sink keeps for its own writing, at least one (on a single CPU "
-        "too); 0: none, everything is decoded in the router's process. Records are "
+        "too), and none when snapshot.mode is initial-only (the run ends with its "
+        "snapshot); 0: none, everything is decoded in the router's process. Records are "
         "the same either way, except that `ts` is when a worker encoded them."))
     tls: TlsConfig = field(default_factory=TlsConfig)
 

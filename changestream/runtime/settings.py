@@ -121,8 +121,14 @@ def decode_workers_for(settings: RouterSettings, sink: Any,
                        run_changes: int = 5_000) -> DecodeWorkers | None:
     """Worker processes for plain DML transactions, when the sink takes encoded records
     (``decode_workers``: how many; -1: one per usable CPU less the CPUs the sink's own
-    writing takes, its ``writer_cpus``, at least one, on a single CPU too); they answer in
-    runs of about ``run_changes`` changes (no bigger than a batch)."""
+    writing takes, its ``writer_cpus``, at least one, on a single CPU too; none for
+    ``snapshot.mode = initial-only``); they answer in runs of about ``run_changes`` changes
+    (no bigger than a batch)."""
+    if settings.decode_workers < 0 and settings.snapshot.mode == "initial-only":
+        # A run that ends with its snapshot: its stream lasts only as long as the snapshot
+        # (whose tables are decoded here anyway), and the workers' start, a new interpreter
+        # each, would take CPU from the snapshot's reading.
+        return None
     capabilities = capabilities_of(sink)
     record_format = capabilities.encoded_format
     # One at least, on a single CPU too: a worker's compiled walk beside the router's

@@ -293,9 +293,10 @@ class Listener:
                         self._idle_told = True
                         self.transaction.tell(CaughtUp())
                     if snapshot is not None and not inside and self._placeable():
-                        offer = snapshot.due(stats.read_file, stats.read_pos)
-                        if offer is not None:
-                            self._send([offer], None)
+                        offers: list[StreamItem] = [
+                            *snapshot.due(stats.read_file, stats.read_pos)]
+                        if offers:
+                            self._send(offers, None)
                     if self.done_when_idle is not None and not inside and \
                             self.done_when_idle():
                         return
@@ -321,10 +322,8 @@ class Listener:
                 if not inside and boundary is not BoundaryType.IGNORE and \
                         boundary is not BoundaryType.GTID:
                     self.boundary = (h.file or "", h.end)
-                    if snapshot is not None and snapshot.offer is not None:
-                        offer = snapshot.due(h.file, h.end)
-                        if offer is not None:
-                            batch.append(offer)
+                    if snapshot is not None and snapshot.waiting:
+                        batch.extend(snapshot.due(h.file, h.end))
                     at_boundary = len(batch)
                     if self._switches:
                         self._send_switches(batch, h)
@@ -407,9 +406,9 @@ class Listener:
                     # A chunk offered while waiting goes in here (the stream stands still).
                     snapshot = self.snapshot
                     if snapshot is not None and self._placeable():
-                        offer = snapshot.due(*self._stands())
-                        if offer is not None:
-                            self._send([offer], None)
+                        due: list[StreamItem] = [*snapshot.due(*self._stands())]
+                        if due:
+                            self._send(due, None)
                     if self._switches:  # tables switched while paused: from here on
                         self._send_switches([], None)
                     with self._gate:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -65,7 +66,9 @@ class SnapshotCoordinator:
         # the binlog order their snapshot was read at: a decode worker would not leave out
         # their rows of the transactions before it.
         self.kept_until: dict[tuple[str, str], tuple[Any, ...]] = {}
-        self.offer: ChunkOffer | None = None
+        self.offer: ChunkOffer | None = None  # the last one put
+        self._offered: deque[ChunkOffer] = deque()  # put and perhaps not yet delivered
+        self._waiting: deque[ChunkOffer] = deque()  # put and not yet handed on, in order
         self.waker: Callable[[], None] | None = None  # wakes a listener waiting for events
         self.running = False  # a runner reads the progress's tables
         self._lock = threading.Lock()
@@ -152,30 +155,46 @@ class SnapshotCoordinator:
             self.untrack(database, table)
 
     def abandon(self) -> None:
-        """The router stops: a runner waiting for its offer is let go (not delivered)."""
-        offer = self.offer
-        if offer is not None and not offer.delivered.is_set():
-            offer.abandoned = True
-            offer.delivered.set()
+        """The router stops: a runner waiting for its offers is let go (not delivered)."""
+        with self._lock:
+            offers = list(self._offered)
+        for offer in offers:
+            if not offer.delivered.is_set():
+                offer.abandoned = True
+                offer.delivered.set()
 
     def put(self, offer: ChunkOffer) -> None:
-        """Offer a chunk to the listener (one at a time)."""
+        """Offer a chunk to the listener, after those offered before it (the stream takes
+        them in the order they were put)."""
         with self._lock:
+            while self._offered and self._offered[0].delivered.is_set():
+                self._offered.popleft()
+            self._offered.append(offer)
+            self._waiting.append(offer)
             self.offer = offer
         self.wake()
 
     # -- the listener --------------------------------------------------------------------
 
-    def due(self, file: str | None, pos: int | None) -> ChunkOffer | None:
-        """The offered chunk, once (``file``/``pos``: what the stream has read to, at a
-        transaction boundary) the stream has read to the end of its window."""
-        offer = self.offer
-        if offer is None or offer.handed or not file or pos is None:
-            return None
-        if binlog_order(file, pos) < binlog_order(*offer.chunk.high):
-            return None
-        offer.handed = True
-        return offer
+    @property
+    def waiting(self) -> bool:
+        """Whether a chunk offered is not yet handed on."""
+        return bool(self._waiting)
+
+    def due(self, file: str | None, pos: int | None) -> list[ChunkOffer]:
+        """The chunks offered, in order, whose windows the stream has read to the end of
+        (``file``/``pos``: what it has read to, at a transaction boundary): each once, and
+        none after the first whose window it has not (each chunk its own watermark)."""
+        if not self._waiting or not file or pos is None:
+            return []
+        at = binlog_order(file, pos)
+        due = []
+        with self._lock:
+            while self._waiting and binlog_order(*self._waiting[0].chunk.high) <= at:
+                offer = self._waiting.popleft()
+                offer.handed = True
+                due.append(offer)
+        return due
 
     # -- the Transaction actor -----------------------------------------------------------
 

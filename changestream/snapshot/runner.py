@@ -7,6 +7,7 @@ import datetime as dt
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,10 @@ from changestream.snapshot.parallel_reads import OrderedRanges, ReaderPool
 from changestream.snapshot.reader import ChunkReader, ReadChunk, TablePlan
 
 log = logging.getLogger("changestream")
+
+# Chunks of a table offered to the stream and not yet delivered, at most: the one being
+# delivered and the next (read meanwhile), as with one reader.
+_OFFERED = 2
 
 
 class SnapshotRunner:
@@ -146,9 +151,9 @@ class SnapshotRunner:
 
     def _read_table_parallel(self, reader: ChunkReader, plan: TablePlan) -> None:
         """The chunks of a table with a key, read by the pool's connections at once and
-        delivered in key order (:mod:`changestream.snapshot.parallel_reads`); a chunk the
-        stream turns back is read again as in :meth:`_read_table`, the ones read after it
-        too."""
+        offered in key order (:mod:`changestream.snapshot.parallel_reads`), the next one
+        offered while the one before is delivered; a chunk the stream turns back is read
+        again as in :meth:`_read_table`, and the ones after it (turned back too)."""
         c = self.coordinator
         assert c.progress is not None
         if self._pool is None:
@@ -156,15 +161,26 @@ class SnapshotRunner:
         start = self._window_start(reader)
         began, rows = time.monotonic(), 0
         ranges = self._ranges(reader, plan, c.progress.after, start)
+        offered: deque[tuple[ChunkOffer, tuple[Any, ...] | None]] = deque()  # and its start
+        read_all = False
         try:
             while not self.stopping.is_set():
-                chunk, chunk_after = ranges.next()
-                delivered = self._delivered(self._put(plan, chunk))
+                if not read_all and len(offered) < _OFFERED:
+                    chunk, chunk_after = ranges.next()
+                    offered.append((self._put(plan, chunk), chunk_after))
+                    read_all = chunk.done
+                    continue
+                offer, offer_after = offered.popleft()
+                delivered = self._delivered(offer)
                 if delivered is None:
                     return  # stopping
                 if not delivered:
                     log.info("snapshot %s: %s changed (a DDL) after its chunk was read; "
                              "reading it again", c.progress.id, plan.name)
+                    for later, _ in offered:  # the same plan: turned back too
+                        if self._delivered(later) is None:
+                            return
+                    offered.clear()
                     ranges.drain()
                     replanned = reader.plan(plan.database, plan.table,
                                             c.progress.where.get(plan.name))
@@ -173,11 +189,11 @@ class SnapshotRunner:
                     if replanned.key != plan.key:  # the keys noted are of another key
                         c.track(plan.database, plan.table, replanned.key)
                         start = self._window_start(reader)
-                    plan = replanned
-                    ranges = self._ranges(reader, plan, chunk_after, start)
+                    plan, read_all = replanned, False
+                    ranges = self._ranges(reader, plan, offer_after, start)
                     continue
-                rows += len(chunk.rows)
-                if chunk.done:
+                rows += len(offer.chunk.rows)
+                if offer.chunk.done:
                     log.info("snapshot %s: %s read by %d readers, %d rows in %.1fs",
                              c.progress.id, plan.name, self.readers, rows,
                              time.monotonic() - began)

@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -91,12 +92,19 @@ _PEAK = ("import resource, subprocess, sys, time; t = time.monotonic(); "
 
 def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of ``command`` run as a child process."""
+    seconds, peak, _ = timed_with_log(command, env)
+    return seconds, peak
+
+
+def timed_with_log(command: list[str], env: dict[str, str] | None = None
+                   ) -> tuple[float, float, str]:
+    """:func:`timed`, and what ``command`` wrote on stderr."""
     result = subprocess.run([sys.executable, "-c", _PEAK, *command], capture_output=True,
                             text=True, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"{command[:4]} failed: {result.stderr[-2000:]}")
     seconds, rss_kb = result.stdout.split()[-2:]
-    return float(seconds), int(rss_kb) / 1024
+    return float(seconds), int(rss_kb) / 1024, result.stderr
 
 
 def load(server: EmbeddedServer, rows: int, shape: str = "typical") -> float:
@@ -134,7 +142,8 @@ def main() -> int:
                              "wide (24 columns, text and numbers), composite (a key of a "
                              "VARCHAR and an INT)")
     parser.add_argument("--readers", default="1,2",
-                        help="snapshot.readers values to run, comma-separated")
+                        help="snapshot.readers values to run, comma-separated (one given "
+                             "twice runs twice)")
     parser.add_argument("--server", choices=("mariadb", "mysql"), default="mariadb",
                         help="mariadb: Debian's MariaDB; mysql: MySQL 9 from its sid root")
     parser.add_argument("--json", help="write the figures here")
@@ -152,8 +161,11 @@ def main() -> int:
                 "--include", "bench", "--snapshot", "initial-only", "--no-preflight"]
         runs: dict[str, tuple[float, float]] = {}
         outputs = []
-        for name, extra in [*((f"changestream_jsonl_readers{n}",
-                               {"CHANGESTREAM_SNAPSHOT_READERS": str(n)}) for n in readers),
+        # A number of readers given again is run again (its own line: runs side by side).
+        for name, extra in [*((f"changestream_jsonl_readers{n}" + (f"_{k}" if k else ""),
+                               {"CHANGESTREAM_SNAPSHOT_READERS": str(n)})
+                              for k, n in ((readers[:i].count(n), n)
+                                           for i, n in enumerate(readers))),
                             ("changestream_jsonl_python",
                              {"CHANGESTREAM_PURE_PYTHON": "1",
                               "CHANGESTREAM_SNAPSHOT_READERS": str(readers[0])})]:
@@ -184,8 +196,13 @@ def main() -> int:
             iceberg = [*base, "--sink", "spark:iceberg", "--sink-option",
                        f"warehouse={warehouse}", "--sink-option", "master=local[2]",
                        "--sink-option", "conf.spark.ui.enabled=false"]
-            runs["changestream_iceberg"] = timed(
-                iceberg, {**env, "CHANGESTREAM_SNAPSHOT_READERS": str(readers[-1])})
+            seconds, peak, log = timed_with_log(
+                [*iceberg, "-v"], {**env, "CHANGESTREAM_SNAPSHOT_READERS": str(readers[-1])})
+            runs["changestream_iceberg"] = seconds, peak
+            # Spark's start (the sink's open) apart: the snapshot's own rate into Iceberg.
+            opened = re.search(r"opened in ([0-9.]+) s", log)
+            if opened:
+                runs["changestream_iceberg_after_open"] = seconds - float(opened[1]), peak
     dump_seconds = runs["server_dump"][0]
     print(f"{args.rows:,} rows, {args.shape} table on {args.server}, chunks of "
           f"{args.chunk_rows:,}, on "
@@ -197,6 +214,10 @@ def main() -> int:
         print(f"{name:24} {seconds:8.2f} {rate:10,.0f} {peak:8.1f}  {ratio}")
         figures[name] = {"seconds": round(seconds, 2), "rows_per_second": round(rate),
                          "peak_mb": round(peak, 1)}
+    if "changestream_iceberg_after_open" in runs:
+        jsonl = runs[f"changestream_jsonl_readers{readers[-1]}"][0]
+        print(f"Iceberg (Spark's start apart) at "
+              f"{jsonl / runs['changestream_iceberg_after_open'][0]:.2f}x the JSON-lines rate")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
     return 0

@@ -163,7 +163,7 @@ class SnapshotConfig:
     readers: int = setting(2, check=positive, doc=(
         "Connections reading a table's chunks at once, each chunk in its own consistent "
         "snapshot, delivered in key order (one more connection finds where the chunks "
-        "end). 1: one chunk at a time. Memory: up to readers + 1 chunks. See "
+        "end). 1: one chunk at a time. Memory: up to readers + 2 chunks. See "
         "docs/snapshots.md#parallel-chunks."))
     tables: list[str] = setting(factory=list, doc=(
         'Which tables (patterns like "shop.*"; empty: every table the filter takes).'))

@@ -14,7 +14,7 @@ import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pymysql
@@ -72,6 +72,12 @@ class TablePlan:
         return self.key_values(tuple(raw[self.query.columns.index(name)]
                                      for name in self.query.key))
 
+    def of_its_own(self) -> TablePlan:
+        """This plan with a row function of its own: the compiled one keeps its buffers in
+        itself between calls, so each reader thread reads with its own."""
+        return replace(self, read_row=_row_reader(self.schema, self.key, self.excluded,
+                                                  self.encoded, self.read_values))
+
     def key_values(self, raw: tuple[Any, ...]) -> tuple[Any, ...]:
         """Key values as the server sent them (bytes, in key order) as :meth:`key_param`
         gives them back."""
@@ -125,6 +131,7 @@ class ChunkReader:
                  excluded: Callable[[str, str, tuple[str, ...]], frozenset[str]] | None = None):
         self.chunk_rows = chunk_rows
         self.encoded = encoded
+        self._own_plan: tuple[TablePlan, TablePlan] | None = None  # a plan, this reader's
         self.excluded = excluded
         self.conn = connect(conv=_ENCODERS, charset="utf8mb4", autocommit=False,
                             use_unicode=False)
@@ -204,6 +211,7 @@ class ChunkReader:
         """The chunk of ``plan``'s table after the key ``after`` (up to and including
         ``upto`` when given: never the table's last chunk), read in a snapshot that holds
         everything the binlog has before ``window_start``."""
+        plan = self._own(plan)
         assert plan.query is not None
         sql, args = plan.query.select(after, upto)
         for _ in range(1000):
@@ -236,6 +244,13 @@ class ChunkReader:
         last_key = plan.key_param(plan.read_values(*last)) if last is not None else after
         return ReadChunk(result.rows, last_key, len(result.rows) < plan.query.limit, high,
                          read_at)
+
+    def _own(self, plan: TablePlan) -> TablePlan:
+        """``plan`` as this reader reads it: with row functions of its own (several
+        readers read one plan's chunks at once), made once per plan."""
+        if self._own_plan is None or self._own_plan[0] is not plan:
+            self._own_plan = (plan, plan.of_its_own())
+        return self._own_plan[1]
 
     def boundary(self, plan: TablePlan, after: tuple[Any, ...] | None
                  ) -> tuple[Any, ...] | None:

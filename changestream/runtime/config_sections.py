@@ -160,7 +160,7 @@ class SnapshotConfig:
     chunk_rows: int = setting(10_000, check=positive, doc=(
         "Rows per chunk (one SELECT each; a chunk's rows are held in memory until "
         "delivered)."))
-    readers: int = setting(2, check=positive, doc=(
+    readers: int = setting(1, check=positive, doc=(
         "Connections reading a table's chunks at once, each chunk in its own consistent "
         "snapshot, delivered in key order (one more connection finds where the chunks "
         "end). 1: one chunk at a time. Memory: up to readers + 2 chunks. See "

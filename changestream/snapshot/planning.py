@@ -40,7 +40,7 @@ class SnapshotSettings:
     chunk_rows: int = 10_000
     tables: tuple[str, ...] = ()
     refill: bool = True
-    readers: int = 2
+    readers: int = 1
 
     def __post_init__(self) -> None:
         if self.mode is not None and self.mode not in SNAPSHOT_MODES:

@@ -394,8 +394,9 @@ def test_records_written_from_the_servers_text_are_the_records_of_the_decoders_v
     assert edge[0]["after"]["js"] == ("null" if "mariadb" in server.url else {"$json": None})
 
 
+@pytest.mark.parametrize("readers", [1, 3])
 def test_a_table_altered_in_the_middle_of_its_snapshot_is_read_on_as_it_is_now(
-        server: Any, fresh_database: str, tmp_path: Path) -> None:
+        server: Any, fresh_database: str, tmp_path: Path, readers: int) -> None:
     """ALTERs while a table is snapshotted (a column added and filled, a DECIMAL's scale
     changed): the chunks read after each are read with the table's new shape, and the
     table rebuilt from the records equals the source."""
@@ -409,7 +410,8 @@ def test_a_table_altered_in_the_middle_of_its_snapshot_is_read_on_as_it_is_now(
     out = tmp_path / "out.jsonl"
     router = Router(RouterSettings(source=server.url, until="caught-up",
                                    filter=ChangeFilter(include=[f"{db}.k1"]),
-                                   snapshot=SnapshotSettings(chunk_rows=100)),
+                                   snapshot=SnapshotSettings(chunk_rows=100,
+                                                             readers=readers)),
                     JsonLinesSink(out))
     altered = threading.Event()
 

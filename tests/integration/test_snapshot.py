@@ -258,41 +258,6 @@ def test_a_snapshot_under_concurrent_changes_rebuilds_every_table(
     assert assert_the_stream_goes_on_from_snapshot_rows(records, "k1", ("id",)) > 0
 
 
-def test_readers_of_one_table_each_read_with_row_functions_of_their_own(
-        server: Any, fresh_database: str, tmp_path: Path) -> None:
-    """Three readers of one table whose rows go through a column's Python writer (DOUBLE)
-    in the compiled row function, threads switched as often as can be: each reader has
-    its own row function (the compiled one keeps its buffers in itself), so every record
-    is whole and the rows are the source's."""
-    db = fresh_database
-    server.execute(f"CREATE TABLE `{db}`.f (id INT PRIMARY KEY, x DOUBLE, s VARCHAR(40))")
-    values = ", ".join(f"({i}, {i / 7}, 'row {i}')" for i in range(1, 6001))
-    server.execute(f"INSERT INTO `{db}`.f VALUES {values}")
-    out = tmp_path / "out.jsonl"
-    router = Router(RouterSettings(source=server.url, until="caught-up",
-                                   filter=ChangeFilter(include=[db]), decode_workers=0,
-                                   snapshot=SnapshotSettings(chunk_rows=300, readers=3)),
-                    JsonLinesSink(out))
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        router.run()
-    finally:
-        sys.setswitchinterval(switch)
-    records = _records(out)  # a torn record fails here
-    assert rebuilt(records, "f", ("id",)) == source_rows(server, db, "f", ("id",))
-    reader = ChunkReader(_connect(server), 300, encoded=True)
-    other = ChunkReader(_connect(server), 300, encoded=True)
-    try:
-        plan = reader.plan(db, "f")
-        assert plan is not None
-        assert reader._own(plan).read_row is not other._own(plan).read_row
-        assert reader._own(plan) is reader._own(plan)  # made once per plan
-    finally:
-        reader.close()
-        other.close()
-
-
 def test_a_snapshot_row_is_the_record_the_binlog_gives(server: Any, fresh_database: str,
                                                         tmp_path: Path) -> None:
     """Every column type: the row's snapshot record and its insert record from the binlog

@@ -27,6 +27,7 @@ class _Collected:
 
     def __init__(self) -> None:
         self.segments: list[Segment] = []
+        self.ready = True
 
     def submit(self, segment: Segment, end: tuple[str, int]) -> None:
         self.segments.append(segment)

@@ -5,7 +5,6 @@ DB.TABLE ...``: requests to a running router through its control endpoint (``POS
 from __future__ import annotations
 
 import argparse
-import http.client
 import os
 import sys
 from typing import Any
@@ -49,6 +48,8 @@ def _post(command: str, args: argparse.Namespace, path: str, body: dict[str, Any
           ) -> dict[str, Any] | int:
     """The endpoint's answer to ``body`` on ``path`` (202), else the exit code, the error
     printed."""
+    import http.client  # here: only these commands talk HTTP
+
     token = os.environ.get(args.token_env)
     headers = {"Content-Type": "application/json"}
     if token:

@@ -19,7 +19,6 @@ import fcntl
 import json
 import logging
 import os
-import secrets
 import socket
 import threading
 import time
@@ -53,7 +52,7 @@ class LeaseState:
 
 def new_owner() -> str:
     """An owner name unique to this process: ``host:pid:random``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
 
 
 class Lease:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any
 
 from changestream.delivery.adapter import SinkAdapter, capabilities_of
@@ -49,8 +48,16 @@ def _load_object(module_name: str, attr: str, spec: str) -> Any:
         raise ConfigError(f"sink {spec!r}: {module_name} has no {attr}") from None
 
 
+def _entry_points() -> Any:
+    """The installed packages' sink entry points (imported here: a built-in sink, the usual
+    case, does not pay for ``importlib.metadata`` at start)."""
+    from importlib.metadata import entry_points
+
+    return entry_points(group=ENTRY_POINT_GROUP)
+
+
 def _known() -> str:
-    names = sorted({*BUILTIN, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
+    names = sorted({*BUILTIN, *(ep.name for ep in _entry_points())})
     return "known: " + ", ".join(names)
 
 
@@ -61,7 +68,7 @@ def sink_factory(spec: str) -> tuple[Callable[..., SinkAdapter], str | None]:
     arg = argument if sep else None
     if name in BUILTIN:
         return _builtin(name, spec), arg
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in _entry_points():
         if ep.name == name:
             return ep.load(), arg
     if (sep and "." in name) or (sep and argument and argument.isidentifier()):

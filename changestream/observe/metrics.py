@@ -3,16 +3,21 @@ not clash; nothing lands in ``prometheus_client``'s global registry).
 
 Measured per batch, never per change: the Sink actor reports each batch it delivered with
 :meth:`RouterMetrics.batch_delivered`; the counts and gauges of ``Router.status()`` are read
-when the registry is collected (a scrape of ``GET /metrics``).
+when the registry is collected (a scrape of ``GET /metrics``). The observations are kept
+here and ``prometheus_client`` is imported only when the registry is first asked for: a run
+that serves no metrics does not pay its imports at start.
 """
 
 from __future__ import annotations
 
+import bisect
+import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import Metric
 
 TableCounts = dict[tuple[str, str, str], int]
 """Changes by ``(database, table, op)``."""
@@ -66,49 +71,109 @@ _SNAPSHOT_METRICS = (
 )
 
 
+class _Histogram:
+    """Observations in cumulative buckets, as a Prometheus histogram keeps them."""
+
+    def __init__(self, buckets: tuple[float, ...]):
+        self.bounds = buckets
+        self.counts = [0] * (len(buckets) + 1)  # the last: above every bound (+Inf)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    def family(self, name: str, help_text: str) -> Metric:
+        from prometheus_client.core import HistogramMetricFamily
+        from prometheus_client.utils import floatToGoString
+
+        cumulative, buckets = 0, []
+        for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            cumulative += count
+            buckets.append((floatToGoString(bound), cumulative))
+        return HistogramMetricFamily(name, help_text, buckets=buckets, sum_value=self.sum)
+
+
+_BATCH_DURATION = ("changestream_batch_duration_seconds",
+                   "seconds the sink adapter took to make a batch durable (retries included)")
+_DELIVERY_LAG = ("changestream_delivery_lag_seconds",
+                 "seconds from the commit on the source of a batch's last transaction to the "
+                 "sink making the batch durable (one observation per batch)")
+_TABLE_CHANGES = ("changestream_table_changes_delivered",
+                  "changes delivered to the sink, by database, table and op")
+
+
 class RouterMetrics:
     """A router's metrics: histograms and per-table counters it observes, and its status
     (once :meth:`expose_status` is given it) read at each collection."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.batch_duration = Histogram(
-            "changestream_batch_duration_seconds",
-            "seconds the sink adapter took to make a batch durable (retries included)",
-            buckets=BATCH_BUCKETS, registry=self.registry)
-        self.delivery_lag = Histogram(
-            "changestream_delivery_lag_seconds",
-            "seconds from the commit on the source of a batch's last transaction to the "
-            "sink making the batch durable (one observation per batch)",
-            buckets=LAG_BUCKETS, registry=self.registry)
-        self.table_changes = Counter(
-            "changestream_table_changes_delivered",
-            "changes delivered to the sink, by database, table and op",
-            ["database", "table", "op"], registry=self.registry)
-        self._children: dict[tuple[str, str, str], Any] = {}
+        self.batch_duration = _Histogram(BATCH_BUCKETS)
+        self.delivery_lag = _Histogram(LAG_BUCKETS)
+        self.table_changes: TableCounts = {}
+        self._status: Callable[[], dict[str, Any]] | None = None
+        self._registry: CollectorRegistry | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The registry these metrics are collected from (made at the first call)."""
+        with self._lock:
+            if self._registry is None:
+                from prometheus_client import CollectorRegistry
+
+                self._registry = CollectorRegistry()
+                self._registry.register(_ObservedCollector(self))
+                if self._status is not None:
+                    self._registry.register(_StatusCollector(self._status))
+            return self._registry
 
     def expose_status(self, status: Callable[[], dict[str, Any]]) -> None:
         """Collect the gauges and counters of ``status()`` (``Router.status``) with the rest."""
-        self.registry.register(_StatusCollector(status))
+        with self._lock:
+            self._status = status
+            if self._registry is not None:
+                self._registry.register(_StatusCollector(status))
 
     def batch_delivered(self, seconds: float, lag: float | None, tables: TableCounts) -> None:
         """One batch made durable in ``seconds``, ``lag`` seconds after its last transaction
         committed (``None``: no commit time known), with ``tables``' changes."""
-        self.batch_duration.observe(seconds)
-        if lag is not None:
-            # Commit times are the source's clock (MariaDB's to the second): a clock ahead of
-            # ours would make the lag negative, which is no lag.
-            self.delivery_lag.observe(max(0.0, lag))
-        children = self._children
-        for key, count in tables.items():
-            child = children.get(key)
-            if child is None:
-                child = children[key] = self.table_changes.labels(*key)
-            child.inc(count)
+        with self._lock:
+            self.batch_duration.observe(seconds)
+            if lag is not None:
+                # Commit times are the source's clock (MariaDB's to the second): a clock ahead
+                # of ours would make the lag negative, which is no lag.
+                self.delivery_lag.observe(max(0.0, lag))
+            counts = self.table_changes
+            for key, count in tables.items():
+                counts[key] = counts.get(key, 0) + count
+
+    def observed(self) -> list[Metric]:
+        """The histograms and per-table counters as metric families (a consistent copy)."""
+        from prometheus_client.core import CounterMetricFamily
+
+        with self._lock:
+            changes = CounterMetricFamily(*_TABLE_CHANGES, labels=["database", "table", "op"])
+            for key, count in self.table_changes.items():
+                changes.add_metric(list(key), float(count))
+            return [self.batch_duration.family(*_BATCH_DURATION),
+                    self.delivery_lag.family(*_DELIVERY_LAG), changes]
 
     def text(self) -> bytes:
         """Everything in the Prometheus text exposition format (0.0.4)."""
+        from prometheus_client import generate_latest
+
         return generate_latest(self.registry)
+
+
+class _ObservedCollector:
+    """What :class:`RouterMetrics` observed, read when collected."""
+
+    def __init__(self, metrics: RouterMetrics):
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.metrics.observed())
 
 
 def count_tables(parts: Iterable[Any]) -> TableCounts:
@@ -135,6 +200,8 @@ class _StatusCollector:
         self.status = status
 
     def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
         status = self.status()
         for name, kind, help_text, key in _STATUS_METRICS:
             value = status.get(key)

@@ -42,6 +42,9 @@ log = logging.getLogger("changestream")
 
 _SIZE = struct.Struct("<I").unpack_from
 
+WORKER_STARTED = "started"
+"""A worker's first message: its imports are done and it takes segments."""
+
 RawEventData = tuple[str, int, bytes]
 """``(file, offset, bytes)`` of one whole event."""
 
@@ -114,10 +117,17 @@ class FilterUpdate:
 
 
 class DecodeWorkers:
-    """``count`` worker processes, fed round robin; results are taken in the same order."""
+    """``count`` worker processes, fed round robin; results are taken in the same order.
 
-    def __init__(self, count: int, settings: WorkerSettings, run_changes: int = 5_000):
+    ``ready`` is false until every worker has said it started (once its answers are read,
+    :meth:`answer_to`); with ``decode_here_while_starting`` the listener decodes in the
+    router's process until then, else ``ready`` is true from the first."""
+
+    def __init__(self, count: int, settings: WorkerSettings, run_changes: int = 5_000, *,
+                 decode_here_while_starting: bool = False):
         self.settings = settings
+        self.ready = not decode_here_while_starting
+        self._started = 0
         self._connections: list[multiprocessing.connection.Connection] = []
         self._processes: list[subprocess.Popen[bytes]] = []
         for i in range(count):
@@ -127,6 +137,7 @@ class DecodeWorkers:
         self._next = 0
         self._readers: list[threading.Thread] = []
         self._closing = False
+        self._lock = threading.Lock()
 
     @property
     def count(self) -> int:
@@ -177,6 +188,11 @@ class DecodeWorkers:
                     with contextlib.suppress(Exception):
                         deliver(worker, self._lost(worker, exc))
                 return
+            if answer == WORKER_STARTED:
+                with self._lock:
+                    self._started += 1
+                    self.ready = self.ready or self._started == len(self._connections)
+                continue
             try:
                 deliver(worker, answer)
             except Exception:  # nobody takes answers any more (the router stops)
@@ -397,6 +413,10 @@ def worker_main(fd: int) -> None:
 def _serve(connection: multiprocessing.connection.Connection, settings: WorkerSettings,
            run_changes: int) -> None:
     worker = _Worker(settings, run_changes)
+    try:
+        connection.send(WORKER_STARTED)
+    except (OSError, EOFError):
+        return
     while True:
         try:
             segment = connection.recv()

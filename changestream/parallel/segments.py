@@ -5,7 +5,9 @@ not XA), MySQL's BEGIN, TABLE_MAPs with column names, rows events and annotation
 COMMIT, and it is not big (MySQL's compressed ones too: :mod:`changestream.parallel.payloads`).
 They are recognised from a few bytes of each event without decoding it (decoding here would
 cost as much as in a worker). Anything else is decoded here, in binlog order, as without
-workers, from the first event that shows a transaction is not a worker's."""
+workers, from the first event that shows a transaction is not a worker's; so is every
+transaction that begins before the workers are ready (``DecodeWorkers.ready``: while they
+start, the router does not wait for their imports)."""
 
 from __future__ import annotations
 
@@ -125,7 +127,7 @@ class Segmenter:
                         yield decode(held.data, held.file, held.offset)
                     current = []
                     continue
-                if opens_plain_group(data):
+                if opens_plain_group(data) and self.workers.ready:
                     current = [raw]
                     size = len(data)
                     continue

@@ -10,11 +10,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pykka
 import pymysql
-from prometheus_client import CollectorRegistry
 
 from changestream.actors.sink import SinkActor
 from changestream.actors.transaction import TransactionActor
@@ -51,6 +50,9 @@ from changestream.sources.live import StartPosition
 from changestream.sources.source_url import SourceSpec, parse_source_url
 from changestream.transactions.assembler import TransactionAssembler
 from changestream.verify.start import start_schedule
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger("changestream")
 

@@ -43,6 +43,7 @@ class RouterSettings:
     spill_dir: str | None = None
     include_sql: bool = False
     decode_workers: int = -1
+    decode_workers_wait: bool = False
     batch_events: int = 2_000
     message_changes: int = 5_000
     in_flight: int = 4
@@ -78,7 +79,7 @@ class RouterSettings:
             max_buffered_changes=config.transactions.max_buffered_changes,
             spill_dir=config.transactions.spill_dir or None,
             include_sql=config.transactions.include_sql,
-            decode_workers=s.decode_workers,
+            decode_workers=s.decode_workers, decode_workers_wait=s.decode_workers_wait,
             schema_from_server=s.schema_from_server,
             schema=HistorySettings(config.schema.history,
                                    config.schema.shadow_server or None,
@@ -141,4 +142,5 @@ def decode_workers_for(settings: RouterSettings, sink: Any,
     return DecodeWorkers(count, WorkerSettings(
         None if settings.filter.everything else settings.filter, settings.include_sql,
         record_format, settings.verify_checksums, settings.max_buffered_changes,
-        settings.spill_dir), run_changes)
+        settings.spill_dir), run_changes,
+        decode_here_while_starting=not settings.decode_workers_wait)

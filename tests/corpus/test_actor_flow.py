@@ -37,7 +37,8 @@ def _changes(binlog: Path, workers: int, pause: float,
                    for c in batch.iter_changes())
 
     router = Router(RouterSettings(source=f"file://{binlog}", until="caught-up",
-                                   decode_workers=workers, message_changes=100,
+                                   decode_workers=workers,
+                                   decode_workers_wait=True, message_changes=100,
                                    batch=BatchSettings(max_changes=300)), CallbackSink(write))
     router.run()
     return got, router
@@ -62,7 +63,8 @@ class _SlowLines(JsonLinesSink):
 def test_decode_workers_answers_come_as_messages_in_order(tmp_path: Path) -> None:
     def route(workers: int, sink: JsonLinesSink) -> tuple[list[dict[str, Any]], Router]:
         router = Router(RouterSettings(source=f"file://{PLAIN}", until="caught-up",
-                                       decode_workers=workers, message_changes=2,
+                                       decode_workers=workers,
+                                       decode_workers_wait=True, message_changes=2,
                                        batch=BatchSettings(max_changes=2)), sink)
         router.run()
         assert sink.path is not None

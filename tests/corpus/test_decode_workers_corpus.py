@@ -26,6 +26,7 @@ from tests.segments import (
 
 def _route(path: Path, out: Path, workers: int, **settings: Any) -> list[dict[str, Any]]:
     Router(RouterSettings(source=f"file://{path}", until="caught-up", decode_workers=workers,
+                          decode_workers_wait=True,
                           **settings), JsonLinesSink(out, fsync=False)).run()
     records = [orjson.loads(line) for line in out.read_bytes().splitlines()]
     for record in records:
@@ -48,7 +49,8 @@ def test_workers_write_the_same_records(relative: str, tmp_path: Path) -> None:
 def test_workers_take_the_plain_transactions(tmp_path: Path) -> None:
     path = CORPUS / "rust_mysql_common/mariadb-bin.000001"
     router = Router(RouterSettings(source=f"file://{path}", until="caught-up",
-                                   decode_workers=2), JsonLinesSink(tmp_path / "o.jsonl"))
+                                   decode_workers=2,
+                                   decode_workers_wait=True), JsonLinesSink(tmp_path / "o.jsonl"))
     router.run()
     assert router.stats.changes_delivered > 0
     assert router.stats.worker_segments >= 1  # its DML transactions went to a worker

@@ -60,7 +60,7 @@ def test_compressed_transactions_go_to_the_workers(mysql: Any, tmp_path: Path) -
         out = tmp_path / f"workers-{workers}.jsonl"
         router = Router(RouterSettings(
             source=mysql.url, start=f"{start[0]}:{start[1]}", until="caught-up",
-            filter=ChangeFilter(include=[db]), decode_workers=workers,
+            filter=ChangeFilter(include=[db]), decode_workers=workers, decode_workers_wait=True,
             schema=HistorySettings("auto", shadow_command(mysql))),
             JsonLinesSink(out))
         router.run()

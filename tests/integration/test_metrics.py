@@ -59,7 +59,7 @@ def test_metrics_count_per_table_and_time_each_batch(
     start = server.binlog_position()
     router = Router(RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}",
                                    filter=ChangeFilter(include=[db]),
-                                   decode_workers=decode_workers),
+                                   decode_workers=decode_workers, decode_workers_wait=True),
                     JsonLinesSink(tmp_path / "out.jsonl"))
     control = ControlServer(router, port=0)
     control.start()

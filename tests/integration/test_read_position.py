@@ -44,7 +44,7 @@ def test_source_position_is_the_last_event_read_also_after_a_reconnect(
     # Heartbeats would carry the server's position and hide a stale one: none during the test.
     router = Router(RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}",
                                    filter=ChangeFilter(include=[db]), heartbeat_seconds=60,
-                                   decode_workers=decode_workers),
+                                   decode_workers=decode_workers, decode_workers_wait=True),
                     JsonLinesSink(tmp_path / "out.jsonl"))
     router.start()
     try:

@@ -307,7 +307,8 @@ def test_decode_workers_change_no_record(server: Any, fresh_database: str, tmp_p
         out = tmp_path / f"workers-{workers}.jsonl"
         router = Router(RouterSettings(
             source=server.url, start=f"{start[0]}:{start[1]}", until="caught-up",
-            filter=ChangeFilter(include=[db]), decode_workers=workers, include_sql=True,
+            filter=ChangeFilter(include=[db]), decode_workers=workers,
+            decode_workers_wait=True, include_sql=True,
             max_buffered_changes=5_000), JsonLinesSink(out, format=record_format))
         router.run()
         assert (router.stats.worker_segments > 0) == (workers > 0)

@@ -27,7 +27,7 @@ def test_the_sink_s_writer_cpus_are_left_to_it(monkeypatch: pytest.MonkeyPatch, 
                                                started: int | None) -> None:
     counts: list[int] = []
 
-    def workers(count: int, *args: Any) -> Any:
+    def workers(count: int, *args: Any, **kwargs: Any) -> Any:
         counts.append(count)
         return object()
 

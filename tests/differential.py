@@ -221,6 +221,7 @@ def read_records(server: Any, database: str, start: tuple[str, int], out: Path,
     url = server.url if source == "live" else f"file://{server.binlog_dir}"
     Router(RouterSettings(source=url, start=f"{start[0]}:{start[1]}", until="caught-up",
                           filter=ChangeFilter(include=[database]), decode_workers=workers,
+                          decode_workers_wait=True,
                           schema=HistorySettings("auto", shadow_command(server))),
            JsonLinesSink(out)).run()
     return [r for r in map(orjson.loads, out.read_bytes().splitlines()) if r["op"] != "ddl"]

@@ -8,16 +8,20 @@ an id differently, both names are given.
 
 from __future__ import annotations
 
-from importlib.resources import files
+import pkgutil
 from typing import Any
 
 import orjson
 
 
 def load_data(name: str) -> dict[str, Any]:
-    """One of the generated data files of the package ``changestream.decoding.data``."""
-    data: dict[str, Any] = orjson.loads(
-        files("changestream.decoding.data").joinpath(name).read_bytes())
+    """One of the generated data files of the package ``changestream.decoding.data`` (read
+    through the package's loader: ``importlib.resources`` would cost more imports at
+    every start than the reading)."""
+    raw = pkgutil.get_data("changestream.decoding.data", name)
+    if raw is None:
+        raise FileNotFoundError(f"changestream.decoding.data/{name}")
+    data: dict[str, Any] = orjson.loads(raw)
     return data
 
 

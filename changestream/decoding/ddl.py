@@ -9,6 +9,7 @@ a_new TO a``).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -158,15 +159,21 @@ def renamed_columns(statement: str) -> dict[str, str]:
     return renames
 
 
-_TOKEN = re.compile(r"""\s*(?:(`(?:[^`]|``)*`)|("(?:[^"]|"")*")|('(?:[^'\\]|\\.|'')*')|"""
-                    r"""([\w$\u0080-\uffff]+)|(.))""", re.S)
+_TOKEN_PATTERN = (r"""\s*(?:(`(?:[^`]|``)*`)|("(?:[^"]|"")*")|('(?:[^'\\]|\\.|'')*')|"""
+                  r"""([\w$\u0080-\uffff]+)|(.))""")
+
+
+@functools.cache
+def _token_pattern() -> re.Pattern[str]:
+    # Compiled at the first DDL (its character ranges take milliseconds): not at every start.
+    return re.compile(_TOKEN_PATTERN, re.S)
 
 
 def _tokens(sql: str) -> list[tuple[str, str]]:
     """``(kind, text)`` pairs: ``name`` (quoted identifier, unquoted), ``word``, ``str`` or
     ``sym``."""
     out: list[tuple[str, str]] = []
-    for m in _TOKEN.finditer(sql):
+    for m in _token_pattern().finditer(sql):
         backtick, dquote, squote, word, sym = m.groups()
         if backtick is not None:
             out.append(("name", backtick[1:-1].replace("``", "`")))

@@ -15,7 +15,6 @@ import array
 import contextlib
 import datetime as dt
 import logging
-import multiprocessing.connection
 import signal
 import socket
 import struct
@@ -32,6 +31,7 @@ from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_CRC32, EventDecoder
 from changestream.model.changes import Change, TransactionPart
 from changestream.model.errors import ChangestreamError, SourceError
+from changestream.parallel.channel import Channel
 from changestream.parallel.encodings import Payload, load_encoding
 from changestream.parallel.payloads import unpacked_segment
 from changestream.parallel.segment_encoder import EncodedTransaction
@@ -128,7 +128,7 @@ class DecodeWorkers:
         self.settings = settings
         self.ready = not decode_here_while_starting
         self._started = 0
-        self._connections: list[multiprocessing.connection.Connection] = []
+        self._connections: list[Channel] = []
         self._processes: list[subprocess.Popen[bytes]] = []
         for i in range(count):
             connection, process = _start_worker(i, settings, run_changes)
@@ -212,9 +212,7 @@ class DecodeWorkers:
             # Shut the socket down first: a reader thread blocked in recv() keeps it open
             # through a close(), but a shutdown ends that recv (and the worker's) at once.
             with contextlib.suppress(OSError):
-                end = socket.fromfd(connection.fileno(), socket.AF_UNIX, socket.SOCK_STREAM)
-                end.shutdown(socket.SHUT_RDWR)
-                end.close()
+                connection.shutdown()
             connection.close()  # the worker's next read or write fails, and it ends
         # Waited for: a process that ran the router then owns the workers' CPU time, as a
         # process's children's.
@@ -378,7 +376,7 @@ def _reap(processes: list[subprocess.Popen[bytes]]) -> None:
 
 
 def _start_worker(index: int, settings: WorkerSettings, run_changes: int
-                  ) -> tuple[multiprocessing.connection.Connection, subprocess.Popen[bytes]]:
+                  ) -> tuple[Channel, subprocess.Popen[bytes]]:
     """A worker process and the connection to it. A plain interpreter started on
     :func:`worker_main`, not a multiprocessing process: that would start multiprocessing's
     resource tracker beside the workers (another interpreter) and import the
@@ -392,7 +390,7 @@ def _start_worker(index: int, settings: WorkerSettings, run_changes: int
                                    pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
     finally:
         theirs.close()
-    connection = multiprocessing.connection.Connection(ours.detach())
+    connection = Channel(ours)
     connection.send((settings, run_changes))
     return connection, process
 
@@ -402,7 +400,7 @@ def worker_main(fd: int) -> None:
     # The router stops its workers by closing their connections; an interrupt of the whole
     # process group (Ctrl-C) is the router's to handle.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    connection = multiprocessing.connection.Connection(fd)
+    connection = Channel.of_fd(fd)
     try:
         settings, run_changes = connection.recv()
     except (EOFError, OSError):
@@ -410,7 +408,7 @@ def worker_main(fd: int) -> None:
     _serve(connection, settings, run_changes)
 
 
-def _serve(connection: multiprocessing.connection.Connection, settings: WorkerSettings,
+def _serve(connection: Channel, settings: WorkerSettings,
            run_changes: int) -> None:
     worker = _Worker(settings, run_changes)
     try:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
-import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,6 +264,8 @@ def load_config(path: str | os.PathLike[str] | None = None, *,
     command line). Raises :class:`ConfigError` naming the key that is wrong."""
     config = Config()
     if path is not None:
+        import tomllib  # only with a file: a run from the command line alone does not pay
+
         try:
             with open(path, "rb") as f:
                 data = tomllib.load(f)

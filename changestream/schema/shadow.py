@@ -19,20 +19,19 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pymysql
 
 from changestream.decoding.query_status import QueryStatus
-from changestream.devserver import (
-    EmbeddedMariaDB,
-    EmbeddedMySQL,
-    EmbeddedServer,
-    ServerNotAvailableError,
-)
-from changestream.devserver.process import alive
 from changestream.schema.catalog import collation_ids, quote, read_definition
 from changestream.schema.definition import TableDefinition, TableKey
+
+if TYPE_CHECKING:
+    from changestream.devserver import EmbeddedServer
+
+# The private server programs (changestream.devserver) are imported where a shadow server is
+# made: most runs never start one, and a router's start should not import them.
 
 log = logging.getLogger("changestream")
 
@@ -211,6 +210,8 @@ class ShadowServer:
 
 def shadow_problem(flavor: str, command: str | None) -> str | None:
     """Why no shadow server of ``flavor`` can run here (``None``: one can)."""
+    from changestream.devserver import ServerNotAvailableError
+
     try:
         _make_server(ShadowSettings(flavor, command))
     except ServerNotAvailableError as exc:
@@ -232,8 +233,11 @@ def remove_stale(parent: Path) -> None:
     if not parent.is_dir():
         return
     for stale in parent.iterdir():
-        if stale.name.isdigit() and int(stale.name) != os.getpid() and not alive(int(stale.name)):
-            _remove_while_written(stale)
+        if stale.name.isdigit() and int(stale.name) != os.getpid():
+            from changestream.devserver.process import alive
+
+            if not alive(int(stale.name)):
+                _remove_while_written(stale)
 
 
 def _remove_while_written(folder: Path, seconds: float = 5.0) -> None:
@@ -258,6 +262,8 @@ def _private_dir(parent: Path) -> Path:
 
 
 def _make_server(settings: ShadowSettings) -> EmbeddedServer:
+    from changestream.devserver import EmbeddedMariaDB, EmbeddedMySQL
+
     words = shlex.split(settings.command) if settings.command else []
     program, launcher = (words[-1], words[:-1]) if words else (None, [])
     lower = ([f"--lower-case-table-names={settings.lower_case_table_names}"]

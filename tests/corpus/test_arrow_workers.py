@@ -48,8 +48,8 @@ class _ArrowSink:
 
 def _route(path: Path, workers: int) -> _ArrowSink:
     sink = _ArrowSink()
-    Router(RouterSettings(source=f"file://{path}", until="caught-up", decode_workers=workers),
-           sink).run()
+    Router(RouterSettings(source=f"file://{path}", until="caught-up", decode_workers=workers,
+                          decode_workers_wait=True), sink).run()
     return sink
 
 

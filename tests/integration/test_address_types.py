@@ -49,6 +49,7 @@ def test_uuid_and_inet_values_come_out_as_the_server_prints_them(
     out = tmp_path / "out.jsonl"
     Router(RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}", until="caught-up",
                           filter=ChangeFilter(include=[db]), decode_workers=decode_workers,
+                          decode_workers_wait=True,
                           schema=HistorySettings("auto", shadow_command(server))),
            JsonLinesSink(out)).run()
     after = [orjson.loads(line)["after"] for line in out.read_bytes().splitlines()]

@@ -86,7 +86,7 @@ def test_every_collation_decodes_as_the_server_converts_it(
     out = tmp_path / "out.jsonl"
     Router(RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}",
                           until="caught-up", filter=ChangeFilter(include=[db]),
-                          decode_workers=workers),
+                          decode_workers=workers, decode_workers_wait=True),
            JsonLinesSink(out)).run()
     got = {f"{r['table']}.{column}": value
            for r in map(orjson.loads, out.read_bytes().splitlines()) if r["op"] == "insert"

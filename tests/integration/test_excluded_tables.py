@@ -68,6 +68,7 @@ def test_rows_of_an_excluded_table_do_not_stop_the_included_ones(
     out = tmp_path / "out.jsonl"
     Router(RouterSettings(source=url, start=f"{start[0]}:{start[1]}", until="caught-up",
                           filter=_filter(kind, a, b), decode_workers=workers,
+                          decode_workers_wait=True,
                           schema=HistorySettings("auto", shadow_command(server))),
            JsonLinesSink(out)).run()
     records = [r for r in map(orjson.loads, out.read_bytes().splitlines())

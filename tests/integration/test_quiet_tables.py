@@ -48,6 +48,7 @@ def _settings(server: Any, start: tuple[str, int] | None, position_file: Path, q
     return RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}" if start else "",
                           position_file=str(position_file), heartbeat_seconds=1.0,
                           filter=ChangeFilter(include=[quiet]), decode_workers=workers,
+                          decode_workers_wait=True,
                           batch=BatchSettings(max_seconds=BATCH_SECONDS),
                           schema=HistorySettings("auto", shadow_command(server)),
                           snapshot=SnapshotSettings(snapshot))

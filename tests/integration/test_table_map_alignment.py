@@ -88,7 +88,7 @@ def test_probes_after_every_column_type_keep_their_own_metadata(
     out = tmp_path / "out.jsonl"
     Router(RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}",
                           until="caught-up", filter=ChangeFilter(include=[db]),
-                          decode_workers=workers,
+                          decode_workers=workers, decode_workers_wait=True,
                           schema=HistorySettings("on", shadow_command(server))),
            JsonLinesSink(out)).run()
     records = {r["table"]: r for r in map(orjson.loads, out.read_bytes().splitlines())}

@@ -139,7 +139,7 @@ def patched(request: pytest.FixtureRequest, server: Any, fresh_database: str,
 
 def _run(binlog: PatchedBinlog, out: Path, workers: int, change_filter: ChangeFilter) -> None:
     Router(RouterSettings(source=f"file://{binlog.path}", until="caught-up",
-                          filter=change_filter, decode_workers=workers),
+                          filter=change_filter, decode_workers=workers, decode_workers_wait=True),
            JsonLinesSink(out)).run()
 
 

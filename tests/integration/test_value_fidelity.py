@@ -26,7 +26,8 @@ def _records(server: Any, db: str, start: tuple[str, int], out: Path,
              workers: int) -> list[dict[str, Any]]:
     Router(RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}",
                           until="caught-up", filter=ChangeFilter(include=[db]),
-                          decode_workers=workers), JsonLinesSink(out)).run()
+                          decode_workers=workers,
+                          decode_workers_wait=True), JsonLinesSink(out)).run()
     return [r for r in map(orjson.loads, out.read_bytes().splitlines()) if r["op"] != "ddl"]
 
 

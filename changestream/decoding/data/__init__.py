@@ -1,2 +1,2 @@
 """The generated data files the decoders read (``collations.json``): a package so that
-``importlib.resources`` finds them wherever changestream is installed."""
+their package's loader (``pkgutil.get_data``) finds them wherever changestream is installed."""

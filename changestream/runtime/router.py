@@ -304,6 +304,13 @@ class Router:
             # Resumed by GTID: it was there (on this server; a set's may be another's).
             assembler.resume.start = (resume.file, resume.pos)
         snapshot = snapshots.prepare(progress, assembler)
+        if resume is not None and resume.pending_xa:
+            reload_prepared_xa(resume, assembler, column_info, s,
+                               lambda begin, decoder, follow: open_source(
+                                   self.spec, s, begin, decoder, follow),
+                               self._table_filter())
+        # The assembler is whole here: from now on only the Transaction actor touches it.
+        start_known = assembler.resume.start is not None
         sink_ref = SinkActor.start(self.sink, self.store, s.batch.for_sink(self.sink),
                                    self.stats, self._fail, self._ended,
                                    (self.store.last_batch_id + 1) if self.store else 1,
@@ -331,12 +338,7 @@ class Router:
             Downstream(transaction_ref, credits_in, self.stats, self._stopping, self._fail),
             ListenerSettings(s.batch_events, reconnect_seconds=s.reconnect_seconds,
                              live=live))
-        self._listener.start_known = assembler.resume.start is not None
-        if resume is not None and resume.pending_xa:
-            reload_prepared_xa(resume, assembler, column_info, s,
-                               lambda begin, decoder, follow: open_source(
-                                   self.spec, s, begin, decoder, follow),
-                               self._table_filter())
+        self._listener.start_known = start_known
         self._listener.start()
         snapshots.attach(self._listener, progress is not None)
         self._tables.attach(self._listener, snapshots if live else None)

@@ -23,7 +23,6 @@ from changestream.decoding import event_types as et
 from changestream.decoding.ddl import parse_ddl
 from changestream.decoding.events import QueryEvent
 from changestream.decoding.query_status import parse_query_status
-from changestream.devserver import ServerNotAvailableError, ServerStartError
 from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConfigError
 from changestream.model.modes import HISTORY_MODES, HistoryMode
@@ -122,6 +121,8 @@ def open_history_at(settings: HistorySettings, connect: Callable[[], pymysql.Con
     than the position file says), else seeded from the server. ``shadows`` starts its
     shadow server (or hands over one started already). Raises :class:`ConfigError` when
     no shadow server can run."""
+    from changestream.devserver import ServerNotAvailableError, ServerStartError
+
     scope = scope or (lambda database: True)
     conn = connect()
     try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import tempfile
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -20,6 +19,8 @@ class SpillFile:
     """
 
     def __init__(self, directory: str | None = None):
+        import tempfile  # only a big transaction spills: not imported at every start
+
         fd, self.path = tempfile.mkstemp(prefix="changestream-spill-", suffix=".bin",
                                          dir=directory)
         self._file: BinaryIO = os.fdopen(fd, "w+b")

@@ -150,7 +150,7 @@ def run_files(files: Path, work: Path, rows_left: int) -> dict[str, Any]:
         if landed != rows_left:
             raise SystemExit(f"run-files: the mirror holds {landed} rows, the source "
                              f"{rows_left}")
-        changes = router.stats.changes_delivered
+        changes = router.stats.delivery.changes_delivered
         return {"spark_start_seconds": round(started, 1), "seconds": round(seconds, 1),
                 "changes": changes, "changes_per_second": round(changes / seconds)}
     finally:

@@ -236,7 +236,7 @@ def router_alone(server: EmbeddedMariaDB, db: str, start: tuple[str, int], out: 
                     JsonLinesSink(out, fsync=False))
     began = time.perf_counter()
     router.run()
-    return router.stats.changes_delivered / (time.perf_counter() - began)
+    return router.stats.delivery.changes_delivered / (time.perf_counter() - began)
 
 
 def _workers(sink: TimedSink, decode_workers: int) -> int:
@@ -268,7 +268,7 @@ def _land(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int,
         if mirrored != held or source != held:
             raise SystemExit(f"iceberg: the mirror of {table} holds {mirrored} rows, the "
                              f"source {source}, the workload left {held}")
-    return seconds, router.stats.batches_delivered, sink
+    return seconds, router.stats.delivery.batches_delivered, sink
 
 
 def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, tx_rows: int,
@@ -396,7 +396,7 @@ def delay(server: EmbeddedMariaDB, spark: Any, target: Target, first_id: int, pr
                     target.sink(spark))
     router.start()
     deadline = time.monotonic() + 60
-    while not router.stats.caught_up:  # resumed from the sink's position and read it all
+    while not router.stats.reading.caught_up:  # resumed from the sink's position and read it all
         if time.monotonic() > deadline:
             raise SystemExit(f"{target.mode}: the live router did not catch up")
         time.sleep(0.05)

@@ -19,7 +19,7 @@ import pykka
 from changestream.delivery.adapter import SinkAdapter, capabilities_of
 from changestream.delivery.position_store import PositionStore
 from changestream.model.changes import EncodedRun, Position, TransactionPart
-from changestream.observe.stats import RouterStats
+from changestream.observe.stats import DeliveryCounters
 
 if TYPE_CHECKING:
     from changestream.schema.opener import HistoryOpener
@@ -71,14 +71,14 @@ class SinkActor(pykka.ThreadingActor):
     (:class:`PartsTaken`)."""
 
     def __init__(self, adapter: SinkAdapter, store: PositionStore | None,
-                 settings: BatchSettings, stats: RouterStats,
+                 settings: BatchSettings, counters: DeliveryCounters,
                  on_error: Callable[[BaseException], None], finished: threading.Event,
                  first_batch_id: int = 1, history: HistoryOpener | None = None,
                  fence: Callable[[], AbstractContextManager[Any]] | None = None):
         super().__init__()
         self.settings = settings  # max_changes resolved (BatchSettings.for_sink)
         self.finished = finished
-        self._writer_args = (adapter, store, settings, stats, on_error, first_batch_id,
+        self._writer_args = (adapter, store, settings, counters, on_error, first_batch_id,
                              history, fence)
         self._writer_ref: pykka.ActorRef[Any] | None = None
         self._caught_up = False  # CaughtUp came after the last parts taken

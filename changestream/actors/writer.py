@@ -20,7 +20,7 @@ from changestream.delivery.position_store import PositionStore
 from changestream.model.changes import Batch, EncodedRun, Position, TransactionPart
 from changestream.model.errors import SinkError, SinkStoppedError
 from changestream.observe.metrics import count_tables
-from changestream.observe.stats import RouterStats
+from changestream.observe.stats import DeliveryCounters
 
 if TYPE_CHECKING:
     from changestream.schema.opener import HistoryOpener
@@ -52,7 +52,7 @@ class WriterActor(pykka.ThreadingActor):
     module docstring); ``batch_id`` numbers the next batch."""
 
     def __init__(self, adapter: SinkAdapter, store: PositionStore | None,
-                 settings: BatchSettings, stats: RouterStats,
+                 settings: BatchSettings, counters: DeliveryCounters,
                  on_error: Callable[[BaseException], None], first_batch_id: int = 1,
                  history: HistoryOpener | None = None,
                  fence: Callable[[], AbstractContextManager[Any]] | None = None):
@@ -63,7 +63,7 @@ class WriterActor(pykka.ThreadingActor):
         self.adapter = adapter
         self.store = store
         self.settings = settings
-        self.stats = stats
+        self.counters = counters
         self.on_error = on_error
         self.batch_id = first_batch_id
         self.history = history  # stamps positions for a sink that keeps the history
@@ -110,13 +110,14 @@ class WriterActor(pykka.ThreadingActor):
             commit = next((p.last_commit_ts for p in reversed(parts) if p.last_commit_ts),
                           None)
             committed = commit.timestamp() if commit is not None else None
-            with self.stats.lock:
-                self.stats.batches_delivered += 1
-                self.stats.changes_delivered += batch.changes
-                self.stats.transactions_delivered += sum(p.transactions for p in parts)
+            counters = self.counters
+            with counters.lock:
+                counters.batches_delivered += 1
+                counters.changes_delivered += batch.changes
+                counters.transactions_delivered += sum(p.transactions for p in parts)
                 if committed is not None:
-                    self.stats.last_commit_ts = committed
-            self.stats.metrics.batch_delivered(
+                    counters.last_commit_ts = committed
+            counters.metrics.batch_delivered(
                 took, None if committed is None else time.time() - committed,
                 count_tables(parts))
         if position is not None:
@@ -124,8 +125,8 @@ class WriterActor(pykka.ThreadingActor):
                 position = replace(position, sink=self._durable_state())
             if self.store is not None:
                 self.store.save(position, self.batch_id - 1)
-            with self.stats.lock:
-                self.stats.delivered = position
+            with self.counters.lock:
+                self.counters.delivered = position
 
     def _write(self, batch: Batch) -> None:
         s = self.settings
@@ -143,7 +144,7 @@ class WriterActor(pykka.ThreadingActor):
                                     f"{s.retries + 1} times{where}, last: {exc}; the "
                                     "position was not advanced") from exc
                 log.warning("batch %d failed (%s); retrying in %.1fs", batch.id, exc, delay)
-                with self.stats.lock:
-                    self.stats.batch_retries += 1
+                with self.counters.lock:
+                    self.counters.batch_retries += 1
                 time.sleep(delay)
                 delay = min(delay * 2, 30.0)

@@ -162,7 +162,7 @@ def run_quickstart(folder: Path, *, rows: int = 200) -> bool:
         _until_caught_up(router, server)
         router.stop()
         router.wait(60)
-        st, snap = router.stats, router.status()["snapshot"] or {}
+        st, snap = router.stats.delivery, router.status()["snapshot"] or {}
         say(f"6. router delivered {snap.get('rows', 0)} snapshot rows of "
             f"{snap.get('tables_total', 0)} tables in {snap.get('chunks', 0)} chunks and "
             f"{st.changes_delivered - snap.get('rows', 0)} changes, "

@@ -73,7 +73,7 @@ class Listener:
         self.column_info = reading.column_info
         self.transaction = downstream.transaction
         self.credits = downstream.credits
-        self.stats = stats = downstream.stats
+        self.stats = downstream.stats.reading  # this thread's own counters
         self.stopping = stopping = downstream.stopping
         self.on_error = downstream.on_error
         self.batch_events = settings.batch_events
@@ -91,7 +91,8 @@ class Listener:
         # snapshot under ``until caught-up``).
         self.done_when_idle = reading.done_when_idle
         servers = reading.servers
-        self.failover = ListenerFailover(servers, reading.start_gtids, stats, stopping) \
+        self.failover = ListenerFailover(
+            servers, reading.start_gtids, downstream.stats.delivery, stopping) \
             if servers is not None and servers.several else None
         self.boundary: tuple[str, int] | None = None
         # Whether the stream's position is known before its first transaction boundary
@@ -221,14 +222,12 @@ class Listener:
                                       f"{self.reconnect_seconds:.0f}s") from None
                 if self.failover is not None and self.failover.moved_on(exc, self.boundary):
                     self.boundary = None  # on another server: read on by GTID
-                    with self.stats.lock:
-                        self.stats.reconnects += 1
+                    self.stats.reconnects += 1
                     continue
                 log.warning("%s; reconnecting in %.1fs at %s", exc, delay,
                             f"{self.boundary[0]}:{self.boundary[1]}" if self.boundary
                             else "the start")
-                with self.stats.lock:
-                    self.stats.reconnects += 1
+                self.stats.reconnects += 1
                 self.stats.connected = False
                 self.stopping.wait(delay)
                 delay = min(delay * 2, 10.0)

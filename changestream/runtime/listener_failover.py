@@ -11,7 +11,7 @@ import time
 from changestream.delivery.flow import StoppedError
 from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConnectionLostError
-from changestream.observe.stats import RouterStats
+from changestream.observe.stats import DeliveryCounters
 from changestream.sources.failover import ServerDemotedError, ServerSet
 from changestream.sources.live import StartPosition
 
@@ -22,12 +22,12 @@ class ListenerFailover:
     """The moves of one listener over ``servers``; ``start_gtids``: the GTIDs before the
     first event read."""
 
-    def __init__(self, servers: ServerSet, start_gtids: str | None, stats: RouterStats,
-                 stopping: threading.Event):
+    def __init__(self, servers: ServerSet, start_gtids: str | None,
+                 delivery: DeliveryCounters, stopping: threading.Event):
         self.servers = servers
         self._checked = time.monotonic()
         self.start_gtids = start_gtids
-        self.stats = stats
+        self.delivery = delivery  # the Writer actor's: read only
         self.stopping = stopping
         self._gtid_start: StartPosition | None = None  # where reading on another server began
         self._delivered_at_move: Position | None = None
@@ -71,24 +71,21 @@ class ListenerFailover:
             return False
         if moved:
             self._gtid_start = StartPosition("gtid", gtid=delivered())
-            with self.stats.lock:
-                self._delivered_at_move = self.stats.delivered
+            self._delivered_at_move = self.delivery.delivered_position()
         return moved
 
     def _delivered_gtids(self, target: tuple[str, int] | None) -> str:
         """The GTIDs delivered once everything read up to ``target`` (the last boundary
         read) is (what a server taking over must have); waits for the sink."""
         while target is not None:
-            with self.stats.lock:
-                done = self.stats.delivered
+            done = self.delivery.delivered_position()
             # Positions from before a move name the other server's files: not comparable.
             if done is not None and done != self._delivered_at_move and \
                     binlog_order(done.file, done.pos) >= binlog_order(*target):
                 break
             if self.stopping.wait(0.05):
                 raise StoppedError
-        with self.stats.lock:
-            done = self.stats.delivered
+        done = self.delivery.delivered_position()
         if target is None and self._gtid_start is not None:
             return self._gtid_start.gtid or ""
         if done is not None and done.gtid_set is not None:

@@ -183,11 +183,11 @@ class Router:
     def status(self) -> dict[str, Any]:
         """Where the router is: connection, positions, lag, counts and queue depths."""
         st = self.stats
-        with st.lock:
+        with st.delivery.lock:
             return {
                 "source": self.spec.describe(),
                 "server": self.spec.server if self.spec.kind == "server" else None,
-                "connected": st.connected,
+                "connected": st.reading.connected,
                 "paused": self.paused,
                 **stream_status(st),
                 "queue_depths": self.queue_depths(),
@@ -312,7 +312,7 @@ class Router:
         # The assembler is whole here: from now on only the Transaction actor touches it.
         start_known = assembler.resume.start is not None
         sink_ref = SinkActor.start(self.sink, self.store, s.batch.for_sink(self.sink),
-                                   self.stats, self._fail, self._ended,
+                                   self.stats.delivery, self._fail, self._ended,
                                    (self.store.last_batch_id + 1) if self.store else 1,
                                    self._history, lambda: fence(self.standby))
         transaction_ref = TransactionActor.start(assembler, sink_ref, credits_in, credits_out,
@@ -351,11 +351,11 @@ class Router:
         if self._aborted.is_set():
             self._listener.stop()
         self._listener.join(10)
-        st = self.stats
+        done = self.stats.delivery
         log.info("stopped: %d transactions, %d changes delivered in %d batches in %.2f s "
-                 "(the sink's open not counted); position %s", st.transactions_delivered,
-                 st.changes_delivered, st.batches_delivered, time.monotonic() - began,
-                 st.delivered or "unchanged")
+                 "(the sink's open not counted); position %s", done.transactions_delivered,
+                 done.changes_delivered, done.batches_delivered, time.monotonic() - began,
+                 done.delivered or "unchanged")
 
     def _message_changes(self) -> int:
         """Changes per message to the sink actor (and per decode worker answer): no more

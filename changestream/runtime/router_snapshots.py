@@ -159,8 +159,9 @@ class RouterSnapshots:
 
     def _stream_position(self) -> tuple[str, int] | None:
         """Where the stream has read to (``None``: nowhere yet)."""
-        file = self.stats.read_file
-        return (file, self.stats.read_pos) if file else None
+        reading = self.stats.reading
+        file = reading.read_file
+        return (file, reading.read_pos) if file else None
 
     def request(self, tables: list[str], where: str | None = None, *, start: bool = True
                 ) -> dict[str, Any]:
@@ -236,8 +237,7 @@ class RouterSnapshots:
             log.warning("the DDL at %s gave the rows %s held values no row event carries "
                         "(%s); %s: sinks keep the values they had (NULL in a new column)",
                         where, name, reason, why)
-            with self.stats.lock:
-                self.stats.refills_skipped += 1
+            self.stats.refill.refills_skipped += 1
             return
         coordinator, assembler = self.coordinator, self._assembler
         assert coordinator is not None and assembler is not None
@@ -246,8 +246,7 @@ class RouterSnapshots:
         assembler.resume.snapshot = progress.as_dict()
         log.warning("the DDL at %s gave the rows %s held values no row event carries (%s): "
                     "reading the table again (snapshot %s)", where, name, reason, progress.id)
-        with self.stats.lock:
-            self.stats.refills += 1
+        self.stats.refill.refills += 1
         if start:
             with self._runner_lock:
                 if self.listener is None:

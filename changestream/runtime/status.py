@@ -9,22 +9,24 @@ from changestream.observe.stats import RouterStats
 
 
 def stream_status(st: RouterStats) -> dict[str, Any]:
-    """Positions, lag and counts since the start (the caller holds ``st.lock``)."""
-    delivered = st.delivered
+    """Positions, lag and counts since the start (the caller holds ``st.delivery.lock``:
+    the delivered counts and position are of one batch)."""
+    read, done, refill = st.reading, st.delivery, st.refill
+    delivered = done.delivered
     return {
-        "source_position": {"file": st.read_file, "pos": st.read_pos}
-        if st.read_file else None,
+        "source_position": {"file": read.read_file, "pos": read.read_pos}
+        if read.read_file else None,
         "delivered_position": delivered.as_dict() if delivered else None,
-        "seconds_behind": st.seconds_behind(),
-        "transactions_delivered": st.transactions_delivered,
-        "changes_delivered": st.changes_delivered,
-        "batches_delivered": st.batches_delivered,
-        "batch_retries": st.batch_retries,
-        "reconnects": st.reconnects,
-        "refills": st.refills,
-        "refills_skipped": st.refills_skipped,
-        "events_read": st.events_read,
-        "worker_segments": st.worker_segments,
+        "seconds_behind": read.seconds_behind(),
+        "transactions_delivered": done.transactions_delivered,
+        "changes_delivered": done.changes_delivered,
+        "batches_delivered": done.batches_delivered,
+        "batch_retries": done.batch_retries,
+        "reconnects": read.reconnects,
+        "refills": refill.refills,
+        "refills_skipped": refill.refills_skipped,
+        "events_read": read.events_read,
+        "worker_segments": read.worker_segments,
     }
 
 

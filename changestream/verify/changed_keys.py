@@ -92,7 +92,7 @@ class ChangedKeys:
         """How far the stream has been delivered here (filtered transactions included)."""
         with self.notes.lock:
             noted = self.notes.read_to
-        delivered = self.router.stats.delivered
+        delivered = self.router.stats.delivery.delivered_position()
         orders = [o for o in (noted, binlog_order(delivered.file, delivered.pos)
                               if delivered is not None and delivered.file else None)
                   if o is not None]

@@ -72,7 +72,7 @@ def test_decode_workers_answers_come_as_messages_in_order(tmp_path: Path) -> Non
         return [{k: v for k, v in r.items() if k != "ts"} for r in records], router
 
     slow, router = route(2, _SlowLines(tmp_path / "slow.jsonl", fsync=False))
-    assert router.stats.worker_segments >= 1
+    assert router.stats.reading.worker_segments >= 1
     assert slow == route(0, JsonLinesSink(tmp_path / "alone.jsonl", fsync=False))[0]
 
 

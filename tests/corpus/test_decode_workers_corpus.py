@@ -52,8 +52,8 @@ def test_workers_take_the_plain_transactions(tmp_path: Path) -> None:
                                    decode_workers=2,
                                    decode_workers_wait=True), JsonLinesSink(tmp_path / "o.jsonl"))
     router.run()
-    assert router.stats.changes_delivered > 0
-    assert router.stats.worker_segments >= 1  # its DML transactions went to a worker
+    assert router.stats.delivery.changes_delivered > 0
+    assert router.stats.reading.worker_segments >= 1  # its DML transactions went to a worker
 
 
 def test_a_worker_error_names_file_and_offset(tmp_path: Path) -> None:

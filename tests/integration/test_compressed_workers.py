@@ -64,7 +64,7 @@ def test_compressed_transactions_go_to_the_workers(mysql: Any, tmp_path: Path) -
             schema=HistorySettings("auto", shadow_command(mysql))),
             JsonLinesSink(out))
         router.run()
-        assert (router.stats.worker_segments > 0) == (workers > 0)
+        assert (router.stats.reading.worker_segments > 0) == (workers > 0)
         outputs.append(_records(out))
     assert outputs[0] == outputs[1]
     assert len(outputs[0]) == 2 + 400 + 150 + 20 + 1 + 1 + 2 + 1

@@ -167,7 +167,7 @@ def test_change_records_follow_the_workload(server: Any, fresh_database: str,
             continue
         assert actual == expected, f"transaction {i}"
     assert all(r["database"] == db for t in transactions for r in t)
-    assert router.stats.transactions_delivered >= len(EXPECTED_TRANSACTIONS)
+    assert router.stats.delivery.transactions_delivered >= len(EXPECTED_TRANSACTIONS)
 
 
 def test_every_change_carries_its_transaction(server: Any, fresh_database: str,
@@ -311,7 +311,7 @@ def test_decode_workers_change_no_record(server: Any, fresh_database: str, tmp_p
             decode_workers_wait=True, include_sql=True,
             max_buffered_changes=5_000), JsonLinesSink(out, format=record_format))
         router.run()
-        assert (router.stats.worker_segments > 0) == (workers > 0)
+        assert (router.stats.reading.worker_segments > 0) == (workers > 0)
         records = _records(out)
         for r in records:
             r.pop("ts", None)

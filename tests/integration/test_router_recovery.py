@@ -59,7 +59,7 @@ def test_reconnects_after_the_server_drops_the_connection(
         router.wait(30)
     ids = [r["after"]["id"] for r in _records(out) if r["op"] == "insert"]
     assert ids == list(range(1, 101))
-    assert router.stats.reconnects >= 1
+    assert router.stats.reading.reconnects >= 1
 
 
 def test_a_purged_position_is_a_clear_error(server: Any, fresh_database: str,
@@ -194,6 +194,6 @@ def test_a_slow_sink_slows_the_reader_down(server: Any, fresh_database: str) -> 
         depths = router.queue_depths()
         assert all(depth <= 4 for depth in depths.values()), depths
         # events read but not yet delivered: bounded by what the queues can hold
-        ahead.append(router.stats.events_read - 4 * len(delivered))
+        ahead.append(router.stats.reading.events_read - 4 * len(delivered))
     assert delivered == list(range(1, 3001))
     assert max(ahead) < 4 * 50 * 4 * 2, max(ahead)

@@ -45,7 +45,7 @@ def test_a_failed_batch_is_retried_and_delivered_once(mariadb: Any, tmp_path: Pa
     router = Router(_settings(mariadb, db, start, tmp_path / "p.json"), CallbackSink(flaky))
     router.run()
     assert delivered == [1, 2, 3, 4, 5, 6]
-    assert router.stats.batch_retries == 2 * router.stats.batches_delivered
+    assert router.stats.delivery.batch_retries == 2 * router.stats.delivery.batches_delivered
 
 
 def test_a_batch_that_keeps_failing_stops_the_router_without_moving_the_position(

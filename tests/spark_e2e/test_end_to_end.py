@@ -53,7 +53,7 @@ def run_live(server: Any, db: str, sink: Any, start: tuple[str, int]) -> Router:
     end = server.binlog_position()
     deadline = time.monotonic() + 180
     while True:
-        delivered = router.stats.delivered
+        delivered = router.stats.delivery.delivered
         if delivered is not None and position_key(delivered) >= position_key(
                 Position(end[0], end[1])):
             break
@@ -173,7 +173,8 @@ def test_live_workload_lands_exactly_in_spark(mariadb: Any, spark: Any, tmp_path
     options = {"warehouse": where} if mode == "iceberg" else {"path": where}
     sink = make_sink(f"spark:{mode}", spark=spark, catalog=f"e2e_{mode}", **options)
     router = run_live(mariadb, db, sink, start)
-    assert router.stats.batches_delivered >= 2, "the workload should land in several batches"
+    assert router.stats.delivery.batches_delivered >= 2, \
+        "the workload should land in several batches"
 
     records = reference(mariadb, db, start, tmp_path)
     counts = committed_counts(mariadb, db, start)

@@ -64,7 +64,7 @@ class _HeldSink:
 def _start(sink: _HeldSink, errors: list[BaseException], finished: threading.Event,
            max_changes: int = 100) -> pykka.ActorRef[Any]:
     settings = BatchSettings(max_changes=max_changes, max_seconds=60, retries=0)
-    return SinkActor.start(sink, None, settings, RouterStats(), errors.append, finished)
+    return SinkActor.start(sink, None, settings, RouterStats().delivery, errors.append, finished)
 
 
 def _wait(condition: Any, timeout: float = 10) -> None:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from changestream.model.changes import Position
 from changestream.model.errors import ChangestreamError, ConfigError, SinkError, SourceError
@@ -42,6 +42,9 @@ from .decoding import (
 from .landing import BackfillLanding, StagedRun
 from .names import UnitNames, files_flavor_and_names, record_history
 from .planning import BackfillUnit, plan_digest, plan_units
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 logger = logging.getLogger("changestream.backfill")
 
@@ -96,7 +99,7 @@ class BackfillReport:
 Progress = Callable[[UnitManifest, BackfillUnit], None]
 
 
-def run_backfill(spark: Any, catalog: str, warehouse: str, paths: list[str],
+def run_backfill(spark: SparkSession, catalog: str, warehouse: str, paths: list[str],
                  settings: BackfillSettings = BackfillSettings(),
                  progress: Progress | None = None) -> BackfillReport:
     """Backfill ``paths`` into Iceberg catalog ``catalog`` (warehouse folder
@@ -194,7 +197,7 @@ class _DecodeJob:
     """The Spark job that decodes ``units``, run from a thread so the driver lands units
     while later ones are decoded."""
 
-    def __init__(self, spark: Any, units: list[BackfillUnit], staging: str,
+    def __init__(self, spark: SparkSession, units: list[BackfillUnit], staging: str,
                  chunk_changes: int, change_filter: ChangeFilter | None,
                  names: dict[int, UnitNames] | None = None):
         self.spark = spark
@@ -267,7 +270,7 @@ def _first_line(exc: BaseException) -> str:
 class _Walk:
     """Lands the staged items of each unit in binlog order (see the module docstring)."""
 
-    def __init__(self, spark: Any, landing: BackfillLanding, commit_rows: int):
+    def __init__(self, spark: SparkSession, landing: BackfillLanding, commit_rows: int):
         self.spark = spark
         self.commit_rows = commit_rows
         self.landing = landing

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from changestream.model.changes import Position
 from changestream.model.errors import SinkError
@@ -29,6 +29,9 @@ from changestream.sinks.spark.types import METADATA, FieldMapping, spark_schema
 
 from .decoding import StagedPiece
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 
 @dataclass(slots=True)
 class StagedRun(TableRun):
@@ -44,7 +47,7 @@ class StagedRun(TableRun):
 class BackfillLanding(IcebergLanding):
     """The Iceberg landing of staged runs (see the module docstring)."""
 
-    def new_pieces(self, spark: Any, name: str, run: StagedRun
+    def new_pieces(self, spark: SparkSession, name: str, run: StagedRun
                    ) -> tuple[list[StagedPiece], Position | None]:
         """The pieces of ``run`` table ``name`` does not hold yet, and the position it holds
         once they are in."""
@@ -56,7 +59,7 @@ class BackfillLanding(IcebergLanding):
                             "remove the staging folder and run the backfill again")
         return new, positions.merged(committed, [new[-1].last]) if new else None
 
-    def _staged_frame(self, spark: Any, run: StagedRun, pieces: list[StagedPiece]) -> Any:
+    def _staged_frame(self, spark: SparkSession, run: StagedRun, pieces: list[StagedPiece]) -> Any:
         from pyspark.sql import types as T
 
         before = tuple(FieldMapping(f"{BEFORE_PREFIX}{i}", run.fields[i].spark_type,
@@ -67,7 +70,7 @@ class BackfillLanding(IcebergLanding):
         return spark.read.schema(schema).option("datetimeRebaseMode", "CORRECTED") \
             .option("int96RebaseMode", "CORRECTED").parquet(*(p.path for p in pieces))
 
-    def land_changelog(self, spark: Any, run: TableRun) -> int:
+    def land_changelog(self, spark: SparkSession, run: TableRun) -> int:
         assert isinstance(run, StagedRun)
         name = self.changelog_name(run)
         pieces, last = self.new_pieces(spark, name, run)
@@ -81,7 +84,7 @@ class BackfillLanding(IcebergLanding):
             self.tables.spark_append(spark, name, df, last)
         return sum(p.rows for p in pieces)
 
-    def land_mirror(self, spark: Any, run: TableRun) -> int:
+    def land_mirror(self, spark: SparkSession, run: TableRun) -> int:
         assert isinstance(run, StagedRun)
         name = self.mirror_name(run)
         pieces, last = self.new_pieces(spark, name, run)

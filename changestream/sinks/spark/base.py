@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from changestream.delivery.adapter import SinkCapabilities
 from changestream.model.changes import Position
@@ -15,6 +15,9 @@ from changestream.model.errors import SinkError
 
 from .options import class_cache, flag
 from .worker_encoding import ARROW_FRAMES
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 #: Each Spark write has a fixed cost (a job, files, a commit): bigger batches land more
 #: rows per second; the batch time limit still bounds the delay.
@@ -54,7 +57,7 @@ class SparkSinkBase:
     mode = ""
 
     def __init__(self, *, master: str | None = None, conf: Mapping[str, Any] | None = None,
-                 spark: Any = None, app_name: str = "changestream",
+                 spark: SparkSession | None = None, app_name: str = "changestream",
                  arrow_workers: bool | str = True,
                  jvm_class_cache: str | os.PathLike[str] | bool | None = None):
         self.master = master
@@ -93,6 +96,13 @@ class SparkSinkBase:
                                     f"pass another catalog= for {value}")
                 self.spark.conf.set(key, value)
         require_utc(self.spark)
+
+    @property
+    def session(self) -> SparkSession:
+        """The open sink's Spark session."""
+        if self.spark is None:
+            raise SinkError("the Spark sink is not open")
+        return self.spark
 
     def _before_stop(self) -> None:
         """What a sink does in its own session's JVM before stopping it (nothing here)."""

@@ -19,7 +19,7 @@ import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,6 +45,9 @@ from .types import (
     arrow_schema,
     spark_schema,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 _FILE = re.compile(r"^b(\d{10})-")
 #: Where Spark's Parquet writer keeps the Spark schema of a file, and reads it back from.
@@ -219,7 +222,7 @@ class ParquetLanding:
         arrays = metadata_arrays([m.change for m in marks], [m.op for m in marks])
         return pa.Table.from_arrays(arrays, schema=arrow_schema(METADATA))
 
-    def land(self, runs: list[TableRun], position: Position, spark: Any = None,
+    def land(self, runs: list[TableRun], position: Position, spark: SparkSession | None = None,
              parts: Iterable[TransactionPart | EncodedRun] = ()) -> dict[str, int]:
         """Write ``runs`` (and the marks the DDL in ``parts`` leaves) as batch
         ``last_batch + 1`` and commit it with ``position`` (``spark`` is not needed: the

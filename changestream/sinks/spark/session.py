@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from changestream.model.errors import SinkError
 
 from .jvm.start import (  # noqa: F401 - the session's start, where callers find it
     ICEBERG_EXTENSIONS,
@@ -14,6 +16,9 @@ from .jvm.start import (  # noqa: F401 - the session's start, where callers find
     writes_class_archive,
 )
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 
 def iceberg_conf(catalog: str, warehouse: str | os.PathLike[str]) -> dict[str, str]:
     """Spark settings for a Hadoop Iceberg catalog named ``catalog`` in ``warehouse`` (as
@@ -23,7 +28,15 @@ def iceberg_conf(catalog: str, warehouse: str | os.PathLike[str]) -> dict[str, s
     return catalog_settings(catalog, warehouse).spark_conf()
 
 
-def require_utc(spark: Any) -> None:
+def jvm_of(spark: SparkSession) -> Any:
+    """The session's gateway to its JVM (Py4J's view of the driver's classes)."""
+    jvm = spark._jvm
+    if jvm is None:
+        raise SinkError("the Spark session was stopped")
+    return jvm
+
+
+def require_utc(spark: SparkSession) -> None:
     """Timestamps are handed over as UTC instants; the session must read them so."""
     zone = spark.conf.get("spark.sql.session.timeZone")
     if zone not in ("UTC", "Etc/UTC", "GMT", "+00:00", "Z"):
@@ -34,7 +47,7 @@ PARQUET_REBASE = ("spark.sql.parquet.datetimeRebaseModeInWrite",
                   "spark.sql.parquet.int96RebaseModeInWrite")
 
 
-def proleptic_parquet(spark: Any) -> None:
+def proleptic_parquet(spark: SparkSession) -> None:
     """Write dates and timestamps to Parquet as they are (proleptic Gregorian, like MySQL)
     rather than refuse them: Spark's default (``EXCEPTION``) fails a write of any date
     before 1582-10-15, and MySQL's DATE goes back to 1000-01-01. A mode the session set

@@ -15,11 +15,14 @@ import hashlib
 import weakref
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from changestream.model.errors import SinkError
 
 from ..jvm.jars import jar_cache, made_once
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 CLASS_NAME = "changestream.iceberg.DriverCommits"
 
@@ -31,7 +34,7 @@ _COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _BYTECODE: weakref.WeakKeyDictionary[Any, dict[str, bytes]] = weakref.WeakKeyDictionary()
 
 
-def driver_commits(spark: Any, anchor: Any) -> Any:
+def driver_commits(spark: SparkSession, anchor: Any) -> Any:
     """The :class:`DriverCommits` object of ``spark``'s JVM: the class from the class path
     when a jar of it is there (:func:`driver_commits_jar`), else compiled at the first
     call, with the class loader that loaded ``anchor`` (a Java object of Iceberg's: a
@@ -82,7 +85,7 @@ def driver_commits_jar(runtime: Path, cache: Path | None = None) -> Path:
     return jar_cache(cache) / f"changestream-driver-commits-{digest}.jar"
 
 
-def keep_driver_commits(spark: Any, target: Path) -> None:
+def keep_driver_commits(spark: SparkSession, target: Path) -> None:
     """Write the class this JVM compiled (if it did) as jar ``target``, for later starts."""
     compiled = _BYTECODE.get(spark._jvm)
     if compiled:
@@ -90,7 +93,7 @@ def keep_driver_commits(spark: Any, target: Path) -> None:
             [(f"{name.replace('.', '/')}.class", code) for name, code in compiled.items()]))
 
 
-def create_table(spark: Any, catalog: str, namespace: str, name: str, schema_json: str,
+def create_table(spark: SparkSession, catalog: str, namespace: str, name: str, schema_json: str,
                  properties: dict[str, str], day_column: str | None = None) -> None:
     """Create Iceberg table ``namespace.name`` in ``catalog`` of the Spark schema
     ``schema_json`` (partitioned by day of ``day_column`` when given), as ``CREATE TABLE

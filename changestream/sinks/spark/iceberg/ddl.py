@@ -31,6 +31,8 @@ from .names import (
 from .names import quote as _q
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from .tables import IcebergTables
 
 #: DDL kinds that change which rows a table holds, what it is called or whether it exists:
@@ -65,13 +67,13 @@ class MirroredDdl:
         self.ddl_log = f"{_q(tables.catalog)}.{_q(control_namespace)}.{_q(DDL_TABLE)}"
         self.ddl_done: Position | None = None
 
-    def open(self, spark: Any) -> None:
+    def open(self, spark: SparkSession) -> None:
         """Read where the DDL applied so far ends."""
         tables = self.tables
         self.ddl_done = tables.stored_position(spark, self.ddl_log) \
             if tables.exists(spark, self.ddl_log) else None
 
-    def apply_ddl(self, spark: Any, change: Change, position: Position | None) -> None:
+    def apply_ddl(self, spark: SparkSession, change: Change, position: Position | None) -> None:
         """Apply a TRUNCATE, RENAME or DROP (logged in ``change``, its transaction ending at
         ``position``) to the mirrors and changelogs. Each step is skipped when a commit at
         or after ``position`` shows it done, so a batch landed again after a crash does not
@@ -84,7 +86,7 @@ class MirroredDdl:
         finally:
             tables.in_ddl = False
 
-    def _apply(self, spark: Any, change: Change, position: Position | None) -> None:
+    def _apply(self, spark: SparkSession, change: Change, position: Position | None) -> None:
         ddl = parse_ddl(change.sql or "", ddl_database(change))
         database = ddl_database(change) or ""
         if ddl is not None and ddl.kind == "alter_table" and ddl.renames:
@@ -112,7 +114,7 @@ class MirroredDdl:
             for old, new in ddl.renames:
                 self._rename(spark, key(old), key(new), position)
 
-    def _reshape(self, spark: Any, schema: TableSchema) -> None:
+    def _reshape(self, spark: SparkSession, schema: TableSchema) -> None:
         """Create or evolve a table's mirror and changelog to ``schema`` (a DDL's result):
         a CREATE TABLE starts an empty mirror, an ADD COLUMN fills existing rows with the
         column's default, before any row of the new shape comes."""
@@ -122,7 +124,7 @@ class MirroredDdl:
         tables.evolve(spark, tables.changelog_name(run), run, changelog=True)
         tables.evolve(spark, tables.mirror_name(run), run, changelog=False)
 
-    def record_ddl(self, spark: Any, change: Change, position: Position) -> None:
+    def record_ddl(self, spark: SparkSession, change: Change, position: Position) -> None:
         """Note that everything up to ``position`` (a DDL just applied) is landed."""
         tables = self.tables
         if not tables.exists(spark, self.ddl_log):
@@ -136,7 +138,7 @@ class MirroredDdl:
                     {PROPERTY: encoded})
         self.ddl_done = position
 
-    def _mirrored_tables(self, spark: Any, database: str) -> list[str]:
+    def _mirrored_tables(self, spark: SparkSession, database: str) -> list[str]:
         namespace = f"{_q(self.tables.catalog)}.{_q(database)}"
         try:
             rows = spark.sql(f"SHOW TABLES IN {namespace}").collect()
@@ -146,7 +148,7 @@ class MirroredDdl:
         tables = {n.removesuffix(CHANGELOG_SUFFIX) for n in names}
         return sorted(tables)
 
-    def _mark(self, spark: Any, changelog: str, op: str, change: Change,
+    def _mark(self, spark: SparkSession, changelog: str, op: str, change: Change,
               position: Position | None) -> None:
         """One changelog row saying what happened to the table (``_op`` truncate/drop)."""
         tables = self.tables
@@ -168,7 +170,7 @@ class MirroredDdl:
                                       positions.encode(position)).append()
         tables.committed[changelog] = position
 
-    def _truncate(self, spark: Any, table: tuple[str, str], change: Change,
+    def _truncate(self, spark: SparkSession, table: tuple[str, str], change: Change,
                   position: Position | None) -> None:
         tables = self.tables
         mirror, changelog = tables.names(table)
@@ -179,7 +181,7 @@ class MirroredDdl:
             tables.committed[mirror] = position
         self._mark(spark, changelog, "truncate", change, position)
 
-    def _drop(self, spark: Any, table: tuple[str, str], change: Change,
+    def _drop(self, spark: SparkSession, table: tuple[str, str], change: Change,
               position: Position | None) -> None:
         tables = self.tables
         mirror, changelog = tables.names(table)
@@ -189,7 +191,7 @@ class MirroredDdl:
         tables.forget(mirror)
         tables.dropped(table)
 
-    def _rename(self, spark: Any, old: tuple[str, str], new: tuple[str, str],
+    def _rename(self, spark: SparkSession, old: tuple[str, str], new: tuple[str, str],
                 position: Position | None) -> None:
         """Rename the mirror and the changelog: in the catalog where it can (one atomic
         step each, the tables' history kept; a step done before a crash leaves no source

@@ -15,15 +15,19 @@ import os
 import uuid
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..session import jvm_of
 from ..types import PARQUET_DICTIONARY_PAGE_BYTES
 from .commits import check_location, driver_commits, encode_properties
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 FIELD_ID = b"PARQUET:field_id"
 _PRIMITIVES: dict[str, pa.DataType] = {
@@ -86,14 +90,15 @@ def local_path(location: str) -> Path | None:
     return None
 
 
-def load_table(spark: Any, name: str) -> Any:
+def load_table(spark: SparkSession, name: str) -> Any:
     """Iceberg table ``name`` (``catalog.db.table``, quoted as in SQL) as the Java object
     Spark's catalog holds (commits made through it are what Spark reads next). The class
     is looked up once per JVM: every name in a Py4J path is a round trip, and a round trip
     waits for the interpreter lock while the router's threads are busy."""
-    util = _SPARK3_UTIL.get(spark._jvm)
+    jvm = jvm_of(spark)
+    util = _SPARK3_UTIL.get(jvm)
     if util is None:
-        util = _SPARK3_UTIL[spark._jvm] = spark._jvm.org.apache.iceberg.spark.Spark3Util
+        util = _SPARK3_UTIL[jvm] = jvm.org.apache.iceberg.spark.Spark3Util
     return util.loadIcebergTable(spark._jsparkSession, name)
 
 
@@ -117,7 +122,7 @@ def positioned_snapshot(table: Any, property_name: str, start: Any = None) -> An
     return None
 
 
-def live_rows(spark: Any, name: str, columns: list[str]) -> list[dict[str, Any]] | None:
+def live_rows(spark: SparkSession, name: str, columns: list[str]) -> list[dict[str, Any]] | None:
     """The rows (``columns`` of them) of Iceberg table ``name`` as its current snapshot
     holds them, read from its data files with Arrow: no Spark query (the first in a new
     JVM is slow to plan). ``None`` when that cannot be done here: a file not on a local
@@ -170,7 +175,7 @@ class _TableFacts:
 class ArrowAppender:
     """Appends Arrow tables to the Iceberg tables of a Spark session (module docstring)."""
 
-    def __init__(self, spark: Any):
+    def __init__(self, spark: SparkSession):
         self.spark = spark
         self._facts: dict[str, _TableFacts] = {}
 
@@ -353,7 +358,7 @@ def split_by_data_file(deleted: pa.Table) -> list[tuple[str, pa.Table]]:
     return out
 
 
-def append_rows(spark: Any, appender: ArrowAppender | None, name: str, rows: pa.Table,
+def append_rows(spark: SparkSession, appender: ArrowAppender | None, name: str, rows: pa.Table,
                 properties: dict[str, str]) -> None:
     """Append a few ``rows`` (changestream's own bookkeeping) to Iceberg table ``name`` in
     one commit with ``properties`` in its summary: written by the driver where ``appender``

@@ -11,7 +11,7 @@ most batches name the state the one before them did and write nothing here.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -25,13 +25,16 @@ from .files import ArrowAppender, append_rows, live_rows
 from .names import CONTROL_NAMESPACE, CONTROL_TABLE_PROPERTIES
 from .names import quote as _q
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 STATES_TABLE = "schema_states"
 
 
 class WarehouseHistoryStore:
     """A :class:`~changestream.schema.store.HistoryStorage` in an Iceberg catalog."""
 
-    def __init__(self, spark: Any, catalog: str, namespace: str = CONTROL_NAMESPACE):
+    def __init__(self, spark: SparkSession, catalog: str, namespace: str = CONTROL_NAMESPACE):
         self.spark = spark
         self.catalog = catalog
         self.namespace = namespace

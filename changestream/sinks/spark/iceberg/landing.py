@@ -13,7 +13,7 @@ the mirrors (:class:`.mirror_landing.MirrorLanding`) and the DDL they follow
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from changestream.model.changes import Change, Position
 from changestream.sinks.spark.stages import StageClock
@@ -29,6 +29,9 @@ from .mirror_landing import MirrorLanding
 from .names import CONTROL_NAMESPACE, CONTROL_TABLE_PROPERTIES, DDL_TABLE
 from .names import quote as _q
 from .tables import IcebergTables
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def control_tables(namespace: str = CONTROL_NAMESPACE) -> tuple[str, str]:
@@ -77,7 +80,7 @@ class IcebergLanding:
         """Where the DDL applied to the mirrors so far ends."""
         return self.ddl.ddl_done
 
-    def open(self, spark: Any) -> Position | None:
+    def open(self, spark: SparkSession) -> Position | None:
         tables = self.tables
         tables.reset()
         if not tables.exists(spark, self.control):
@@ -94,7 +97,7 @@ class IcebergLanding:
         driver_commits(spark, load_table(spark, self.control))
         return self.position
 
-    def landed_to(self, spark: Any) -> Position | None:
+    def landed_to(self, spark: SparkSession) -> Position | None:
         """The position of the last batch landed, as the catalog has it now."""
         return self.tables.stored_position(spark, self.control)
 
@@ -104,17 +107,17 @@ class IcebergLanding:
         """Remember what a DDL statement says of renamed and added columns."""
         self.tables.note_ddl(change)
 
-    def apply_ddl(self, spark: Any, change: Change, position: Position | None) -> None:
+    def apply_ddl(self, spark: SparkSession, change: Change, position: Position | None) -> None:
         """Apply DDL ``change`` to the mirrors and changelogs (:class:`.ddl.MirroredDdl`)."""
         self.ddl.apply_ddl(spark, change, position)
 
-    def record_ddl(self, spark: Any, change: Change, position: Position) -> None:
+    def record_ddl(self, spark: SparkSession, change: Change, position: Position) -> None:
         """Note that everything up to ``position`` (a DDL just applied) is landed."""
         self.ddl.record_ddl(spark, change, position)
 
     # -- landing ---------------------------------------------------------------------
 
-    def land_runs(self, spark: Any, runs: list[TableRun]) -> dict[str, int]:
+    def land_runs(self, spark: SparkSession, runs: list[TableRun]) -> dict[str, int]:
         """Land ``runs`` in order, each into its changelog, then its mirror; returns each
         source table's new changelog rows. (Landing two tables at once on two threads was
         tried: faster, but Spark-written tables then got a row twice now and then, a
@@ -125,7 +128,7 @@ class IcebergLanding:
             self.land_mirror(spark, run)
         return rows
 
-    def land_changelog(self, spark: Any, run: TableRun) -> int:
+    def land_changelog(self, spark: SparkSession, run: TableRun) -> int:
         """Append ``run``'s changes its changelog does not hold; the rows appended."""
         tables = self.tables
         name = tables.changelog_name(run)
@@ -139,11 +142,11 @@ class IcebergLanding:
                           last)
         return rows.num_rows
 
-    def land_mirror(self, spark: Any, run: TableRun) -> int:
+    def land_mirror(self, spark: SparkSession, run: TableRun) -> int:
         """Land ``run`` into its mirror; the rows taken."""
         return self.mirrors.land(spark, run)
 
-    def commit_batch(self, spark: Any, batch_id: int, position: Position) -> None:
+    def commit_batch(self, spark: SparkSession, batch_id: int, position: Position) -> None:
         """Mark the batch done: a snapshot of the control table with ``position``."""
         with self.clock("batch commit"):
             self.tables.batch_done()

@@ -15,11 +15,15 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..positions import PROPERTY
+from ..session import jvm_of
 from .files import load_table, positioned_snapshot
 from .names import CONTROL_NAMESPACE, METADATA_RETENTION
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 logger = logging.getLogger("changestream.sinks.spark")
 
@@ -79,7 +83,7 @@ def _q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def owned_tables(spark: Any, catalog: str,
+def owned_tables(spark: SparkSession, catalog: str,
                  control_namespace: str = CONTROL_NAMESPACE) -> list[str]:
     """``namespace.table`` of every table in ``catalog`` that changestream lands or keeps
     (its own in ``control_namespace``)."""
@@ -93,7 +97,7 @@ def owned_tables(spark: Any, catalog: str,
     return found
 
 
-def _carries_positions(spark: Any, catalog: str, name: str) -> bool:
+def _carries_positions(spark: SparkSession, catalog: str, name: str) -> bool:
     return bool(spark.sql(
         f"SELECT 1 FROM {_q(catalog)}.{name}.snapshots "
         f"WHERE summary['{PROPERTY}'] IS NOT NULL LIMIT 1").collect())
@@ -106,7 +110,7 @@ def newest_position_millis(table: Any) -> int | None:
     return None if snapshot is None else int(snapshot.timestampMillis())
 
 
-def remove_dangling_equality_deletes(spark: Any, full_name: str) -> int:
+def remove_dangling_equality_deletes(spark: SparkSession, full_name: str) -> int:
     """Remove the equality delete files of unpartitioned table ``full_name`` that apply to
     no live data file any more (an equality delete applies to data files of a lower data
     sequence number; compaction gives its files the sequence number it started from).
@@ -116,7 +120,7 @@ def remove_dangling_equality_deletes(spark: Any, full_name: str) -> int:
     snapshot = table.currentSnapshot()
     if snapshot is None or table.spec().isPartitioned():
         return 0
-    jvm = spark._jvm
+    jvm = jvm_of(spark)
     io, specs = table.io(), table.specs()
     files = jvm.org.apache.iceberg.ManifestFiles
     lowest = None
@@ -203,7 +207,7 @@ def _timestamp(millis: float) -> str:
         f".{int(millis) % 1000:03d}"
 
 
-def maintain_table(spark: Any, catalog: str, name: str,
+def maintain_table(spark: SparkSession, catalog: str, name: str,
                    settings: MaintenanceSettings) -> TableUpkeep:
     """Compact, rewrite manifests, expire and remove orphans of table ``name``
     (``namespace.table``, quoted) in ``catalog``."""
@@ -254,7 +258,7 @@ def maintain_table(spark: Any, catalog: str, name: str,
     return upkeep
 
 
-def maintain_catalog(spark: Any, catalog: str, settings: MaintenanceSettings,
+def maintain_catalog(spark: SparkSession, catalog: str, settings: MaintenanceSettings,
                      report: Callable[[TableUpkeep], None] | None = None,
                      control_namespace: str = CONTROL_NAMESPACE) -> list[TableUpkeep]:
     """Maintain every table changestream owns in ``catalog``; ``report`` hears of each."""
@@ -287,7 +291,7 @@ class MaintenanceSchedule:
         """Note the tables (``namespace.table``, quoted) a batch committed to."""
         self.tables.update(names)
 
-    def run_if_due(self, spark: Any, catalog: str) -> None:
+    def run_if_due(self, spark: SparkSession, catalog: str) -> None:
         """Maintain the noted tables of ``catalog`` when the time has come."""
         now = time.monotonic()
         if now < self.due:

@@ -11,7 +11,7 @@ whole images.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -19,10 +19,13 @@ from changestream.model.errors import SinkError
 
 from ..frames import BEFORE_PREFIX, TableRun, to_dataframe
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 Key = tuple[Any, ...]
 
 
-def complete_images(spark: Any, name: str, run: TableRun, rows: pa.Table,
+def complete_images(spark: SparkSession, name: str, run: TableRun, rows: pa.Table,
                     absent: list[frozenset[str] | None]) -> pa.Table:
     """``rows`` (of keyed ``run``) with the values ``absent`` names (per row, ``None``:
     none) filled in; see the module docstring."""
@@ -63,7 +66,7 @@ def complete_images(spark: Any, name: str, run: TableRun, rows: pa.Table,
     return pa.Table.from_pylist(images, schema=rows.schema)
 
 
-def _mirror_rows(spark: Any, name: str, run: TableRun, keys: list[str],
+def _mirror_rows(spark: SparkSession, name: str, run: TableRun, keys: list[str],
                  wanted: set[Key]) -> dict[Key, dict[str, Any]]:
     """The mirror's rows of the ``wanted`` keys, by key."""
     from pyspark.sql import functions as F

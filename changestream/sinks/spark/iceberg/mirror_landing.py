@@ -7,7 +7,7 @@ over its tables."""
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -32,6 +32,8 @@ from .mirror_positions import KeyedRows, MirrorPositions, RowCopies, row_schema
 from .names import quote as _q
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from changestream.sinks.spark.stages import StageClock
 
     from .tables import IcebergTables
@@ -50,13 +52,13 @@ class MirrorLanding:
         self.position_deletes = position_deletes
         self._positions: MirrorPositions | None = None
 
-    def _mirror_positions(self, spark: Any) -> MirrorPositions:
+    def _mirror_positions(self, spark: SparkSession) -> MirrorPositions:
         appender = self.tables.appender_for(spark)
         if self._positions is None or self._positions.appender is not appender:
             self._positions = MirrorPositions(appender)
         return self._positions
 
-    def _row_delta(self, spark: Any, name: str, run: TableRun, upserts: pa.Table | None,
+    def _row_delta(self, spark: SparkSession, name: str, run: TableRun, upserts: pa.Table | None,
                    deleted: pa.Table | None, last: Position) -> bool:
         """Commit keyed mirror ``name``'s batch written by the driver: position deletes
         (:mod:`.mirror_positions`) unless off or the mirror still has equality deletes,
@@ -70,7 +72,7 @@ class MirrorLanding:
                 return done
         return self.tables.appender_for(spark).row_delta(name, upserts, deleted, properties)
 
-    def land(self, spark: Any, run: TableRun) -> int:
+    def land(self, spark: SparkSession, run: TableRun) -> int:
         """Land ``run`` into its mirror (what it holds already skipped); the rows taken."""
         tables = self.tables
         name = tables.mirror_name(run)
@@ -117,7 +119,7 @@ class MirrorLanding:
         self.merge_rows(spark, name, run, rows, last)
         return rows.num_rows
 
-    def _land_copies(self, spark: Any, name: str, run: TableRun, rows: pa.Table,
+    def _land_copies(self, spark: SparkSession, name: str, run: TableRun, rows: pa.Table,
                      last: Position) -> bool:
         """Land keyless ``run``'s changes ``rows`` as copies added and removed by position;
         ``False`` when the driver cannot (the caller MERGEs)."""
@@ -137,7 +139,7 @@ class MirrorLanding:
             self.tables.committed[name] = last
         return bool(copied)
 
-    def _land_split(self, spark: Any, name: str, run: TableRun, appended: pa.Table | None,
+    def _land_split(self, spark: SparkSession, name: str, run: TableRun, appended: pa.Table | None,
                     merged: pa.Table | None, last: Position) -> None:
         """Land keys new to the batch by appending their last image, the rest by MERGE;
         only the last of the (up to two) commits carries ``last``: after a crash between
@@ -150,7 +152,7 @@ class MirrorLanding:
                 self.tables.append(spark, name, run, appended, [f.name for f in run.fields],
                                    last)
 
-    def merge_rows(self, spark: Any, name: str, run: TableRun, rows: pa.Table,
+    def merge_rows(self, spark: SparkSession, name: str, run: TableRun, rows: pa.Table,
                     last: Position | None) -> None:
         """MERGE the changes ``rows`` into mirror ``name``; the commit carries ``last``
         (``None``: no position)."""
@@ -171,7 +173,7 @@ class MirrorLanding:
         finally:
             spark.catalog.dropTempView(view)
 
-    def merge(self, spark: Any, name: str, run: TableRun, source: str, on: str,
+    def merge(self, spark: SparkSession, name: str, run: TableRun, source: str, on: str,
                matched: str, last: Position | None) -> None:
         """MERGE ``source`` (rows with ``_op`` ``upsert`` or ``delete``) into mirror
         ``name``, committed with position ``last`` (``None``: none)."""

@@ -115,7 +115,7 @@ class IcebergSparkSink(DurableSparkSink):
         from .commits import keep_driver_commits
 
         try:
-            keep_driver_commits(self.spark, jar)
+            keep_driver_commits(self.session, jar)
         except OSError as exc:  # a cache folder it cannot write: compiled again next time
             logger.debug("spark sink: cannot keep the driver's commit class: %s", exc)
 
@@ -176,7 +176,7 @@ class IcebergSparkSink(DurableSparkSink):
             self.upkeep.landed([*self._landing.control_tables, *(name for run in runs
                                                    for name in self._landing.table_names(run))])
             with self._landing.clock("maintenance"):
-                self.upkeep.run_if_due(self.spark, self.catalog)
+                self.upkeep.run_if_due(self.session, self.catalog)
 
     def landed_to(self) -> Position | None:
         """The position of the last batch landed (by this or another process), read from
@@ -204,10 +204,10 @@ class IcebergSparkSink(DurableSparkSink):
     def _before_stop(self) -> None:
         from ..session import writes_class_archive
 
-        if writes_class_archive(self.spark):
+        if writes_class_archive(self.session):
             from ..jvm.rehearsal import rehearse_commits
 
-            rehearse_commits(self.spark)
+            rehearse_commits(self.session)
 
 
 def _changes(part: Part) -> list[Any]:

@@ -7,7 +7,7 @@ driver. Shared by the changelogs' landing (:mod:`.landing`), the mirrors'
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -18,6 +18,7 @@ from changestream.model.errors import SinkError
 from .. import positions
 from ..frames import TableRun, frame_dataframe
 from ..positions import PROPERTY
+from ..session import jvm_of
 from ..types import METADATA, METADATA_NAMES, FieldMapping, spark_schema
 from .columns import iceberg_type, retyped, widens_in_place
 from .commits import create_table
@@ -25,6 +26,9 @@ from .defaults import added_column_defaults
 from .files import ArrowAppender, load_table, positioned_snapshot
 from .names import CHANGELOG_SUFFIX, MIRROR_TABLE_PROPERTIES
 from .names import quote as _q
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 logger = logging.getLogger("changestream.sinks.spark")
 
@@ -93,7 +97,7 @@ class IcebergTables:
             self.committed.pop(name, None)
             self.schemas.pop(name, None)
 
-    def exists(self, spark: Any, name: str) -> bool:
+    def exists(self, spark: SparkSession, name: str) -> bool:
         if name in self.existing:
             return True
         found = bool(spark.catalog.tableExists(name))
@@ -102,14 +106,14 @@ class IcebergTables:
             self.existing.add(name)
         return found
 
-    def stored_position(self, spark: Any, name: str) -> Position | None:
+    def stored_position(self, spark: SparkSession, name: str) -> Position | None:
         """The position of the newest commit that has one, through Iceberg's Java API (a
         query of the metadata tables is a Spark job per table)."""
         snapshot = positioned_snapshot(load_table(spark, name), PROPERTY)
         return None if snapshot is None else \
             positions.decode(str(snapshot.summary().get(PROPERTY)))
 
-    def committed_position(self, spark: Any, name: str) -> Position | None:
+    def committed_position(self, spark: SparkSession, name: str) -> Position | None:
         """The position table ``name`` holds (``None``: none, or no such table)."""
         if name not in self.committed:
             self.committed[name] = self.stored_position(spark, name) \
@@ -117,14 +121,14 @@ class IcebergTables:
             logger.debug("spark sink: %s holds position %s", name, self.committed[name])
         return self.committed[name]
 
-    def prepare(self, spark: Any, name: str, run: TableRun, changelog: bool
+    def prepare(self, spark: SparkSession, name: str, run: TableRun, changelog: bool
                 ) -> tuple[pa.Table | None, Position | None, list[int] | None]:
         """Table ``name`` (a changelog or a mirror) made to hold ``run``'s columns
         (:meth:`evolve`), and ``run``'s rows it lacks, as :meth:`pending` gives them."""
         self.evolve(spark, name, run, changelog)
         return self.pending(spark, name, run)
 
-    def pending(self, spark: Any, name: str, run: TableRun
+    def pending(self, spark: SparkSession, name: str, run: TableRun
                 ) -> tuple[pa.Table | None, Position | None, list[int] | None]:
         """The rows of ``run`` not yet in table ``name`` (``None``: none), the position the
         table has committed once they are, and which rows of the frame they are (``None``:
@@ -174,14 +178,14 @@ class IcebergTables:
         self.renames.pop(f"{table[0]}.{table[1]}", None)
         self.defaults.pop(f"{table[0]}.{table[1]}", None)
 
-    def table_columns(self, spark: Any, name: str) -> dict[str, str]:
+    def table_columns(self, spark: SparkSession, name: str) -> dict[str, str]:
         if name not in self.schemas:
             fields = spark.table(name).schema.fields
             self.schemas[name] = {f.name: f.dataType.simpleString() for f in fields}
         return self.schemas[name]
 
-    def create(self, spark: Any, name: str, run: TableRun, fields: tuple[FieldMapping, ...],
-               changelog: bool) -> None:
+    def create(self, spark: SparkSession, name: str, run: TableRun,
+               fields: tuple[FieldMapping, ...], changelog: bool) -> None:
         """Create mirror or changelog ``name`` of ``run`` with ``fields`` (the changelog
         partitioned by day of ``_commit_ts``), as ``CREATE TABLE ... USING iceberg`` with
         the tables' properties would, through the catalog's own call (Spark's SQL parse
@@ -197,7 +201,7 @@ class IcebergTables:
         if not self.in_ddl:
             self.existing.add(name)  # no catalog lookup for it in the next batch
 
-    def evolve(self, spark: Any, name: str, run: TableRun, changelog: bool) -> None:
+    def evolve(self, spark: SparkSession, name: str, run: TableRun, changelog: bool) -> None:
         """Make table ``name`` hold ``run``'s columns: renames (named by DDL in this run of
         the sink, else a vanished column at the same place with the same type), added
         columns, widened types; the mirror also drops columns the source dropped (the
@@ -246,7 +250,7 @@ class IcebergTables:
             spark.sql(sql)
         self.schemas.pop(name, None)
 
-    def check_owned(self, spark: Any, name: str) -> None:
+    def check_owned(self, spark: SparkSession, name: str) -> None:
         """Refuse to land into (or alter) table ``name`` when changestream did not make it:
         it has neither changestream's table property nor a snapshot that carries a position
         (the tables made before the property have those), empty or not, whatever its
@@ -263,13 +267,13 @@ class IcebergTables:
 
     # -- writing ---------------------------------------------------------------------
 
-    def appender_for(self, spark: Any) -> ArrowAppender:
+    def appender_for(self, spark: SparkSession) -> ArrowAppender:
         """The writer that commits files from the driver, for ``spark``'s JVM."""
         if self._appender is None or self._appender.spark is not spark:
             self._appender = ArrowAppender(spark)
         return self._appender
 
-    def dataframe(self, spark: Any, run: TableRun, rows: pa.Table) -> Any:
+    def dataframe(self, spark: SparkSession, run: TableRun, rows: pa.Table) -> Any:
         """``rows`` of ``run`` as a DataFrame (see :func:`frame_dataframe`), made once for
         the changelog and the mirror when both take the same rows."""
         if self._shared is not None and self._shared[0] is rows:
@@ -282,7 +286,7 @@ class IcebergTables:
         """Let go of the batch's rows."""
         self._shared = None
 
-    def aligned(self, spark: Any, name: str, df: Any) -> Any:
+    def aligned(self, spark: SparkSession, name: str, df: Any) -> Any:
         """``df`` with the table's columns, in its order (NULL for kept dropped ones)."""
         from pyspark.sql import functions as F
 
@@ -291,7 +295,7 @@ class IcebergTables:
         return df.select([F.col(c) if c in present else F.lit(None).cast(t).alias(c)
                           for c, t in have.items()])
 
-    def append(self, spark: Any, name: str, run: TableRun, rows: pa.Table,
+    def append(self, spark: SparkSession, name: str, run: TableRun, rows: pa.Table,
                columns: list[str], last: Position) -> None:
         """Append ``columns`` of ``rows`` (frame rows of ``run``) to table ``name``,
         committed with position ``last``: files written with pyarrow where the table
@@ -304,20 +308,20 @@ class IcebergTables:
                           self.dataframe(spark, run, rows).select([_q(c) for c in columns]),
                           last)
 
-    def spark_append(self, spark: Any, name: str, df: Any, last: Position) -> None:
+    def spark_append(self, spark: SparkSession, name: str, df: Any, last: Position) -> None:
         """Append DataFrame ``df`` to table ``name`` with Spark, committed with ``last``."""
         self.aligned(spark, name, df).writeTo(name) \
             .option(f"snapshot-property.{PROPERTY}", positions.encode(last)).append()
         self.committed[name] = last
 
     @staticmethod
-    def with_properties(spark: Any, position: Position, action: Any) -> None:
+    def with_properties(spark: SparkSession, position: Position, action: Any) -> None:
         """Run ``action`` (a Spark statement that commits) so that its commit carries
         ``position``."""
         # Iceberg 1.10's Spark MERGE takes no write options: the position goes in through
         # CommitMetadata's thread-local, which the MERGE (run from this Py4J callback on
         # the same JVM thread) commits with.
-        jvm = spark._jvm
+        jvm = jvm_of(spark)
         props = jvm.java.util.HashMap()
         props.put(PROPERTY, positions.encode(position))
         jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -27,6 +27,9 @@ from ..iceberg.files import ArrowAppender, load_table, positioned_snapshot
 from ..iceberg.mirror_positions import KeyedRows, MirrorPositions
 from ..iceberg.names import MIRROR_TABLE_PROPERTIES
 from ..session import iceberg_conf
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 logger = logging.getLogger("changestream.sinks.spark")
 #: The scratch catalog's name in the session (left set: the session is about to stop).
@@ -38,7 +41,7 @@ _SCHEMA = {"type": "struct", "fields": [
     {"name": "_commit_ts", "type": "timestamp", "nullable": True, "metadata": {}}]}
 
 
-def rehearse_commits(spark: Any) -> None:
+def rehearse_commits(spark: SparkSession) -> None:
     """Make a batch's kinds of Iceberg commits on scratch tables (module docstring);
     anything failing is logged at debug level and left: it only shapes an archive."""
     began = time.perf_counter()

@@ -10,12 +10,15 @@ import tempfile
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from changestream.model.errors import SinkError
 
 from .class_sharing import ClassSharing, hooked_options
 from .local_files import CLASS_PATH, local_files_conf
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 logger = logging.getLogger("changestream.sinks.spark")
 
@@ -136,7 +139,7 @@ def start_session(master: str | None = None, conf: Mapping[str, Any] | None = No
 _ARCHIVE_WRITERS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def writes_class_archive(spark: Any) -> bool:
+def writes_class_archive(spark: SparkSession) -> bool:
     """Whether ``spark``'s JVM writes a class-data-sharing archive as it exits."""
     return spark in _ARCHIVE_WRITERS
 

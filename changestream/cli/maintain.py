@@ -75,7 +75,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
                       flush=True)
 
         done = maintain_catalog(sink.spark, sink.catalog, settings, report,
-                                sink.control_namespace)
+                                sink.options.control_namespace)
         if args.format == "text":
             print(f"{len(done)} tables maintained in catalog {sink.catalog}")
     except (ValueError, ConfigError) as exc:

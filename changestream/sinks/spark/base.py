@@ -55,6 +55,9 @@ class SparkSinkBase:
     ``jvm_class_cache`` is where the started JVM's class-data archives go."""
 
     mode = ""
+    #: Keywords a product takes through ``**settings`` besides its signature's (its own
+    #: options object's, as the configuration gives them).
+    option_keywords: tuple[str, ...] = ()
 
     def __init__(self, *, master: str | None = None, conf: Mapping[str, Any] | None = None,
                  spark: SparkSession | None = None, app_name: str = "changestream",

@@ -46,7 +46,7 @@ def _accepted(cls: type[SparkSinkBase]) -> set[str]:
             init = vars(klass)["__init__"]
             names |= {p.name for p in inspect.signature(init).parameters.values()
                       if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    return names - {"self"}
+    return (names | set(cls.option_keywords)) - {"self"}
 
 
 #: Every option of every mode: one a mode does not take is ignored there (a configuration

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -18,11 +17,10 @@ from changestream.model.errors import SinkError
 from .. import positions
 from ..durable import DurableSparkSink
 from ..frames import Part, TableRun, table_runs, transaction_positions
-from ..options import age, flag
 from .catalog import catalog_settings, open_error
 from .ddl import mirrored_ddl
 from .maintenance import MaintenanceSchedule
-from .names import CONTROL_NAMESPACE
+from .options import KEYWORDS, IcebergOptions
 
 logger = logging.getLogger("changestream.sinks.spark")
 
@@ -31,53 +29,35 @@ class IcebergSparkSink(DurableSparkSink):
     """Lands each batch into the Iceberg tables of ``catalog`` in ``warehouse``: a Hadoop
     catalog's name, or a mapping of Iceberg catalog properties (:mod:`.catalog`).
 
-    The runtime jar comes from ``jar``, ``CHANGESTREAM_ICEBERG_JAR`` or the pip package. The
-    other options (docs/sinks.md, "Options", describes each): ``append_new_keys``,
-    ``arrow_appends``, ``mirror_deletes`` (``position`` or ``equality``), ``maintain_every`` and
-    ``maintain_expire_after`` (upkeep between batches, :mod:`.maintenance`), ``verify_every``
-    and ``verify_tables`` (docs/verify.md)."""
+    Its own options are :class:`~.options.IcebergOptions` (``options``, or their keywords,
+    as the configuration gives them); the other keywords are the session's
+    (:class:`~..base.SparkSinkBase`). The runtime jar comes from the ``jar`` option,
+    ``CHANGESTREAM_ICEBERG_JAR`` or the pip package."""
 
     mode = "iceberg"
+    option_keywords = KEYWORDS
 
     def __init__(self, warehouse: str | os.PathLike[str] | None = None, *,
-                 catalog: str | Mapping[str, Any] = "changestream", jar: str | None = None,
-                 append_new_keys: bool | str = True, arrow_appends: bool | str = True,
-                 mirror_deletes: str = "position", maintain_every: float | str | None = None,
-                 maintain_expire_after: float | str = 3600.0,
-                 verify_every: float | str | None = None, verify_tables: str = "*.*",
-                 control_namespace: str = CONTROL_NAMESPACE, **session: Any):
+                 catalog: str | Mapping[str, Any] = "changestream",
+                 options: IcebergOptions | None = None, **settings: Any):
         self.catalog_settings = catalog_settings(catalog, warehouse)
-        super().__init__(**session)
+        given = IcebergOptions.keywords_in(settings)  # the rest are the session's
+        if options is not None and given:
+            raise SinkError(f"spark sink: options= and the option keywords {sorted(given)} "
+                            "given together; give one or the other")
+        self.options = options if options is not None else IcebergOptions.parse(**given)
+        super().__init__(**settings)
         self.warehouse = self.catalog_settings.warehouse
         self.catalog = self.catalog_settings.name
-        self.jar = jar
-        self.append_new_keys = flag("append_new_keys", append_new_keys)
-        self.arrow_appends = flag("arrow_appends", arrow_appends)
-        if mirror_deletes not in ("position", "equality"):
-            raise SinkError(f"spark sink: option mirror_deletes={mirror_deletes!r} is not "
-                            "'position' or 'equality'")
-        self.position_deletes = mirror_deletes == "position"
-        if not re.fullmatch(r"[A-Za-z0-9_]+", str(control_namespace)):
-            raise SinkError(f"spark sink: option control_namespace={control_namespace!r} is "
-                            "not a namespace name (letters, digits and _)")
-        self.control_namespace = str(control_namespace)
-        self.upkeep = MaintenanceSchedule(
-            age("maintain_every", maintain_every),
-            age("maintain_expire_after", maintain_expire_after)) \
-            if maintain_every not in (None, "", 0, "0") else None
-        self.verify_every = age("verify_every", verify_every) \
-            if verify_every not in (None, "", 0, "0") else None
-        self.verify_tables = tuple(p.strip() for p in str(verify_tables).split(",")
-                                   if p.strip())
-        if self.verify_every is not None and not self.verify_tables:
-            raise SinkError("spark sink: option verify_tables names no table (patterns "
-                            "like shop.orders or shop.*, separated by commas)")
+        o = self.options
+        self.upkeep = MaintenanceSchedule(o.maintain_every, o.maintain_expire_after) \
+            if o.maintain_every is not None else None
         # Mirrors follow each ALTER/CREATE as it comes (not only once rows of the new shape
         # do), which takes the table's shape after it: the schema history, kept in the
         # warehouse beside the position.
         self.capabilities = replace(self.capabilities, wants_schema_history=True,
                                     history_storage=True, store_position=True,
-                                    verify_schedule=self.verify_every is not None)
+                                    verify_schedule=o.verify_every is not None)
         # Where the driver's compiled commit class is kept (a sink that starts its own
         # session; see .commits.driver_commits_jar).
         self._commits_jar: Path | None = None
@@ -90,16 +70,17 @@ class IcebergSparkSink(DurableSparkSink):
             from ..jvm.jars import iceberg_jars
             from .commits import driver_commits_jar
 
-            jars = iceberg_jars(self.jar) + list(self.catalog_settings.jars)
+            jars = iceberg_jars(self.options.jar) + list(self.catalog_settings.jars)
             self._commits_jar = driver_commits_jar(jars[0])
             if self._commits_jar.is_file():
                 jars.append(self._commits_jar)
         self._open_session(self.catalog_settings.spark_conf(), jars)
         self._held = []
-        self._landing = IcebergLanding(self.catalog, self.append_new_keys, self.arrow_appends,
-                                       self.position_deletes,
+        o = self.options
+        self._landing = IcebergLanding(self.catalog, o.append_new_keys, o.arrow_appends,
+                                       o.position_deletes,
                                        catalog_renames=self.catalog_settings.kind != "hadoop",
-                                       control_namespace=self.control_namespace)
+                                       control_namespace=o.control_namespace)
         try:
             position: Position | None = self._landing.open(self.spark)
         except Exception as exc:
@@ -126,7 +107,8 @@ class IcebergSparkSink(DurableSparkSink):
             return None
         from .history import WarehouseHistoryStore
 
-        store = WarehouseHistoryStore(self.spark, self.catalog, self.control_namespace)
+        store = WarehouseHistoryStore(self.spark, self.catalog,
+                                      self.options.control_namespace)
         store.read_digests()
         return store
 
@@ -187,9 +169,9 @@ class IcebergSparkSink(DurableSparkSink):
     def verify_schedule(self) -> tuple[float, tuple[str, ...]] | None:
         """How often, and which tables (patterns), ``verify_every``/``verify_tables`` ask
         to verify (``None``: never)."""
-        if self.verify_every is None:
+        if self.options.verify_every is None:
             return None
-        return self.verify_every, self.verify_tables
+        return self.options.verify_every, self.options.verify_tables
 
     def verify_target(self) -> Any:
         """The mirrors as the verifier reads them."""

@@ -164,7 +164,9 @@ def test_the_primary_killed_under_load_then_the_replica_promoted(flavor: str,
             stderr = _stop(router, out)
         assert router.returncode == 0, stderr
         assert f"reading from {replica.host}:{replica.port} now" in stderr
-        assert 1_000_000 in _ids(out) and len(_ids(out)) > 360
+        # 300 or more rows before the kill (the writer may not have gone past 300 by then),
+        # 60 after it; _exactly_once compared them with the surviving table.
+        assert 1_000_000 in _ids(out) and len(_ids(out)) >= 360
 
 
 @FLAVORS

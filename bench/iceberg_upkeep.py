@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from changestream.actors.sink import BatchSettings
+from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.plugins import make_sink
 from changestream.devserver import EmbeddedMariaDB
 from changestream.runtime.router import Router, RouterSettings

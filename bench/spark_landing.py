@@ -55,7 +55,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from changestream.actors.sink import BatchSettings
+from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.adapter import capabilities_of
 from changestream.delivery.plugins import make_sink
 from changestream.devserver import EmbeddedMariaDB

@@ -10,13 +10,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pykka
 
-from changestream.delivery.adapter import SinkAdapter, capabilities_of
+from changestream.delivery.adapter import SinkAdapter
 from changestream.delivery.position_store import PositionStore
 from changestream.model.changes import EncodedRun, Position, TransactionPart
 from changestream.observe.stats import DeliveryCounters
@@ -24,34 +23,13 @@ from changestream.observe.stats import DeliveryCounters
 if TYPE_CHECKING:
     from changestream.schema.opener import HistoryOpener
 
+from .batch_settings import BatchSettings
 from .messages import CaughtUp, EndOfStream, Parts, PartsTaken, Tick
 from .writer import WriteBatch, WriterActor, Written
 
 log = logging.getLogger("changestream")
 
 
-@dataclass(slots=True, frozen=True)
-class BatchSettings:
-    """When a micro-batch is cut (whichever comes first) and how a failed one is retried.
-
-    ``max_changes`` ``None``: the sink adapter's ``batch_changes`` if it has one, else
-    ``DEFAULT_BATCH_CHANGES`` (see :meth:`for_sink`)."""
-
-    max_changes: int | None = None
-    max_bytes: int = 16 << 20
-    max_seconds: float = 1.0
-    retries: int = 5
-    retry_backoff: float = 0.5
-
-    def for_sink(self, adapter: Any) -> BatchSettings:
-        """These settings with ``max_changes`` set: as given, else the adapter's own."""
-        if self.max_changes is not None:
-            return self
-        preferred = capabilities_of(adapter).batch_changes
-        return replace(self, max_changes=preferred or DEFAULT_BATCH_CHANGES)
-
-
-DEFAULT_BATCH_CHANGES = 10_000
 #: An idle writer takes a batch once it holds 1/IDLE_WRITER_SHARE of a full one.
 IDLE_WRITER_SHARE = 10
 
@@ -157,14 +135,12 @@ class SinkActor(pykka.ThreadingActor):
     @property
     def _full(self) -> bool:
         s = self.settings
-        assert s.max_changes is not None
         return self._changes >= s.max_changes or self._bytes >= s.max_bytes
 
     @property
     def _worth_a_write(self) -> bool:
         """Big enough to hand to an idle writer: a tenth of a full batch."""
         s = self.settings
-        assert s.max_changes is not None
         return self._changes * IDLE_WRITER_SHARE >= s.max_changes or \
             self._bytes * IDLE_WRITER_SHARE >= s.max_bytes
 

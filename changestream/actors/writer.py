@@ -130,7 +130,7 @@ class WriterActor(pykka.ThreadingActor):
 
     def _write(self, batch: Batch) -> None:
         s = self.settings
-        delay = s.retry_backoff
+        delay = s.retry_backoff_seconds
         for attempt in range(s.retries + 1):
             try:
                 self.adapter.write(batch)

@@ -9,6 +9,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from changestream.model.errors import ConfigError
+
 Check = Callable[[Any], str | None]
 """A value's problem, in words that follow the key (``None``: it is fine)."""
 
@@ -43,6 +45,16 @@ def doc_of(f: dataclasses.Field[Any]) -> str:
 def check_of(f: dataclasses.Field[Any]) -> Check | None:
     check = f.metadata.get("check")
     return check if callable(check) else None
+
+
+def check_section(section: Any, prefix: str) -> None:
+    """Run the check of each key of ``section`` (a dataclass of settings) on its value; the
+    first problem is a :class:`ConfigError` naming the key (``prefix`` + its name)."""
+    for f in dataclasses.fields(section):
+        check = check_of(f)
+        problem = check(getattr(section, f.name)) if check is not None else None
+        if problem is not None:
+            raise ConfigError(f"{prefix}{f.name}: {problem}")
 
 
 def positive(value: int) -> str | None:

@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from changestream.actors.batch_settings import BatchSettings
 from changestream.model.errors import ConfigError
 from changestream.model.setting import check_of, parse_flag, seconds
 from changestream.runtime.config_sections import (
-    BatchConfig,
     ControlConfig,
     FailoverConfig,
     FilterConfig,
-    HeartbeatConfig,
     LogConfig,
     SchemaConfig,
     SinkConfig,
@@ -37,6 +36,7 @@ from changestream.runtime.config_sections import (
     StartConfig,
     TransactionsConfig,
 )
+from changestream.runtime.heartbeat import HeartbeatSettings
 
 ENV_PREFIX = "CHANGESTREAM"
 
@@ -51,10 +51,10 @@ class Config:
     snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
     filter: FilterConfig = field(default_factory=FilterConfig)
     transactions: TransactionsConfig = field(default_factory=TransactionsConfig)
-    batch: BatchConfig = field(default_factory=BatchConfig)
+    batch: BatchSettings = field(default_factory=BatchSettings)
     sink: SinkConfig = field(default_factory=SinkConfig)
     control: ControlConfig = field(default_factory=ControlConfig)
-    heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
+    heartbeat: HeartbeatSettings = field(default_factory=HeartbeatSettings)
     failover: FailoverConfig = field(default_factory=FailoverConfig)
     standby: StandbyConfig = field(default_factory=StandbyConfig)
     log: LogConfig = field(default_factory=LogConfig)
@@ -218,9 +218,6 @@ def _validate(config: Config) -> None:
     from changestream.snapshot.planning import SnapshotSettings
 
     SnapshotSettings(config.snapshot.mode or None, config.snapshot.chunk_rows)
-    from changestream.runtime.heartbeat import HeartbeatSettings
-
-    HeartbeatSettings.from_config(config)  # its checks name the key
     if config.standby.enabled and not config.start.position_file:
         raise ConfigError("standby.enabled: needs start.position_file (--position-file); "
                           "the lease is kept beside it")

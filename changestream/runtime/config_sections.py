@@ -10,7 +10,6 @@ from typing import Any, Literal
 
 from changestream.model.modes import LOG_LEVELS, HistoryMode, RecordFormat, SnapshotMode, Until
 from changestream.model.setting import (
-    not_negative,
     positive,
     positive_seconds,
     setting,
@@ -23,11 +22,6 @@ def _server_id(value: int) -> str | None:
     if value <= 0:
         return f"must be positive, got {value}"
     return None if value < 1 << 32 else f"{value} does not fit in 32 bits"
-
-
-def _max_changes(value: int) -> str | None:
-    return None if value >= 0 else \
-        f"must be positive (or 0: the sink's default), got {value}"
 
 
 def _log_level(value: str) -> str | None:
@@ -212,30 +206,6 @@ class TransactionsConfig:
 
 
 @dataclass(slots=True)
-class BatchConfig:
-    """The ``[batch]`` section: how changes go to the sink."""
-
-    max_changes: int = setting(0, check=_max_changes, doc=(
-        "Batches are written one at a time while the next fills. The next goes to "
-        "the sink once the sink is free and it holds a tenth of max_changes or "
-        "max_bytes (an idle sink is not kept waiting for a full batch while a "
-        "backlog is read), is max_seconds old, or the reader has caught up with its "
-        "source (so at a low rate a change does not wait for the timer); under load "
-        "a batch holds what came while the last was written, up to max_changes / "
-        "max_bytes, where the reader waits for the sink. A position with no changes "
-        "(transactions the filter leaves out, a new binlog file) is saved once it is "
-        "max_seconds old, not for each such transaction. max_changes 0: the sink's "
-        "default, 10,000 changes; the Spark sink's is 100,000, as each Spark write "
-        "has a fixed cost:"))
-    max_bytes: int = setting(16 << 20, check=positive)
-    max_seconds: float = setting(1.0, check=positive_seconds)
-    retries: int = setting(5, check=not_negative, doc=(
-        "A batch the sink fails to write is retried this often, the wait doubling "
-        "from:"))
-    retry_backoff_seconds: float = setting(0.5)
-
-
-@dataclass(slots=True)
 class SinkConfig:
     """The ``[sink]`` section: where changes go (docs/sinks.md)."""
 
@@ -261,23 +231,6 @@ class ControlConfig:
         "A bearer token the endpoint requires, from this environment variable or "
         "file (none: open; it is compared in constant time)."))
     token_file: str = setting("")
-
-
-@dataclass(slots=True)
-class HeartbeatConfig:
-    """The ``[heartbeat]`` section: the statement run to keep quiet servers writing."""
-
-    statement: str = setting("", doc=(
-        "A statement the router runs on the live source every interval_seconds, on a "
-        "connection of its own, so that a server whose included tables are quiet "
-        "(and which writes nothing else) still writes transactions and the saved "
-        "position moves on before the binlog it names is purged (as Debezium's "
-        "heartbeat.action.query). Off while empty. A failure is a warning (the "
-        "statement and the server's error), never a stop. E.g., with a table the "
-        "user made:\n"
-        'statement = "INSERT INTO ops.changestream_heartbeat (id, ts) VALUES (1, '
-        'NOW(6)) ON DUPLICATE KEY UPDATE ts = NOW(6)"'))
-    interval_seconds: float = setting(60.0)
 
 
 @dataclass(slots=True)

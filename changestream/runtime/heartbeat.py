@@ -10,39 +10,41 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from changestream.model.errors import ConfigError
-
-if TYPE_CHECKING:
-    from changestream.runtime.config import Config
+from changestream.model.setting import check_section, positive_seconds, setting
 
 log = logging.getLogger("changestream")
 
 
-@dataclass(slots=True, frozen=True)
-class HeartbeatSettings:
-    """``statement``: the SQL to run (""; off); ``interval_seconds``: how often."""
+def _not_blank(value: str) -> str | None:
+    return "is blank (leave it empty to turn the heartbeat statement off)" \
+        if value and not value.strip() else None
 
-    statement: str = ""
-    interval_seconds: float = 60.0
+
+@dataclass(slots=True)
+class HeartbeatSettings:
+    """The ``[heartbeat]`` section: the statement run to keep quiet servers writing
+    (``statement`` ""; off) and how often."""
+
+    statement: str = setting("", check=_not_blank, doc=(
+        "A statement the router runs on the live source every interval_seconds, on a "
+        "connection of its own, so that a server whose included tables are quiet "
+        "(and which writes nothing else) still writes transactions and the saved "
+        "position moves on before the binlog it names is purged (as Debezium's "
+        "heartbeat.action.query). Off while empty. A failure is a warning (the "
+        "statement and the server's error), never a stop. E.g., with a table the "
+        "user made:\n"
+        'statement = "INSERT INTO ops.changestream_heartbeat (id, ts) VALUES (1, '
+        'NOW(6)) ON DUPLICATE KEY UPDATE ts = NOW(6)"'))
+    interval_seconds: float = setting(60.0, check=positive_seconds)
 
     def __post_init__(self) -> None:
-        if not self.interval_seconds > 0:  # also NaN
-            raise ConfigError("heartbeat.interval_seconds: must be positive, got "
-                              f"{self.interval_seconds}")
-        if self.statement and not self.statement.strip():
-            raise ConfigError("heartbeat.statement: is blank (leave it empty to turn the "
-                              "heartbeat statement off)")
+        check_section(self, "heartbeat.")  # made by a program: the configuration's checks
 
     @property
     def enabled(self) -> bool:
         return bool(self.statement)
-
-    @classmethod
-    def from_config(cls, config: Config) -> HeartbeatSettings:
-        """The ``[heartbeat]`` section of a loaded configuration."""
-        return cls(config.heartbeat.statement, config.heartbeat.interval_seconds)
 
 
 class HeartbeatStatement:

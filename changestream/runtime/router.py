@@ -361,7 +361,6 @@ class Router:
         """Changes per message to the sink actor (and per decode worker answer): no more
         than a batch, so batches are cut close to their size limit."""
         batch = self.settings.batch.for_sink(self.sink)
-        assert batch.max_changes is not None
         return max(1, min(self.settings.message_changes, batch.max_changes))
 
     def _shutdown(self) -> None:

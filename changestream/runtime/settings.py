@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from changestream.actors.sink import BatchSettings
+from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.adapter import capabilities_of
 from changestream.model.errors import ConfigError
 from changestream.parallel.decode_workers import DecodeWorkers, WorkerSettings
@@ -71,9 +71,7 @@ class RouterSettings:
             position_override=config.start.position_override or None,
             password=config.password(), server_id=s.server_id,
             heartbeat_seconds=s.heartbeat_seconds, reconnect_seconds=s.reconnect_seconds,
-            batch=BatchSettings(max_changes=b.max_changes or None, max_bytes=b.max_bytes,
-                                max_seconds=b.max_seconds, retries=b.retries,
-                                retry_backoff=b.retry_backoff_seconds),
+            batch=b,
             filter=ChangeFilter(config.filter.include, config.filter.exclude,
                                 config.filter.exclude_columns),
             max_buffered_changes=config.transactions.max_buffered_changes,
@@ -89,7 +87,7 @@ class RouterSettings:
             snapshot=SnapshotSettings(config.snapshot.mode or None, config.snapshot.chunk_rows,
                                       tuple(config.snapshot.tables), config.snapshot.refill,
                                       config.snapshot.readers),
-            heartbeat=HeartbeatSettings.from_config(config),
+            heartbeat=config.heartbeat,
             failover=config.failover,
             standby=config.standby.enabled, lease_seconds=config.standby.lease_seconds)
 

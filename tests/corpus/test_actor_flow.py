@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from changestream.actors.sink import BatchSettings
+from changestream.actors.batch_settings import BatchSettings
 from changestream.model.changes import Batch
 from changestream.model.errors import SinkError
 from changestream.runtime.router import Router, RouterSettings
@@ -81,7 +81,7 @@ def test_a_failing_sink_stops_the_router_with_its_error(tmp_path: Path) -> None:
         raise OSError("disk gone")
 
     router = Router(RouterSettings(source=f"file://{PLAIN}", until="caught-up",
-                                   batch=BatchSettings(retries=1, retry_backoff=0.01)),
+                                   batch=BatchSettings(retries=1, retry_backoff_seconds=0.01)),
                     CallbackSink(fail))
     began = time.monotonic()
     with pytest.raises(SinkError, match=r"failed 2 times.*disk gone"):

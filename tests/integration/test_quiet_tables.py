@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from changestream.actors.sink import BatchSettings
+from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.position_store import PositionStore
 from changestream.runtime.heartbeat import HeartbeatSettings
 from changestream.runtime.router import Router, RouterSettings

@@ -171,7 +171,7 @@ def test_bad_settings_exit_with_a_clear_one_line_error(args: list[str], code: in
 
 
 def test_a_slow_sink_slows_the_reader_down(server: Any, fresh_database: str) -> None:
-    from changestream.actors.sink import BatchSettings
+    from changestream.actors.batch_settings import BatchSettings
     from changestream.sinks.callback import CallbackSink
 
     db = fresh_database

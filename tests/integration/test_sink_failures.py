@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from changestream.actors.sink import BatchSettings
+from changestream.actors.batch_settings import BatchSettings
 from changestream.model.changes import Batch
 from changestream.model.errors import SinkError
 from changestream.runtime.router import Router, RouterSettings
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 def _settings(server: Any, db: str, start: tuple[str, int], position: Path) -> RouterSettings:
     return RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}", until="caught-up",
                           position_file=str(position), filter=ChangeFilter(include=[db]),
-                          batch=BatchSettings(max_changes=2, retries=3, retry_backoff=0.01))
+                          batch=BatchSettings(max_changes=2, retries=3, retry_backoff_seconds=0.01))
 
 
 def test_a_failed_batch_is_retried_and_delivered_once(mariadb: Any, tmp_path: Path) -> None:

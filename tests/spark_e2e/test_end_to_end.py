@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from changestream.actors.sink import BatchSettings
+from changestream.actors.batch_settings import BatchSettings
 from changestream.cli.scan import scan_transactions
 from changestream.delivery.plugins import make_sink
 from changestream.model.changes import Position

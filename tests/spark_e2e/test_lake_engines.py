@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from changestream.actors.sink import BatchSettings
+from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.plugins import make_sink
 from changestream.runtime.router import Router, RouterSettings
 from changestream.schema.startup import HistorySettings

@@ -17,7 +17,7 @@ import orjson
 import pytest
 from prometheus_client import generate_latest
 
-from changestream.actors.sink import BatchSettings
+from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.plugins import make_sink
 from changestream.runtime.router import Router, RouterSettings
 from changestream.schema.startup import HistorySettings

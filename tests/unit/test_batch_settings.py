@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from changestream.actors.sink import DEFAULT_BATCH_CHANGES, BatchSettings
+from changestream.actors.batch_settings import DEFAULT_BATCH_CHANGES, BatchSettings
 from changestream.delivery.adapter import SinkCapabilities
 from changestream.model.errors import ConfigError
 from changestream.sinks.jsonl import JsonLinesSink

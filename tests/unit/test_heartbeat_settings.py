@@ -21,7 +21,7 @@ INSERT = ("INSERT INTO ops.changestream_heartbeat (id, ts) VALUES (1, NOW(6)) "
 
 
 def test_it_is_off_by_default() -> None:
-    settings = HeartbeatSettings.from_config(load_config(None, env={}))
+    settings = load_config(None, env={}).heartbeat
     assert settings == HeartbeatSettings("", 60.0)
     assert not settings.enabled
 
@@ -29,25 +29,25 @@ def test_it_is_off_by_default() -> None:
 def test_the_file_and_the_environment_set_it(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text(f'[heartbeat]\nstatement = "{INSERT}"\ninterval_seconds = 2.5\n')
-    assert HeartbeatSettings.from_config(load_config(path, env={})) == \
+    assert load_config(path, env={}).heartbeat == \
         HeartbeatSettings(INSERT, 2.5)
     env = {"CHANGESTREAM_HEARTBEAT_STATEMENT": "DO 1",
            "CHANGESTREAM_HEARTBEAT_INTERVAL_SECONDS": "10"}
-    assert HeartbeatSettings.from_config(load_config(None, env=env)) == \
+    assert load_config(None, env=env).heartbeat == \
         HeartbeatSettings("DO 1", 10.0)
 
 
 def test_the_command_line_sets_it() -> None:
     args = build_parser().parse_args(["run", "--heartbeat-statement", INSERT,
                                       "--heartbeat-interval", "30"])
-    assert HeartbeatSettings.from_config(config_from_args(args)) == \
+    assert config_from_args(args).heartbeat == \
         HeartbeatSettings(INSERT, 30.0)
 
 
 @pytest.mark.parametrize("interval", [0, -1, float("nan")])
 def test_an_interval_that_is_not_positive_is_an_error_naming_the_key(
         tmp_path: Path, interval: float) -> None:
-    with pytest.raises(ConfigError, match=r"^heartbeat\.interval_seconds: must be positive"):
+    with pytest.raises(ConfigError, match=r"^heartbeat\.interval_seconds: must be a positive"):
         HeartbeatSettings(INSERT, interval)
     path = tmp_path / "c.toml"
     path.write_text(f"[heartbeat]\ninterval_seconds = {interval}\n")

@@ -11,8 +11,9 @@ from typing import Any
 import pykka
 import pytest
 
+from changestream.actors.batch_settings import BatchSettings
 from changestream.actors.messages import CaughtUp, EndOfStream, Parts, PartsTaken, Tick
-from changestream.actors.sink import BatchSettings, SinkActor
+from changestream.actors.sink import SinkActor
 from changestream.model.changes import Batch, Change, Position, TransactionInfo, TransactionPart
 from changestream.model.errors import SinkError
 from changestream.observe.stats import RouterStats

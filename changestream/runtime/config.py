@@ -28,7 +28,6 @@ from changestream.runtime.config_sections import (
     FailoverConfig,
     FilterConfig,
     LogConfig,
-    SchemaConfig,
     SinkConfig,
     SnapshotConfig,
     SourceConfig,
@@ -37,6 +36,7 @@ from changestream.runtime.config_sections import (
     TransactionsConfig,
 )
 from changestream.runtime.heartbeat import HeartbeatSettings
+from changestream.schema.startup import HistorySettings
 
 ENV_PREFIX = "CHANGESTREAM"
 
@@ -46,7 +46,7 @@ class Config:
     """The whole configuration; see ``config/changestream.toml`` for every key."""
 
     source: SourceConfig = field(default_factory=SourceConfig)
-    schema: SchemaConfig = field(default_factory=SchemaConfig)
+    schema: HistorySettings = field(default_factory=HistorySettings)
     start: StartConfig = field(default_factory=StartConfig)
     snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
     filter: FilterConfig = field(default_factory=FilterConfig)

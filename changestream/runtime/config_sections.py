@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from changestream.model.modes import LOG_LEVELS, HistoryMode, RecordFormat, SnapshotMode, Until
+from changestream.model.modes import LOG_LEVELS, RecordFormat, SnapshotMode, Until
 from changestream.model.setting import (
     positive,
     positive_seconds,
@@ -36,15 +36,6 @@ def _start_at(value: str) -> str | None:
         StartPosition.parse(value or "earliest")
     except ValueError as exc:
         return str(exc)
-    return None
-
-
-def _file_positions(value: list[str]) -> str | None:
-    for where in value:
-        file, sep, pos = where.rpartition(":")
-        if not sep or not file or not pos.isdigit():
-            return (f"{where!r} is not FILE:POS (as the error that stopped the router "
-                    "printed it)")
     return None
 
 
@@ -105,26 +96,6 @@ class SourceConfig:
         "transactions itself while its workers start (their imports take about a "
         "tenth of a second), so a first record is not held up by them."))
     tls: TlsConfig = field(default_factory=TlsConfig)
-
-
-@dataclass(slots=True)
-class SchemaConfig:
-    """The ``[schema]`` section: the schema history (docs/schema-history.md)."""
-
-    history: HistoryMode = setting("auto", doc=(
-        "The schema history: every table's definition at each binlog position, for "
-        "rows whose TABLE_MAP carries no column names (binlog_row_metadata=MINIMAL). "
-        'See docs/schema-history.md. "auto": kept once such rows are met (or '
-        'restored when the saved position names one); "on": kept from the start; '
-        '"off": none (names from information_schema as it is now).'))
-    shadow_server: str = setting("", doc=(
-        "The command that runs the shadow server's program (the program last; what "
-        'comes before it, e.g. a dynamic loader, is kept). "": the host\'s mariadbd '
-        "or mysqld, found on the PATH."))
-    skip: list[str] = setting(factory=list, check=_file_positions, doc=(
-        "DDL statements to leave out of the history, as FILE:POS (what the error "
-        "that stopped the router names). Beside a position file, `changestream "
-        "schema skip` does the same."))
 
 
 @dataclass(slots=True)

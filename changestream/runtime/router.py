@@ -104,7 +104,7 @@ class Router:
         self._shadow_start: ShadowPrestart | None = None
         self._saved: Position | None = None  # what the position file held at the start
         self._sink_position: Position | None = None  # what the sink's open() returned
-        self._tables = RouterTables(settings.filter, settings.schema.mode)
+        self._tables = RouterTables(settings.filter, settings.schema.history)
         self._snapshots = RouterSnapshots(settings, self.spec, sink, self._connect,
                                           self._table_filter, self.stats, self._stopping,
                                           self._fail)
@@ -175,8 +175,8 @@ class Router:
         conn = self._connect()
         try:
             return run_preflight(conn, schema_from_server=self.settings.schema_from_server,
-                                 history=self.settings.schema.mode,
-                                 shadow_server=self.settings.schema.shadow_server)
+                                 history=self.settings.schema.history,
+                                 shadow_server=self.settings.schema.shadow_server or None)
         finally:
             conn.close()
 

@@ -45,9 +45,9 @@ class FileHistoryOpener:
     def __init__(self, settings: HistorySettings, paths: Iterable[str | Path],
                  store: HistoryHome | None, scope: Callable[[str], bool],
                  saved: Position | None):
-        if settings.shadow_dir is None and store is not None:
+        if not settings.shadow_dir and store is not None:
             settings = replace(settings, shadow_dir=str(store.path) + ".shadow")
-        if settings.shadow_dir is not None:
+        if settings.shadow_dir:
             remove_stale(Path(settings.shadow_dir))
         self.settings = settings
         self.paths = list(paths)
@@ -59,7 +59,7 @@ class FileHistoryOpener:
 
     def column_info(self, start: StartPosition) -> ColumnInfo:
         """Where rows get their column names, reading from ``start``."""
-        if self.settings.mode == "off":
+        if self.settings.history == "off":
             return ColumnInfo(None)
         flavor = self._flavor(start.file if start.kind == "file" else None)
         mariadb = flavor == "mariadb"
@@ -67,12 +67,12 @@ class FileHistoryOpener:
         stored = saved is not None and saved.schema_history is not None and \
             self.store is not None and start.kind == "file" and \
             binlog_order(start.file or "", start.pos) == binlog_order(saved.file, saved.pos)
-        if stored or self.settings.mode == "on":
+        if stored or self.settings.history == "on":
             try:
                 tracker = self._open(flavor, start, None, from_start=True)
                 return ColumnInfo(None, tracker, mariadb=mariadb, positional_fallback=True)
             except ConfigError as exc:
-                if self.settings.mode == "on":
+                if self.settings.history == "on":
                     raise
                 log.warning("no schema history for binlog files: %s", exc)
                 return ColumnInfo(None, mariadb=mariadb)
@@ -100,8 +100,8 @@ class FileHistoryOpener:
         stored with the saved position, or an empty one (brought to ``header`` by the DDL
         the files hold from ``start``)."""
         try:
-            shadow = ShadowServer(ShadowSettings(flavor, self.settings.shadow_server, 0,
-                                                 self.settings.shadow_dir))
+            shadow = ShadowServer(ShadowSettings(flavor, self.settings.shadow_server or None, 0,
+                                                 self.settings.shadow_dir or None))
         except (ServerNotAvailableError, ServerStartError) as exc:
             raise ConfigError(
                 f"naming the columns of binlog files without row metadata takes a {flavor} "

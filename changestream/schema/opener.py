@@ -41,7 +41,7 @@ def history_settings(settings: HistorySettings, store: HistoryHome | None
                      ) -> HistorySettings:
     """``settings`` as a router uses them: the shadow's files beside the position file
     when no folder is set."""
-    if settings.shadow_dir is None and store is not None:
+    if not settings.shadow_dir and store is not None:
         return replace(settings, shadow_dir=str(store.path) + ".shadow")
     return settings
 
@@ -50,9 +50,9 @@ def opens_at_start(settings: HistorySettings, saved: Position | None, wanted: bo
     """Whether the history of a router reading a server opens before the first event
     (:func:`~changestream.schema.startup.open_history`; ``wanted``: the sink asks for
     it), not when the first rows without column names come."""
-    if settings.mode == "off":
+    if settings.history == "off":
         return False
-    return settings.mode == "on" or wanted or (
+    return settings.history == "on" or wanted or (
         saved is not None and saved.schema_history is not None)
 
 
@@ -74,7 +74,7 @@ class HistoryOpener:
                  sink_storage: HistoryStorage | None = None,
                  shadows: ShadowStart = ShadowServer):
         settings = history_settings(settings, store)
-        if settings.shadow_dir is not None:
+        if settings.shadow_dir:
             remove_stale(Path(settings.shadow_dir))
         self.shadows = shadows
         self.sink_storage = sink_storage
@@ -107,7 +107,7 @@ class HistoryOpener:
                                                 None, history_store, self.scope,
                                                 shadows=self.shadows))
 
-        if self.wanted and self.settings.mode == "auto":
+        if self.wanted and self.settings.history == "auto":
             try:
                 tracker = self._opened(open_history_at(
                     self.settings, self._connect, self._scan, start, resume, history_store,

@@ -43,8 +43,8 @@ class ShadowPrestart:
                 flavor, lower_case = server_facts(conn)
             finally:
                 conn.close()
-            wanted = ShadowSettings(flavor, settings.shadow_server, lower_case,
-                                    settings.shadow_dir)
+            wanted = ShadowSettings(flavor, settings.shadow_server or None, lower_case,
+                                    settings.shadow_dir or None)
             self._started = (wanted, ShadowServer(wanted))
         except Exception:  # see the module docstring
             self._started = None

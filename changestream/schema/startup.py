@@ -26,6 +26,7 @@ from changestream.decoding.query_status import parse_query_status
 from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConfigError
 from changestream.model.modes import HISTORY_MODES, HistoryMode
+from changestream.model.setting import check_section, setting
 from changestream.schema.definition import TableKey
 from changestream.schema.history import SchemaHistory, SchemaState
 from changestream.schema.shadow import (
@@ -53,21 +54,45 @@ QueryScan = Callable[[StartPosition, tuple[str, int]], Iterator[QueryEvent]]
 """``(from, to) -> the QUERY events of the binlog between the two positions``."""
 
 
-@dataclass(slots=True, frozen=True)
-class HistorySettings:
-    """``mode``: "auto" (kept when a shadow server can run), "on" (required) or "off".
-    ``shadow_server``: the command that runs the shadow's server program (None: the
-    host's ``mariadbd``/``mysqld``)."""
+def _file_positions(value: list[str]) -> str | None:
+    for where in value:
+        file, sep, pos = where.rpartition(":")
+        if not sep or not file or not pos.isdigit():
+            return (f"{where!r} is not FILE:POS (as the error that stopped the router "
+                    "printed it)")
+    return None
 
-    mode: HistoryMode = "auto"
-    shadow_server: str | None = None
-    shadow_dir: str | None = None  # where the shadow keeps its files (None: a temporary one)
-    skip: tuple[str, ...] = ()  # FILE:POS of DDL statements to leave out (schema.skip)
+
+def _history_mode(value: str) -> str | None:
+    return None if value in HISTORY_MODES else \
+        f"{value!r} is not one of {', '.join(HISTORY_MODES)}"
+
+
+@dataclass(slots=True)
+class HistorySettings:
+    """The ``[schema]`` section: the schema history (docs/schema-history.md)."""
+
+    history: HistoryMode = setting("auto", check=_history_mode, doc=(
+        "The schema history: every table's definition at each binlog position, for "
+        "rows whose TABLE_MAP carries no column names (binlog_row_metadata=MINIMAL). "
+        'See docs/schema-history.md. "auto": kept once such rows are met (or '
+        'restored when the saved position names one); "on": kept from the start; '
+        '"off": none (names from information_schema as it is now).'))
+    shadow_server: str = setting("", doc=(
+        "The command that runs the shadow server's program (the program last; what "
+        'comes before it, e.g. a dynamic loader, is kept). "": the host\'s mariadbd '
+        "or mysqld, found on the PATH."))
+    shadow_dir: str = setting("", doc=(
+        "Where the shadow server keeps its files (a folder per router process). "
+        '"": beside start.position_file (its name + ".shadow"), else a temporary '
+        "folder."))
+    skip: list[str] = setting(factory=list, check=_file_positions, doc=(
+        "DDL statements to leave out of the history, as FILE:POS (what the error "
+        "that stopped the router names). Beside a position file, `changestream "
+        "schema skip` does the same."))
 
     def __post_init__(self) -> None:
-        if self.mode not in HISTORY_MODES:
-            raise ConfigError(f"schema.history: {self.mode!r} is not one of "
-                              f"{', '.join(HISTORY_MODES)}")
+        check_section(self, "schema.")  # made by a program: the configuration's checks
 
 
 @dataclass(slots=True)
@@ -100,10 +125,10 @@ def open_history(settings: HistorySettings, connect: Callable[[], pymysql.Connec
         flavor, _ = server_facts(conn)
     finally:
         conn.close()
-    if settings.mode == "off":
+    if settings.history == "off":
         return OpenedHistory(None, flavor=flavor)
     stored = saved is not None and saved.schema_history is not None and store is not None
-    if settings.mode == "auto" and not stored:
+    if settings.history == "auto" and not stored:
         return OpenedHistory(None, lazy=True, flavor=flavor)
     return OpenedHistory(open_history_at(settings, connect, scan, start, resume, store, scope,
                                          saved, shadows), flavor=flavor)
@@ -130,8 +155,8 @@ def open_history_at(settings: HistorySettings, connect: Callable[[], pymysql.Con
     finally:
         conn.close()
     try:
-        shadow = shadows(ShadowSettings(flavor, settings.shadow_server, lower_case,
-                                        settings.shadow_dir))
+        shadow = shadows(ShadowSettings(flavor, settings.shadow_server or None, lower_case,
+                                        settings.shadow_dir or None))
     except (ServerNotAvailableError, ServerStartError) as exc:
         raise ConfigError(
             f"the schema history needs a {flavor} server program on this host for its shadow "

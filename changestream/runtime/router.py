@@ -41,7 +41,12 @@ from changestream.runtime.status import history_status, stream_status
 from changestream.runtime.xa_reload import reload_prepared_xa
 from changestream.schema.column_info import ColumnInfo, information_schema_lookup
 from changestream.schema.file_opener import FileHistoryOpener
-from changestream.schema.opener import HistoryOpener, history_settings, opens_at_start
+from changestream.schema.opener import (
+    HistoryOpener,
+    HistorySource,
+    history_settings,
+    opens_at_start,
+)
 from changestream.schema.shadow import ShadowServer
 from changestream.schema.shadow_prestart import ShadowPrestart
 from changestream.sources import server
@@ -405,9 +410,10 @@ class Router:
         # A sink that keeps its own position may keep the history beside it (Iceberg).
         sink_storage = cast(KeepsHistory, self.sink).history_storage() \
             if capabilities_of(self.sink).history_storage else None
+        source = HistorySource(self.spec.connection, self._connect, self.settings.server_id,
+                               self.settings.verify_checksums)
         self._history = HistoryOpener(
-            self.settings.schema, self.spec.connection, self._connect, self.settings.server_id,
-            self.settings.verify_checksums, self.store, self._tables.filter.database,
+            self.settings.schema, source, self.store, self._tables.filter.database,
             self._sink_position if sink_storage is not None else self._saved,
             self._sink_wants_history(), sink_storage,
             self._shadow_start.server if self._shadow_start is not None else ShadowServer)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,21 +56,31 @@ def opens_at_start(settings: HistorySettings, saved: Position | None, wanted: bo
         saved is not None and saved.schema_history is not None)
 
 
-class HistoryOpener:
-    r"""Opens and owns the schema history of a router reading a server.
+@dataclass(frozen=True, slots=True)
+class HistorySource:
+    """The server a schema history reads: ``connection`` (PyMySQL's arguments), ``connect``
+    (a connection, with the router's error messages), the router's replica ``server_id``
+    and whether events' checksums are verified."""
 
-    ``connection``/``server_id``/``verify_checksums`` are the source's (``connect`` opens a
-    connection to it, with the router's error messages); ``store`` the position file (the
+    connection: dict[str, Any]
+    connect: Callable[[], pymysql.Connection[Any]]
+    server_id: int
+    verify_checksums: bool
+
+
+class HistoryOpener:
+    r"""Opens and owns the schema history of a router reading ``source``.
+
+    ``store`` is the position file (the
     history is stored beside it); ``scope`` the databases to keep; ``saved`` the position the
     file held at the start; ``wanted`` whether the sink asks for a history even when the binlog
     names every column. ``sink_storage``: where the sink keeps the history beside its own
     position (then ``saved`` is the sink's, and each batch's position is :meth:`stamp`\ ed
     with the state there before the sink writes it)."""
 
-    def __init__(self, settings: HistorySettings, connection: dict[str, Any],
-                 connect: Callable[[], pymysql.Connection[Any]], server_id: int,
-                 verify_checksums: bool, store: HistoryHome | None,
-                 scope: Callable[[str], bool], saved: Position | None, wanted: bool,
+    def __init__(self, settings: HistorySettings, source: HistorySource,
+                 store: HistoryHome | None, scope: Callable[[str], bool],
+                 saved: Position | None, wanted: bool,
                  sink_storage: HistoryStorage | None = None,
                  shadows: ShadowStart = ShadowServer):
         settings = history_settings(settings, store)
@@ -82,10 +92,8 @@ class HistoryOpener:
             store.history_store if store is not None else None)
         self._pruned: str | None = saved.schema_history if saved is not None else None
         self.settings = settings
-        self.connection = connection
-        self._connect = connect
-        self.server_id = server_id
-        self.verify_checksums = verify_checksums
+        self.source = source
+        self._connect = source.connect
         self.store = store
         self.scope = scope
         self.saved = saved
@@ -161,7 +169,8 @@ class HistoryOpener:
 
     def _scan(self, begin: StartPosition, head: tuple[str, int]) -> Iterator[Any]:
         # A second replica connection while the router's own may be open: another id.
-        return scan_queries(LiveSource(self.connection, begin,
-                                       server_id=scan_server_id(self.server_id),
-                                       blocking=False, verify_checksums=self.verify_checksums,
+        source = self.source
+        return scan_queries(LiveSource(source.connection, begin,
+                                       server_id=scan_server_id(source.server_id),
+                                       blocking=False, verify_checksums=source.verify_checksums,
                                        decoder=EventDecoder()), head)

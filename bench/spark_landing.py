@@ -60,7 +60,7 @@ from changestream.delivery.adapter import capabilities_of
 from changestream.delivery.plugins import make_sink
 from changestream.devserver import EmbeddedMariaDB
 from changestream.runtime.router import Router, RouterSettings
-from changestream.schema.startup import HistorySettings
+from changestream.schema.history_settings import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.transactions.filters import ChangeFilter
 

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from changestream.runtime.router import Router, RouterSettings
-from changestream.schema.startup import HistorySettings
+from changestream.schema.history_settings import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.transactions.filters import ChangeFilter
 from tests.random_columns import Column, random_column

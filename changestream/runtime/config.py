@@ -36,7 +36,7 @@ from changestream.runtime.config_sections import (
     TransactionsConfig,
 )
 from changestream.runtime.heartbeat import HeartbeatSettings
-from changestream.schema.startup import HistorySettings
+from changestream.schema.history_settings import HistorySettings
 
 ENV_PREFIX = "CHANGESTREAM"
 

@@ -15,7 +15,7 @@ from changestream.parallel.decode_workers import DecodeWorkers, WorkerSettings
 from changestream.runtime.config import Config
 from changestream.runtime.config_sections import FailoverConfig
 from changestream.runtime.heartbeat import HeartbeatSettings
-from changestream.schema.startup import HistorySettings
+from changestream.schema.history_settings import HistorySettings
 from changestream.snapshot.planning import SnapshotSettings
 from changestream.sources.live import StartPosition
 from changestream.sources.tls import tls_options

@@ -17,14 +17,13 @@ from pathlib import Path
 
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import EventHeader, FormatDescriptionEvent
-from changestream.devserver import ServerNotAvailableError, ServerStartError
 from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConfigError
 from changestream.schema.column_info import ColumnInfo
 from changestream.schema.history import SchemaHistory, SchemaState
+from changestream.schema.history_settings import HistorySettings
 from changestream.schema.shadow import ShadowServer, ShadowSettings, remove_stale
 from changestream.schema.startup import (
-    HistorySettings,
     catch_up,
     scan_queries,
     stored_history,
@@ -99,6 +98,8 @@ class FileHistoryOpener:
         """A history valid at ``start`` (``from_start``), else at ``header``: the one
         stored with the saved position, or an empty one (brought to ``header`` by the DDL
         the files hold from ``start``)."""
+        from changestream.devserver import ServerNotAvailableError, ServerStartError
+
         try:
             shadow = ShadowServer(ShadowSettings(flavor, self.settings.shadow_server or None, 0,
                                                  self.settings.shadow_dir or None))

@@ -17,8 +17,9 @@ from typing import Any
 
 import pymysql
 
+from changestream.schema.history_settings import HistorySettings
 from changestream.schema.shadow import ShadowServer, ShadowSettings
-from changestream.schema.startup import HistorySettings, server_facts
+from changestream.schema.startup import server_facts
 
 
 class ShadowPrestart:

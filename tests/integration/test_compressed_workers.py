@@ -10,7 +10,7 @@ import orjson
 
 from changestream.parallel.payloads import unpacked_segment
 from changestream.runtime.router import Router, RouterSettings
-from changestream.schema.startup import HistorySettings
+from changestream.schema.history_settings import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.transactions.filters import ChangeFilter
 from tests.segments import compare_arrow_paths, compare_worker_paths, worker_segments

@@ -22,7 +22,7 @@ from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.position_store import PositionStore
 from changestream.runtime.heartbeat import HeartbeatSettings
 from changestream.runtime.router import Router, RouterSettings
-from changestream.schema.startup import HistorySettings
+from changestream.schema.history_settings import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.snapshot.planning import SnapshotSettings
 from changestream.transactions.filters import ChangeFilter

@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from changestream.runtime.router import Router, RouterSettings
-from changestream.schema.startup import HistorySettings
+from changestream.schema.history_settings import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.snapshot.planning import SnapshotSettings
 from changestream.transactions.filters import ChangeFilter

@@ -24,7 +24,7 @@ import orjson
 import pytest
 
 from changestream.runtime.router import Router, RouterSettings
-from changestream.schema.startup import HistorySettings
+from changestream.schema.history_settings import HistorySettings
 from changestream.schema.tracker import SchemaHistoryError
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.transactions.filters import ChangeFilter

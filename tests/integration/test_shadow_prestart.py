@@ -12,9 +12,10 @@ import orjson
 import pytest
 
 from changestream.runtime.router import Router, RouterSettings
+from changestream.schema.history_settings import HistorySettings
 from changestream.schema.shadow import ShadowSettings
 from changestream.schema.shadow_prestart import ShadowPrestart
-from changestream.schema.startup import HistorySettings, server_facts
+from changestream.schema.startup import server_facts
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.transactions.filters import ChangeFilter
 from tests.servers import shadow_command

@@ -21,7 +21,7 @@ from changestream.runtime.config import load_config
 from changestream.runtime.control import ControlServer
 from changestream.runtime.preflight import PreflightError
 from changestream.runtime.router import Router, RouterSettings
-from changestream.schema.startup import HistorySettings
+from changestream.schema.history_settings import HistorySettings
 from changestream.sinks.callback import CallbackSink
 from changestream.transactions.filters import ChangeFilter
 from tests.servers import shadow_command

@@ -17,7 +17,7 @@ from changestream.cli.scan import scan_transactions
 from changestream.delivery.plugins import make_sink
 from changestream.model.changes import Position
 from changestream.runtime.router import Router, RouterSettings
-from changestream.schema.startup import HistorySettings
+from changestream.schema.history_settings import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.sinks.spark.positions import position_key
 from changestream.sources.files import FileSource

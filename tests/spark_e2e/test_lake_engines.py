@@ -30,7 +30,7 @@ import pytest
 from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.plugins import make_sink
 from changestream.runtime.router import Router, RouterSettings
-from changestream.schema.startup import HistorySettings
+from changestream.schema.history_settings import HistorySettings
 from changestream.transactions.filters import ChangeFilter
 from tests.lake_readers import duckdb_count, duckdb_rows, metadata_file, pyiceberg_rows
 from tests.servers import shadow_command

@@ -16,7 +16,7 @@ import pytest
 from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.plugins import make_sink
 from changestream.runtime.router import Router, RouterSettings
-from changestream.schema.startup import HistorySettings
+from changestream.schema.history_settings import HistorySettings
 from changestream.transactions.filters import ChangeFilter
 from tests.integration.test_schema_history import _chunks, _cli
 from tests.schema_workload import DDL_KINDS, SchemaWorkload

@@ -20,7 +20,7 @@ from prometheus_client import generate_latest
 from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.plugins import make_sink
 from changestream.runtime.router import Router, RouterSettings
-from changestream.schema.startup import HistorySettings
+from changestream.schema.history_settings import HistorySettings
 from changestream.transactions.filters import ChangeFilter
 from changestream.verify.verifier import Verifier
 from tests.servers import shadow_command

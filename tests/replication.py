@@ -65,6 +65,18 @@ def applied_all_received(replica: EmbeddedServer) -> bool:
         (s["Source_Log_File"], s["Read_Source_Log_Pos"])
 
 
+def received_up_to(replica: EmbeddedServer, file: str, pos: int) -> bool:
+    """Whether the replica's IO thread has received the primary's binlog up to ``file``
+    and ``pos``."""
+    s = replica_status(replica)
+    if not s:
+        return False
+    source = "Master" if replica.flavor == "mariadb" else "Source"
+    read = (s[f"{source}_Log_File"], s[f"Read_{source}_Log_Pos"])
+    return (read[0].rsplit(".", 1)[-1].zfill(10), read[1]) >= \
+        (file.rsplit(".", 1)[-1].zfill(10), pos)
+
+
 def caught_up(replica: EmbeddedServer, primary: EmbeddedServer) -> bool:
     """Whether the replica has executed every GTID the primary has."""
     if primary.flavor == "mariadb":

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,7 @@ import pytest
 
 from changestream.sinks.spark.session import iceberg_conf
 
-from .compare import assert_mirror_equals_source
-from .test_crash_recovery import _batches, _committed, _workload
+from .kill_workload import assert_landed_exactly_once, kill_workload, landed_batches
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.faults]
 
@@ -62,7 +60,7 @@ def test_the_iceberg_writer_killed_9_the_standby_lands_the_rest_exactly_once(
     db = "e2e_standby"
     mariadb.execute([f"DROP DATABASE IF EXISTS `{db}`", f"CREATE DATABASE `{db}`"])
     start = mariadb.binlog_position()
-    _workload(mariadb, db, random.Random(20261127))
+    kill_workload(mariadb, db, random.Random(20261127))
     warehouse = tmp_path / "warehouse"
     lease = tmp_path / "position.json.lease"
     first = _router(mariadb, db, start, warehouse, tmp_path / "first.log")
@@ -74,19 +72,19 @@ def test_the_iceberg_writer_killed_9_the_standby_lands_the_rest_exactly_once(
             time.sleep(0.05)
         second = _router(mariadb, db, start, warehouse, tmp_path / "second.log")
         deadline = time.monotonic() + 300
-        while first.poll() is None and _batches(warehouse) < 2:
+        while first.poll() is None and landed_batches(warehouse) < 2:
             assert time.monotonic() < deadline, "nothing landed"
             time.sleep(0.01)
         assert first.poll() is None, "the writer finished before it could be killed"
         killed = time.monotonic()
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
-        landed_then = _batches(warehouse)
+        landed_then = landed_batches(warehouse)
         while _holder(lease)[0] != second.pid:
             assert time.monotonic() < killed + LEASE + 5, "the standby did not take over"
             time.sleep(0.02)
         took = time.monotonic() - killed
-        while _batches(warehouse) <= landed_then and second.poll() is None:
+        while landed_batches(warehouse) <= landed_then and second.poll() is None:
             time.sleep(0.05)
         landing = time.monotonic() - killed
         print(f"lease taken {took:.2f} s after kill -9 (after {landed_then} batches); "
@@ -104,17 +102,4 @@ def test_the_iceberg_writer_killed_9_the_standby_lands_the_rest_exactly_once(
     spark = request.getfixturevalue("spark")  # only now: the routers' Sparks are gone
     for key, value in iceberg_conf(CATALOG, warehouse).items():
         spark.conf.set(key, value)
-    assert_mirror_equals_source(mariadb, spark, db, "t", f"{CATALOG}.{db}.t", "id")
-    assert_mirror_equals_source(mariadb, spark, db, "k", f"{CATALOG}.{db}.k", None)
-    expected = _committed(mariadb, db, start)
-    seqs: dict[str, list[int]] = defaultdict(list)
-    for table in ("t", "k"):
-        rows = spark.sql(f"SELECT _transaction_id AS id, _seq AS seq FROM "
-                         f"{CATALOG}.{db}.{table}__changelog").collect()
-        landed = Counter(r["id"] for r in rows)
-        assert landed == Counter({tid: c[table] for tid, c in expected.items()
-                                  if c[table]}), f"{table}: changes per transaction differ"
-        for r in rows:
-            seqs[r["id"]].append(r["seq"])
-    for tid, landed_seqs in seqs.items():  # every change once
-        assert sorted(landed_seqs) == list(range(sum(expected[tid].values()))), tid
+    assert_landed_exactly_once(mariadb, spark, db, start, CATALOG)

@@ -4,11 +4,14 @@ of its values must decode to."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+
+import pymysql
 
 from changestream.decoding.events import Event, RowsEvent, TransactionPayloadEvent
 
@@ -79,3 +82,32 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting")
         time.sleep(0.02)
+
+
+class NumberedRowWriter(threading.Thread):
+    """Inserts rows numbered 1, 2, 3, ... into ``table`` (``id INT PRIMARY KEY, v ...``),
+    three to a transaction, until :meth:`stop`, or until the server goes away (a test that
+    kills it). ``next_id``: the first number not written yet."""
+
+    def __init__(self, server: Any, table: str, pause: float = 0.002) -> None:
+        super().__init__(daemon=True)
+        self.server, self.table, self.pause = server, table, pause
+        self.next_id = 1
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        try:
+            with self.server.connect(autocommit=False) as conn, conn.cursor() as cur:
+                while not self.halt.is_set():
+                    n = self.next_id
+                    cur.execute(f"INSERT INTO {self.table} VALUES ({n}, 'a'), ({n + 1}, 'b'), "
+                                f"({n + 2}, 'c')")
+                    conn.commit()
+                    self.next_id = n + 3
+                    time.sleep(self.pause)
+        except (pymysql.MySQLError, OSError):  # the server went away: the writer stops
+            return
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(10)

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -31,6 +30,7 @@ from tests.replication import (
     stop_applying,
     wait_until,
 )
+from tests.workloads import NumberedRowWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 FLAVORS = pytest.mark.parametrize("flavor", ["mariadb", "mysql"])
@@ -84,29 +84,6 @@ def _insert(server: EmbeddedServer, first: int, count: int, per_tx: int = 3) -> 
     server.execute(statements)
 
 
-class _Writer(threading.Thread):
-    """Inserts numbered rows, three to a transaction, until stopped or the server dies."""
-
-    def __init__(self, server: EmbeddedServer) -> None:
-        super().__init__(daemon=True)
-        self.server = server
-        self.next_id = 1
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        try:
-            with self.server.connect(autocommit=False) as conn, conn.cursor() as cur:
-                while not self.halt.is_set():
-                    n = self.next_id
-                    cur.execute(f"INSERT INTO `{DB}`.t VALUES ({n}, 'a'), ({n + 1}, 'b'), "
-                                f"({n + 2}, 'c')")
-                    conn.commit()
-                    self.next_id = n + 3
-                    time.sleep(0.002)
-        except Exception:  # the server went away: the writer stops
-            return
-
-
 def _exactly_once(out: Path, survivor: EmbeddedServer) -> None:
     """The sink holds every row of the surviving server once, and each GTID once."""
     expected = _table(survivor)
@@ -151,7 +128,7 @@ def test_the_primary_killed_under_load_then_the_replica_promoted(flavor: str,
         out = tmp_path / "out.jsonl"
         router = _start(_source(primary, replica), out, "--start", start)
         try:
-            writer = _Writer(primary)
+            writer = NumberedRowWriter(primary, f"`{DB}`.t")
             writer.start()
             wait_until(lambda: len(_ids(out)) >= 300, timeout=60, what="rows delivered")
             # Replication is asynchronous: the router may read transactions the replica has

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections import Counter
@@ -24,6 +23,7 @@ import orjson
 import pytest
 
 from tests.replication import wait_until
+from tests.workloads import NumberedRowWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 LEASE = 3.0  # --lease-seconds of every router here
@@ -91,30 +91,6 @@ class _Job:
         assert sorted(ids) == expected, (len(ids), len(expected))
 
 
-class _Writer(threading.Thread):
-    """Inserts numbered rows, three to a transaction, until halted."""
-
-    def __init__(self, server: Any, db: str) -> None:
-        super().__init__(daemon=True)
-        self.server, self.db = server, db
-        self.next_id = 1
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        with self.server.connect(autocommit=False) as conn, conn.cursor() as cur:
-            while not self.halt.is_set():
-                n = self.next_id
-                cur.execute(f"INSERT INTO `{self.db}`.t VALUES ({n}, 'a'), ({n + 1}, 'b'), "
-                            f"({n + 2}, 'c')")
-                conn.commit()
-                self.next_id = n + 3
-                time.sleep(0.003)
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.join(10)
-
-
 def _stop(process: subprocess.Popen[bytes]) -> tuple[int, str]:
     """SIGTERM (SIGKILL after a minute); the exit code and what it wrote to stderr."""
     if process.poll() is None:
@@ -130,13 +106,13 @@ def _stop(process: subprocess.Popen[bytes]) -> tuple[int, str]:
     return process.returncode, text
 
 
-def _writer_and_standby(job: _Job, *extra: str
-                        ) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes], _Writer]:
+def _writer_and_standby(job: _Job, *extra: str) -> tuple[
+        subprocess.Popen[bytes], subprocess.Popen[bytes], NumberedRowWriter]:
     """The first router takes the lease and writes, the second waits; rows flow."""
     first = job.router()
     wait_until(lambda: job.holder()[0] == first.pid, timeout=30, what="the first to write")
     second = job.router(*extra)
-    writer = _Writer(job.server, job.db)
+    writer = NumberedRowWriter(job.server, f"`{job.db}`.t", pause=0.003)
     writer.start()
     wait_until(lambda: len(_ids(job.out)) > 300, timeout=60, what="rows in the sink")
     assert second.poll() is None and job.holder() == (first.pid, 1)

@@ -142,11 +142,6 @@ class Listener:
         self._switches.put(switch, then)
         self.wake()
 
-    def _decodes(self, database: str, table: str) -> bool:
-        """Whether this thread's decoder reads the rows of ``database.table``."""
-        wanted = self._decode_filter
-        return wanted is None or wanted(database, table)
-
     def _send_switches(self, batch: list[StreamItem], last: EventHeader | None) -> None:
         """Send ``batch`` with the switches asked for placed at its end (a transaction
         boundary): the decode workers and this thread's decoder read by their filter from
@@ -157,6 +152,9 @@ class Listener:
             if self.workers is not None:
                 self.workers.set_filter(change_filter)
             self._decode_filter = None if change_filter.everything else change_filter.table
+            decoder = self._source.decoder if self._source is not None else None
+            if decoder is not None:  # this thread's decoder, from the next event on
+                decoder.table_filter = self._decode_filter
             batch.append(switch)
             if then is not None:
                 thens.append(then)
@@ -201,7 +199,7 @@ class Listener:
         delay = 0.5
         while not self.stopping.is_set():
             decoder = EventDecoder(schema_resolver=self.column_info.resolve,
-                                   table_filter=self._decodes if self.table_filter else None)
+                                   table_filter=self._decode_filter)
             resume = None if lost_since is None else (
                 self.failover.resume_at(self.boundary) if self.failover is not None else
                 StartPosition("file", file=self.boundary[0], pos=self.boundary[1])

@@ -33,12 +33,14 @@ Shapes (``--shapes``, all by default):
 - ``e`` the mixed shape on MySQL 9.7, every other transaction zstd-compressed
 - ``f`` one transaction of 1,000,000 rows (500-row INSERTs between one BEGIN and COMMIT):
   the memory of a transaction far bigger than the router buffers (not in the default set)
+- ``g`` a keyless table (an index on ``id``, no primary or unique key): inserts, updates
+  and deletes of 1 to 10 rows each, full images (of a table filled first)
 
 It prints rows/s, rows per CPU-second (user + system time of the reader and its children)
 and peak memory (RSS of the reader and its children, sampled), and the ratios of
 changestream's live run to each peer; ``--json`` writes the figures::
 
-    .venv/bin/python bench/throughput.py [--rows 200000] [--shapes a,b,c,d,e,f] [--json out.json]
+    .venv/bin/python bench/throughput.py [--rows 200000] [--shapes a,b,c,d,e,f,g] [--json out.json]
     .venv/bin/python bench/throughput.py --shapes e --readers changestream_live,debezium
 """
 
@@ -95,6 +97,8 @@ class Shape:
     mysql: bool = False
     rows: int | None = None  # a fixed row count instead of --rows
     one_transaction: bool = False
+    keyless: bool = False  # no primary or unique key (an index on id only)
+    mixed_ops: bool = False  # inserts, updates and deletes of 1-10 rows
 
 
 SHAPES = {
@@ -105,6 +109,8 @@ SHAPES = {
     "e": Shape("e", "mixed on MySQL 9.7, half zstd-compressed", NARROW, 0.5, mysql=True),
     "f": Shape("f", "one transaction of 1,000,000 inserted rows", NARROW, 1.0,
                rows=1_000_000, one_transaction=True),
+    "g": Shape("g", "keyless table: inserts, updates and deletes of 1-10 rows",
+               NARROW.replace(" PRIMARY KEY", ""), 0.0, keyless=True, mixed_ops=True),
 }
 
 
@@ -143,6 +149,8 @@ def write_workload(server: EmbeddedServer, shape: Shape, rows: int) -> tuple[str
     server.execute(["SET GLOBAL innodb_flush_log_at_trx_commit = 2",
                     "SET GLOBAL sync_binlog = 0", "CREATE DATABASE bench",
                     f"CREATE TABLE bench.t ({shape.columns})"])
+    if shape.keyless:  # an index to find rows by, no key to tell them apart
+        server.execute("CREATE INDEX by_id ON bench.t (id)")
     conn = server.connect(client_flag=1 << 16)  # MULTI_STATEMENTS: fewer round trips
     try:
         with conn.cursor() as cur:
@@ -168,6 +176,8 @@ def write_workload(server: EmbeddedServer, shape: Shape, rows: int) -> tuple[str
                         done += size
                     _run_all(cur, statements)
                 return start
+            if shape.mixed_ops:
+                return _mixed_ops(server, cur, kinds, rows, rng)
             start = server.binlog_position()
             if shape.one_transaction:
                 cur.execute("BEGIN")
@@ -192,6 +202,45 @@ def write_workload(server: EmbeddedServer, shape: Shape, rows: int) -> tuple[str
             return start
     finally:
         conn.close()
+
+
+def _mixed_ops(server: EmbeddedServer, cur: Any, kinds: list[str], rows: int,
+               rng: random.Random) -> tuple[str, int]:
+    """20,000 rows, then inserts, updates and deletes of 1-10 rows each (ids picked among
+    the rows there, so each statement changes exactly its rows) until ``rows`` rows
+    changed; where the part to read begins."""
+    live = list(range(1, 20_001))
+    for first in range(1, 20_001, 500):
+        _run_all(cur, ["INSERT INTO bench.t VALUES " + ",".join(
+            _row(kinds, i, rng) for i in range(first, first + 500))])
+    start = server.binlog_position()
+    next_id, done = 20_001, 0
+    while done < rows:
+        statements = []
+        for _ in range(50):
+            size = min(rng.randint(1, 10), rows - done)
+            if size <= 0:
+                break
+            op = rng.random()
+            if op < 0.35:
+                statements.append("INSERT INTO bench.t VALUES " + ",".join(
+                    _row(kinds, i, rng) for i in range(next_id, next_id + size)))
+                live.extend(range(next_id, next_id + size))
+                next_id += size
+            else:
+                picked = rng.sample(range(len(live)), size)
+                ids = ",".join(str(live[p]) for p in picked)
+                if op < 0.7:
+                    statements.append(f"UPDATE bench.t SET qty = qty + 1, name = 'u {done}' "
+                                      f"WHERE id IN ({ids})")
+                else:
+                    statements.append(f"DELETE FROM bench.t WHERE id IN ({ids})")
+                    for p in sorted(picked, reverse=True):
+                        live[p] = live[-1]
+                        live.pop()
+            done += size
+        _run_all(cur, statements)
+    return start
 
 
 def _tree_rss(pid: int) -> int:
@@ -472,7 +521,7 @@ def report(shape: str, figures: dict[str, Any], rows: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--shapes", default="a,b,c,d,e")
+    parser.add_argument("--shapes", default="a,b,c,d,e,g")
     parser.add_argument("--readers", default=",".join(DEFAULT_READERS),
                         help=f"some of {', '.join(READERS)} (default: all but debezium, "
                         "whose JVM takes seconds to start; it reads MySQL only: shape e)")

@@ -22,6 +22,10 @@ excluded and reported apart; the mirror is counted against the source each time:
 
     python bench/backfill.py                                   # 2,000,000 rows, both flavours
     python bench/backfill.py --rows 200000 --flavors mariadb --cluster --json /tmp/bf.json
+    python bench/backfill.py --rows 300000 --flavors mariadb --shape mixed
+
+``--shape mixed``: transactions of 250 inserted rows, an update and a delete, and two
+identical rows in a keyless table (its mirror counted too).
 """
 
 from __future__ import annotations
@@ -51,12 +55,42 @@ from changestream.transactions.filters import ChangeFilter
 DB = "bench_backfill"
 TABLE = (f"CREATE TABLE `{DB}`.t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(64), "
          "amount DECIMAL(12,2), at DATETIME(6), flag BOOLEAN)")
+KEYLESS = f"CREATE TABLE `{DB}`.k (tx INT, n INT, note VARCHAR(20))"
+SHAPES = ("bulk", "mixed")
 
 
 def _row(i: int) -> str:
     return (f"({i}, {i % 97}, 'row {i} {'x' * (i % 23)}', {i * 0.37:.2f}, "
             f"'2024-{1 + i % 12:02d}-{1 + i % 28:02d} {i % 24:02d}:{i % 60:02d}:00."
             f"{i % 1000000:06d}', {i % 2})")
+
+
+def write_mixed(server: Any, rows: int, files: int) -> dict[str, int]:
+    """The mixed shape: transactions of 250 inserted rows, an update and a delete in the
+    keyed table, and two identical rows in a keyless one; the changes made, by kind."""
+    server.execute([f"DROP DATABASE IF EXISTS `{DB}`", f"CREATE DATABASE `{DB}`", TABLE,
+                    KEYLESS])
+    per_tx = 254
+    transactions = max(1, rows // per_tx)
+    per_file = max(1, transactions // max(1, files - 1))
+    made = {"insert": 0, "update": 0, "delete": 0}
+    with server.connect(autocommit=False) as conn, conn.cursor() as cur:
+        for tx in range(transactions):
+            first = tx * 250 + 1
+            cur.execute(f"INSERT INTO `{DB}`.t VALUES "
+                        + ", ".join(_row(i) for i in range(first, first + 250)))
+            cur.execute(f"UPDATE `{DB}`.t SET k = k + 1, v = 'updated' WHERE id = {first}")
+            cur.execute(f"DELETE FROM `{DB}`.t WHERE id = {first + 1}")
+            cur.execute(f"INSERT INTO `{DB}`.k VALUES ({tx}, 2, 'tx {tx}'), "
+                        f"({tx}, 2, 'tx {tx}')")
+            conn.commit()
+            made["insert"] += 252
+            made["update"] += 1
+            made["delete"] += 1
+            if tx % per_file == per_file - 1:
+                cur.execute("FLUSH BINARY LOGS")
+        cur.execute("FLUSH BINARY LOGS")
+    return made
 
 
 def write_workload(server: Any, rows: int, files: int) -> dict[str, int]:
@@ -107,12 +141,20 @@ def _session(master: str, catalog: str, warehouse: Path) -> tuple[Any, float]:
     return spark, time.perf_counter() - began
 
 
-def _mirror_rows(spark: Any, catalog: str) -> int:
-    spark.sql(f"REFRESH TABLE {catalog}.{DB}.t")
-    return int(spark.table(f"{catalog}.{DB}.t").count())
+def _mirror_rows(spark: Any, catalog: str, tables: dict[str, int]) -> dict[str, int]:
+    counts = {}
+    for table in tables:
+        spark.sql(f"REFRESH TABLE {catalog}.{DB}.{table}")
+        counts[table] = int(spark.table(f"{catalog}.{DB}.{table}").count())
+    return counts
 
 
-def backfill(master: str, files: Path, work: Path, changes: int, rows_left: int,
+def _source_rows(server: Any) -> dict[str, int]:
+    tables = [row[0] for row in server.execute(f"SHOW TABLES FROM `{DB}`")]
+    return {t: int(server.execute(f"SELECT COUNT(*) FROM `{DB}`.`{t}`")[0][0]) for t in tables}
+
+
+def backfill(master: str, files: Path, work: Path, changes: int, rows_left: dict[str, int],
              label: str) -> dict[str, Any]:
     catalog = f"bf_{label.replace('-', '_')}"
     warehouse = work / label
@@ -122,9 +164,9 @@ def backfill(master: str, files: Path, work: Path, changes: int, rows_left: int,
         report = run_backfill(spark, catalog, str(warehouse), [str(files)],
                               BackfillSettings(change_filter=ChangeFilter([DB])))
         seconds = time.perf_counter() - began
-        landed = _mirror_rows(spark, catalog)
+        landed = _mirror_rows(spark, catalog, rows_left)
         if landed != rows_left:
-            raise SystemExit(f"{label}: the mirror holds {landed} rows, the source {rows_left}")
+            raise SystemExit(f"{label}: the mirrors hold {landed} rows, the source {rows_left}")
         return {"spark_start_seconds": round(started, 1), "seconds": round(seconds, 1),
                 "changes": report.rows, "units": report.units,
                 "changes_per_second": round(report.rows / seconds),
@@ -135,7 +177,7 @@ def backfill(master: str, files: Path, work: Path, changes: int, rows_left: int,
         spark.stop()
 
 
-def run_files(files: Path, work: Path, rows_left: int) -> dict[str, Any]:
+def run_files(files: Path, work: Path, rows_left: dict[str, int]) -> dict[str, Any]:
     catalog, warehouse = "bf_run_files", work / "run-files"
     spark, started = _session("local[2]", catalog, warehouse)
     try:
@@ -146,9 +188,9 @@ def run_files(files: Path, work: Path, rows_left: int) -> dict[str, Any]:
         began = time.perf_counter()
         router.run()
         seconds = time.perf_counter() - began
-        landed = _mirror_rows(spark, catalog)
+        landed = _mirror_rows(spark, catalog, rows_left)
         if landed != rows_left:
-            raise SystemExit(f"run-files: the mirror holds {landed} rows, the source "
+            raise SystemExit(f"run-files: the mirrors hold {landed} rows, the source "
                              f"{rows_left}")
         changes = router.stats.delivery.changes_delivered
         return {"spark_start_seconds": round(started, 1), "seconds": round(seconds, 1),
@@ -196,14 +238,15 @@ def _server(flavor: str) -> Any:
     return EmbeddedMariaDB()
 
 
-def measure(flavor: str, rows: int, files: int, cluster: bool, work: Path) -> dict[str, Any]:
+def measure(flavor: str, rows: int, files: int, cluster: bool, work: Path,
+            shape: str = "bulk") -> dict[str, Any]:
     out: dict[str, Any] = {}
     with _server(flavor) as server:
         out["server"] = server.execute("SELECT VERSION()")[0][0]
         server.execute("FLUSH BINARY LOGS")
         first = server.binlog_position()[0]
         began = time.perf_counter()
-        made = write_workload(server, rows, files)
+        made = (write_mixed if shape == "mixed" else write_workload)(server, rows, files)
         out["write_seconds"] = round(time.perf_counter() - began, 1)
         out["made"] = made
         folder = work / flavor / "archive"
@@ -211,7 +254,7 @@ def measure(flavor: str, rows: int, files: int, cluster: bool, work: Path) -> di
         out["files"] = len(kept)
         out["archive_mb"] = round(sum(p.stat().st_size for p in kept) / 1e6, 1)
         changes = sum(made.values())
-        left = int(server.execute(f"SELECT COUNT(*) FROM `{DB}`.t")[0][0])
+        left = _source_rows(server)
         out["backfill_local"] = backfill("local[2]", folder, work / flavor, changes, left,
                                          "backfill-local")
         out["first_live"] = first_live(server, out["backfill_local"], rows)
@@ -237,15 +280,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flavors", default="mariadb,mysql")
     parser.add_argument("--cluster", action="store_true",
                         help="also backfill on a standalone cluster")
+    parser.add_argument("--shape", choices=SHAPES, default="bulk",
+                        help="bulk: 100-row inserts, then updates and deletes (the default); "
+                        "mixed: 250 inserts, an update and a delete per transaction, and two "
+                        "identical rows in a keyless table")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     figures: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python":
                                            platform.python_version()},
-                               "date": time.strftime("%Y-%m-%d"), "rows": args.rows}
+                               "date": time.strftime("%Y-%m-%d"), "rows": args.rows,
+                               "shape": args.shape}
     with tempfile.TemporaryDirectory(prefix="changestream-bench-backfill-") as tmp:
         for flavor in args.flavors.split(","):
-            result = measure(flavor, args.rows, args.files, args.cluster, Path(tmp))
+            result = measure(flavor, args.rows, args.files, args.cluster, Path(tmp),
+                             args.shape)
             figures[flavor] = result
             print(f"{flavor} ({result['server']}): {result['files']} files, "
                   f"{result['archive_mb']} MB, {sum(result['made'].values()):,} changes")

@@ -22,7 +22,7 @@ from typing import Any
 from changestream.devserver import EmbeddedMariaDB
 from changestream.model.changes import binlog_order
 from changestream.runtime.router import Router, RouterSettings
-from changestream.snapshot.planning import SnapshotSettings
+from changestream.snapshot.settings import SnapshotSettings
 from changestream.transactions.filters import ChangeFilter
 
 TABLES = ("customers", "orders", "order_notes")

@@ -29,7 +29,6 @@ from changestream.runtime.config_sections import (
     FilterConfig,
     LogConfig,
     SinkConfig,
-    SnapshotConfig,
     SourceConfig,
     StandbyConfig,
     StartConfig,
@@ -37,6 +36,7 @@ from changestream.runtime.config_sections import (
 )
 from changestream.runtime.heartbeat import HeartbeatSettings
 from changestream.schema.history_settings import HistorySettings
+from changestream.snapshot.settings import SnapshotSettings
 
 ENV_PREFIX = "CHANGESTREAM"
 
@@ -48,7 +48,7 @@ class Config:
     source: SourceConfig = field(default_factory=SourceConfig)
     schema: HistorySettings = field(default_factory=HistorySettings)
     start: StartConfig = field(default_factory=StartConfig)
-    snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
+    snapshot: SnapshotSettings = field(default_factory=SnapshotSettings)
     filter: FilterConfig = field(default_factory=FilterConfig)
     transactions: TransactionsConfig = field(default_factory=TransactionsConfig)
     batch: BatchSettings = field(default_factory=BatchSettings)
@@ -215,9 +215,6 @@ def _validate(config: Config) -> None:
     tls = config.source.tls
     if tls.mode in ("verify-ca", "verify-identity") and not tls.ca:
         raise ConfigError(f"source.tls.ca: needed for tls mode {tls.mode}")
-    from changestream.snapshot.planning import SnapshotSettings
-
-    SnapshotSettings(config.snapshot.mode or None, config.snapshot.chunk_rows)
     if config.standby.enabled and not config.start.position_file:
         raise ConfigError("standby.enabled: needs start.position_file (--position-file); "
                           "the lease is kept beside it")

@@ -6,9 +6,9 @@ them (:mod:`changestream.runtime.config_render`). Checks that need two keys are 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from changestream.model.modes import LOG_LEVELS, RecordFormat, SnapshotMode, Until
+from changestream.model.modes import LOG_LEVELS, RecordFormat, Until
 from changestream.model.setting import (
     positive,
     positive_seconds,
@@ -115,35 +115,6 @@ class StartConfig:
     position_override: str = setting("", doc=(
         "FILE:POS or gtid:SET to resume from instead of the saved position (one-off "
         "repairs)."))
-
-
-@dataclass(slots=True)
-class SnapshotConfig:
-    """The ``[snapshot]`` section: the rows tables hold (docs/snapshots.md)."""
-
-    mode: SnapshotMode | Literal[""] = setting("", doc=(
-        "Read the tables' existing rows, in key-ordered chunks, while the binlog "
-        'streams (no lock). See docs/snapshots.md. "initial": when no position is '
-        'saved; "when-needed": also when the saved position was purged from the '
-        'server; "initial-only": snapshot, then stop; "never". "": initial when '
-        "start.at is unset, never when a start position is given."))
-    chunk_rows: int = setting(10_000, check=positive, doc=(
-        "Rows per chunk (one SELECT each; a chunk's rows are held in memory until "
-        "delivered)."))
-    readers: int = setting(1, check=positive, doc=(
-        "Connections reading a table's chunks at once, each chunk in its own consistent "
-        "snapshot, delivered in key order (one more connection finds where the chunks "
-        "end). 1: one chunk at a time. Memory: up to readers + 2 chunks. See "
-        "docs/snapshots.md#parallel-chunks."))
-    tables: list[str] = setting(factory=list, doc=(
-        'Which tables (patterns like "shop.*"; empty: every table the filter takes).'))
-    refill: bool = setting(True, doc=(
-        "Read a table again (a snapshot of it, while the stream goes on) when a DDL "
-        "gave its existing rows values no row event carries: ADD COLUMN ... "
-        "AUTO_INCREMENT, a STORED generated column, a DEFAULT expression, a DECIMAL "
-        "scale or fractional seconds narrowed. false: sinks keep what they had (NULL "
-        "in such a new column); a warning and the metric "
-        "changestream_refills_skipped_total say so. See docs/snapshots.md#refills."))
 
 
 @dataclass(slots=True)

@@ -16,7 +16,7 @@ from changestream.runtime.config import Config
 from changestream.runtime.config_sections import FailoverConfig
 from changestream.runtime.heartbeat import HeartbeatSettings
 from changestream.schema.history_settings import HistorySettings
-from changestream.snapshot.planning import SnapshotSettings
+from changestream.snapshot.settings import SnapshotSettings
 from changestream.sources.live import StartPosition
 from changestream.sources.tls import tls_options
 from changestream.transactions.filters import ChangeFilter
@@ -82,9 +82,7 @@ class RouterSettings:
             schema=config.schema,
             verify_checksums=s.verify_checksums,
             tls=tls_options(s.tls),
-            snapshot=SnapshotSettings(config.snapshot.mode or None, config.snapshot.chunk_rows,
-                                      tuple(config.snapshot.tables), config.snapshot.refill,
-                                      config.snapshot.readers),
+            snapshot=config.snapshot,
             heartbeat=config.heartbeat,
             failover=config.failover,
             standby=config.standby.enabled, lease_seconds=config.standby.lease_seconds)

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pymysql
 
-from changestream.model.errors import ConfigError
-from changestream.model.modes import SNAPSHOT_MODES, SnapshotMode
 from changestream.schema.shadow import SYSTEM_DATABASES
 from changestream.snapshot.progress import SnapshotProgress
 
@@ -28,48 +25,9 @@ from changestream.snapshot.progress import SnapshotProgress
 WITHHELD = ("\U0010ffff", 1 << 62, 1 << 62)
 
 
-@dataclass(frozen=True, slots=True)
-class SnapshotSettings:
-    """``mode`` (see the module docstring; ``None``: unset), ``chunk_rows`` rows per chunk,
-    ``tables`` the ``db.table`` patterns to snapshot (empty: every table in scope),
-    ``refill``: read a table again after a DDL gave its rows values no row event carries
-    (:mod:`changestream.schema.refill`), ``readers``: connections reading a table's chunks
-    at once (:mod:`changestream.snapshot.parallel_reads`; 1: one chunk at a time)."""
-
-    mode: SnapshotMode | None = None
-    chunk_rows: int = 10_000
-    tables: tuple[str, ...] = ()
-    refill: bool = True
-    readers: int = 1
-
-    def __post_init__(self) -> None:
-        if self.mode is not None and self.mode not in SNAPSHOT_MODES:
-            raise ConfigError(f"snapshot.mode: {self.mode!r} is not one of "
-                              f"{', '.join(SNAPSHOT_MODES)}")
-        if self.chunk_rows < 1:
-            raise ConfigError("snapshot.chunk_rows: must be positive")
-        if self.readers < 1:
-            raise ConfigError("snapshot.readers: must be positive")
-
-    def resolved(self, server: bool, start_given: bool) -> SnapshotMode:
-        """The mode in effect."""
-        if not server:
-            if self.mode not in (None, "never"):
-                raise ConfigError("snapshot.mode: a snapshot reads a server; binlog files "
-                                  "hold only what they hold (use snapshot.mode = never)")
-            return "never"
-        if self.mode is None:
-            return "never" if start_given else "initial"
-        if self.mode != "never" and start_given:
-            raise ConfigError(f"snapshot.mode {self.mode}: a snapshot streams on from the "
-                              "point it began; leave start.at unset (or use "
-                              "snapshot.mode = never to read the binlog from a position)")
-        return self.mode
-
-
 def new_snapshot(connect: Callable[[], pymysql.Connection[Any]],
                  in_scope: Callable[[str, str], bool] | None,
-                 patterns: tuple[str, ...]) -> SnapshotProgress:
+                 patterns: Sequence[str]) -> SnapshotProgress:
     """A snapshot of every base table in scope (and matching ``patterns``, if any)."""
     conn = connect()
     try:

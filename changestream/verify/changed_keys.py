@@ -12,7 +12,7 @@ from typing import Any
 from changestream.model.changes import Batch, Position, binlog_order
 from changestream.model.errors import SourceError
 from changestream.runtime.router import Router, RouterSettings
-from changestream.snapshot.planning import SnapshotSettings
+from changestream.snapshot.settings import SnapshotSettings
 from changestream.transactions.filters import ChangeFilter
 
 Order = tuple[Any, ...]

@@ -24,7 +24,7 @@ from changestream.runtime.heartbeat import HeartbeatSettings
 from changestream.runtime.router import Router, RouterSettings
 from changestream.schema.history_settings import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
-from changestream.snapshot.planning import SnapshotSettings
+from changestream.snapshot.settings import SnapshotSettings
 from changestream.transactions.filters import ChangeFilter
 from tests.servers import shadow_command
 

@@ -15,7 +15,7 @@ from prometheus_client import generate_latest
 from changestream.runtime.router import Router, RouterSettings
 from changestream.schema.history_settings import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
-from changestream.snapshot.planning import SnapshotSettings
+from changestream.snapshot.settings import SnapshotSettings
 from changestream.transactions.filters import ChangeFilter
 from tests.integration.test_snapshot import _records, rebuilt, source_rows
 from tests.servers import shadow_command

@@ -27,9 +27,9 @@ from changestream.encoding.records import json_default
 from changestream.runtime.router import Router, RouterSettings
 from changestream.runtime.stream import TransactionStream
 from changestream.sinks.jsonl import JsonLinesSink
-from changestream.snapshot.planning import SnapshotSettings
 from changestream.snapshot.reader import ChunkReader
 from changestream.snapshot.row_readers import native
+from changestream.snapshot.settings import SnapshotSettings
 from changestream.snapshot.values import row_converter
 from changestream.transactions.filters import ChangeFilter
 from tests.servers import skip_or_fail

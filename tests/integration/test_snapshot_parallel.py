@@ -12,8 +12,8 @@ import pytest
 
 from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
-from changestream.snapshot.planning import SnapshotSettings
 from changestream.snapshot.reader import ChunkReader
+from changestream.snapshot.settings import SnapshotSettings
 from changestream.transactions.filters import ChangeFilter
 from tests.integration.test_snapshot import _connect, _records, rebuilt, source_rows
 

@@ -7,7 +7,7 @@ They are recognised from a few bytes of each event without decoding it (decoding
 cost as much as in a worker). Anything else is decoded here, in binlog order, as without
 workers, from the first event that shows a transaction is not a worker's; so is every
 transaction that begins before the workers are ready (``DecodeWorkers.ready``: while they
-start, the router does not wait for their imports)."""
+start, the router does not wait for their imports), up to a segment's bytes."""
 
 from __future__ import annotations
 
@@ -74,6 +74,10 @@ class Segmenter:
         self._names_logged: dict[bytes, bool] = {}
         self._layout_of: Any = None  # the FORMAT_DESCRIPTION _layout_cache is of
         self._layout_cache = (0, 0, 0)
+        # Bytes decoded here while the workers start: up to a segment's worth (a first
+        # record soon, without holding a big backlog's rows in this process), then the
+        # workers are waited for.
+        self._before_ready = segment_bytes
         self._zstd = zstandard.ZstdDecompressor()
 
     def events(self, source: RawSource) -> Iterator[Event | SegmentTicket | None]:
@@ -127,7 +131,8 @@ class Segmenter:
                         yield decode(held.data, held.file, held.offset)
                     current = []
                     continue
-                if opens_plain_group(data) and self.workers.ready:
+                if opens_plain_group(data) and (self.workers.ready or
+                                                self._before_ready <= 0):
                     current = [raw]
                     size = len(data)
                     continue
@@ -135,6 +140,8 @@ class Segmenter:
                     self._format_description = (raw.file, raw.offset, data)
                 if self._pending and code not in _HEARTBEATS:
                     yield self._submit()
+                if self._before_ready > 0:
+                    self._before_ready -= len(data)
                 yield decode(data, raw.file, raw.offset)
         except SourceError:
             # Whole transactions read before the source failed are still delivered.

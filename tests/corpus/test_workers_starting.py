@@ -46,11 +46,12 @@ class _Raw:
             yield raw
 
 
-def _split(ready_after: int | None) -> tuple[list[int], list[int]]:
+def _split(ready_after: int | None, **segmenter: int) -> tuple[list[int], list[int]]:
     """The offsets of the events decoded here and of those handed to the pool."""
     pool = _Starting(ready_after)
-    here = [item.header.offset for item in Segmenter(EventDecoder(), pool).events(_Raw(pool))
-            if isinstance(item, Event)]  # type: ignore[arg-type]
+    here = [item.header.offset
+            for item in Segmenter(EventDecoder(), pool, **segmenter).events(  # type: ignore[arg-type]
+                _Raw(pool)) if isinstance(item, Event)]
     return here, [offset for segment in pool.segments for offset in segment.offsets]
 
 
@@ -73,6 +74,17 @@ def test_workers_take_the_transactions_that_begin_once_they_are_ready() -> None:
     assert min(handed) >= everything[midway - 1]  # none that began before it was ready
     assert any(offset < everything[midway - 1] for offset in _split(0)[1])
     assert sorted(here + handed) == everything  # each event once
+
+
+def test_after_a_segment_s_bytes_decoded_here_the_workers_are_waited_for() -> None:
+    """A big backlog is not decoded here while the workers start: past a segment's bytes
+    (here 300) its transactions go to the workers, which take them once started."""
+    everything = _offsets()
+    here, handed = _split(None, segment_bytes=300)
+    assert handed and here
+    assert sorted(here + handed) == everything
+    sizes = {raw.offset: len(raw.data) for raw in FileSource([FILE]).raw_events()}
+    assert sum(sizes[offset] for offset in here if offset < min(handed)) >= 300
 
 
 def _records(out: Path, **settings: Any) -> list[dict[str, Any]]:

@@ -91,10 +91,10 @@ class SourceConfig:
         "snapshot); 0: none, everything is decoded in the router's process. Records are "
         "the same either way, except that `ts` is when a worker encoded them."))
     decode_workers_wait: bool = setting(False, doc=(
-        "Hand plain DML transactions to the decode workers only once they have "
-        "started, and wait for them. By default (false) the router decodes the first "
-        "transactions itself while its workers start (their imports take about a "
-        "tenth of a second), so a first record is not held up by them."))
+        "Hand every plain DML transaction to the decode workers, waiting for them to "
+        "start. By default (false) the router decodes the first transactions itself "
+        "while its workers start (their imports take about a tenth of a second), up to "
+        "a segment's bytes (512 kB), so a first record is not held up by them."))
     tls: TlsConfig = field(default_factory=TlsConfig)
 
 

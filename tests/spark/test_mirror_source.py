@@ -19,6 +19,7 @@ from changestream.sinks.spark.frames import (
 from changestream.sinks.spark.iceberg import mirror_keyless
 from changestream.sinks.spark.iceberg.key_index import COPIES, ROW_HASH, row_hashes
 from changestream.sinks.spark.iceberg.mirror_plan import (
+    keys_must_exist,
     last_change_per_key,
     mirror_delta,
     multiset_source,
@@ -287,3 +288,15 @@ def test_keyless_changes_are_copies_added_and_removed(
     assert ({r[ROW_HASH]: r[COPIES] for r in removes.to_pylist()}
             if removes is not None else {}) == expected
 
+
+
+def test_a_snapshot_s_keys_need_not_be_in_the_mirror() -> None:
+    """A key the index lacks means an index behind the table only when the batch's deleted
+    keys must exist: not for a snapshot's rows (upserts of keys the mirror may never have
+    had), else each snapshot batch would read the mirror's key index again."""
+    log = Binlog()
+    (changes,) = table_runs([log.transaction([("update", T, _row(1), _row(1, 2))])])
+    (snapshot,) = table_runs([log.transaction([("snapshot", T, None, _row(2))])])
+    assert keys_must_exist(changes, append_new_keys=True)
+    assert not keys_must_exist(changes, append_new_keys=False)
+    assert not keys_must_exist(snapshot, append_new_keys=True)

@@ -21,6 +21,7 @@ from .files import Unsupported
 from .mirror_images import complete_images
 from .mirror_keyless import keyless_copies
 from .mirror_plan import (
+    keys_must_exist,
     last_change_per_key,
     merge_on_keys,
     merge_on_values,
@@ -67,7 +68,7 @@ class MirrorLanding:
         if self.position_deletes:
             done = self._mirror_positions(spark).land(
                 name, KeyedRows(run.key_names, upserts, deleted), properties,
-                expect_present=self.append_new_keys)
+                expect_present=keys_must_exist(run, self.append_new_keys))
             if done is not None:
                 return done
         return self.tables.appender_for(spark).row_delta(name, upserts, deleted, properties)

@@ -67,6 +67,14 @@ def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
     return upserts, deleted
 
 
+def keys_must_exist(run: TableRun, append_new_keys: bool) -> bool:
+    """Whether every key a row delta of ``run`` deletes must be in the mirror already (so
+    that one its key index lacks means the index is behind the table): with
+    ``append_new_keys`` the keys a batch INSERTs first are not deleted, but a snapshot's
+    rows are upserts whose keys the mirror may never have had."""
+    return append_new_keys and not any(span.snapshot for span in run.spans)
+
+
 def key_moves(run: TableRun, rows: pa.Table) -> Any:
     """Per row of ``rows`` (keyed ``run``'s changes), whether it is an update that changes
     its key (a NULL on one side only counts as a change)."""

@@ -30,8 +30,7 @@ from changestream.transactions.filters import ChangeFilter
 from tests.servers import shadow_command
 
 from .compare import assert_mirror_equals_source
-from .test_crash_recovery import _committed
-from .test_crash_recovery import _workload as _crash_workload
+from .kill_workload import committed_changes, kill_workload
 from .test_end_to_end import check_changelog, committed_counts, reference
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -215,7 +214,7 @@ def test_a_backfill_killed_again_and_again_lands_every_change_once(
     mariadb.execute([f"DROP DATABASE IF EXISTS `{db}`", f"CREATE DATABASE `{db}`",
                      "FLUSH BINARY LOGS"])
     start = mariadb.binlog_position()
-    _crash_workload(mariadb, db, rng)  # 300 transactions, ADD COLUMN halfway
+    kill_workload(mariadb, db, rng)  # 300 transactions, ADD COLUMN halfway
     mariadb.execute(["FLUSH BINARY LOGS", f"UPDATE `{db}`.t SET v = 'later' WHERE id % 4 = 0",
                      f"DELETE FROM `{db}`.k WHERE n = 5", "FLUSH BINARY LOGS",
                      f"INSERT INTO `{db}`.k VALUES (999, 1, 'last')"])
@@ -255,7 +254,7 @@ def test_a_backfill_killed_again_and_again_lands_every_change_once(
         spark.conf.set(key, value)
     assert_mirror_equals_source(mariadb, spark, db, "t", f"{catalog}.{db}.t", "id")
     assert_mirror_equals_source(mariadb, spark, db, "k", f"{catalog}.{db}.k", None)
-    expected = _committed(mariadb, db, start)
+    expected = committed_changes(mariadb, db, start)
     for table in ("t", "k"):
         rows = spark.sql(f"SELECT _transaction_id AS id, _seq AS seq FROM "
                          f"{catalog}.{db}.{table}__changelog").collect()

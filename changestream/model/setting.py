@@ -47,6 +47,25 @@ def check_of(f: dataclasses.Field[Any]) -> Check | None:
     return check if callable(check) else None
 
 
+def default_of(section: type, name: str) -> Any:
+    """The default of key ``name`` of configuration section ``section`` (where a program's
+    own settings take the same default as the configuration file)."""
+    f = next(f for f in dataclasses.fields(section) if f.name == name)
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def check_key(section: type, name: str, value: Any, prefix: str) -> None:
+    """Run the check of key ``name`` of section ``section`` on ``value`` (a program's own
+    setting of it); a problem is a :class:`ConfigError` naming ``prefix`` + the key."""
+    f = next(f for f in dataclasses.fields(section) if f.name == name)
+    check = check_of(f)
+    problem = check(value) if check is not None else None
+    if problem is not None:
+        raise ConfigError(f"{prefix}{name}: {problem}")
+
+
 def check_section(section: Any, prefix: str) -> None:
     """Run the check of each key of ``section`` (a dataclass of settings) on its value; the
     first problem is a :class:`ConfigError` naming the key (``prefix`` + its name)."""

@@ -11,9 +11,15 @@ from typing import Any
 from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.adapter import capabilities_of
 from changestream.model.errors import ConfigError
+from changestream.model.setting import check_key, default_of
 from changestream.parallel.decode_workers import DecodeWorkers, WorkerSettings
 from changestream.runtime.config import Config
-from changestream.runtime.config_sections import FailoverConfig
+from changestream.runtime.config_sections import (
+    FailoverConfig,
+    SourceConfig,
+    StandbyConfig,
+    TransactionsConfig,
+)
 from changestream.runtime.heartbeat import HeartbeatSettings
 from changestream.schema.history_settings import HistorySettings
 from changestream.snapshot.settings import SnapshotSettings
@@ -34,22 +40,23 @@ class RouterSettings:
     position_file: str | None = None
     position_override: str | None = None
     password: str | None = None
-    server_id: int = 0x3EADBEEF
-    heartbeat_seconds: float = 5.0
-    reconnect_seconds: float = 300.0
+    # The defaults of the keys a configuration file has too are its sections' own.
+    server_id: int = default_of(SourceConfig, "server_id")
+    heartbeat_seconds: float = default_of(SourceConfig, "heartbeat_seconds")
+    reconnect_seconds: float = default_of(SourceConfig, "reconnect_seconds")
     batch: BatchSettings = field(default_factory=BatchSettings)
     filter: ChangeFilter = field(default_factory=ChangeFilter)
-    max_buffered_changes: int = 20_000
+    max_buffered_changes: int = default_of(TransactionsConfig, "max_buffered_changes")
     spill_dir: str | None = None
-    include_sql: bool = False
-    decode_workers: int = -1
-    decode_workers_wait: bool = False
+    include_sql: bool = default_of(TransactionsConfig, "include_sql")
+    decode_workers: int = default_of(SourceConfig, "decode_workers")
+    decode_workers_wait: bool = default_of(SourceConfig, "decode_workers_wait")
     batch_events: int = 2_000
     message_changes: int = 5_000
     in_flight: int = 4
-    schema_from_server: bool = True
+    schema_from_server: bool = default_of(SourceConfig, "schema_from_server")
     schema: HistorySettings = field(default_factory=HistorySettings)
-    verify_checksums: bool = True
+    verify_checksums: bool = default_of(SourceConfig, "verify_checksums")
     # PyMySQL's TLS options (changestream.sources.tls.tls_options); none: TLS when the
     # server offers it.
     tls: dict[str, Any] = field(default_factory=dict)
@@ -58,8 +65,8 @@ class RouterSettings:
     # Moving between the servers of the source's set ([failover]).
     failover: FailoverConfig = field(default_factory=FailoverConfig)
     # A standby router (standby.enabled): writes only while it holds the job's lease.
-    standby: bool = False
-    lease_seconds: float = 10.0
+    standby: bool = default_of(StandbyConfig, "enabled")
+    lease_seconds: float = default_of(StandbyConfig, "lease_seconds")
 
     @classmethod
     def from_config(cls, config: Config) -> RouterSettings:
@@ -94,6 +101,17 @@ class RouterSettings:
             StartPosition.parse(self.start or "earliest")
         except ValueError as exc:
             raise ConfigError(f"start: {exc}") from None
+        for name, (section, key, prefix) in _SECTION_KEYS.items():
+            check_key(section, key, getattr(self, name), prefix)
+
+
+# The settings a configuration file has too: their section, key, and the key's prefix.
+_SECTION_KEYS: dict[str, tuple[type, str, str]] = {
+    **{name: (SourceConfig, name, "source.") for name in (
+        "server_id", "heartbeat_seconds", "reconnect_seconds", "decode_workers")},
+    "max_buffered_changes": (TransactionsConfig, "max_buffered_changes", "transactions."),
+    "lease_seconds": (StandbyConfig, "lease_seconds", "standby."),
+}
 
 
 def sink_options(config: Config) -> dict[str, Any]:

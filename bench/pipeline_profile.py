@@ -70,6 +70,7 @@ class _Collected:
 
     def __init__(self):
         self.segments: list[Segment] = []
+        self.ready = True  # started: it takes every plain transaction
 
     def submit(self, segment, end):
         self.segments.append(segment)

@@ -39,6 +39,7 @@ class _Pool:
         self.worker = _Worker(WorkerSettings(None, True, "changestream", verify_checksums,
                                              50, spill_dir))
         self.records = 0
+        self.ready = True  # started (the segmenter hands it every plain transaction)
 
     def submit(self, segment: Segment, end: tuple[str, int]) -> SegmentTicket:
         for run in self.worker.assemble(segment, STAMP):

@@ -69,6 +69,8 @@ class Lease:
         self.lease_seconds = lease_seconds
         self.owner = owner or new_owner()
         self.epoch: int | None = None
+        # Why this router holds the lease no more, once any of its threads found it taken.
+        self.lost: LeaseLostError | None = None
         self.renewed = 0.0  # monotonic time of this holder's last write of the lease
         self._seen: tuple[LeaseState | None, float] | None = None  # (state, first seen)
         self._thread_lock = threading.Lock()  # one thread of this process at a time
@@ -158,7 +160,7 @@ class Lease:
                 return False
             epoch = (state.epoch if state is not None else 0) + 1
             self._write(LeaseState(self.owner, epoch, time.time()), durable=True)
-            self.epoch = epoch
+            self.epoch, self.lost = epoch, None
             self._seen = None
             return True
 
@@ -180,9 +182,13 @@ class Lease:
             held = f"epoch {state.epoch} by {state.owner}" if state is not None else "nobody"
             mine = self.epoch
             self.epoch = None
-            raise LeaseLostError(f"the lease {self.path} was taken over ({held}; this router "
-                                 f"had epoch {mine}): another router writes this job now; "
-                                 "this one stops without writing")
+            if mine is None and self.lost is not None:
+                raise self.lost
+            self.lost = LeaseLostError(
+                f"the lease {self.path} was taken over ({held}; this router had epoch "
+                f"{mine}): another router writes this job now; this one stops without "
+                "writing")
+            raise self.lost
         return state
 
     @contextlib.contextmanager
@@ -231,8 +237,11 @@ class Lease:
 
     def release(self) -> None:
         """Give the lease up (a clean stop): a standby takes it over at once. Raises
-        :class:`LeaseLostError` when it was taken over already (nothing to give up)."""
+        :class:`LeaseLostError` when it was taken over already (nothing to give up), also
+        when another of this router's threads found that first."""
         if self.epoch is None:
+            if self.lost is not None:
+                raise self.lost
             return
         with self.locked():
             self._check()

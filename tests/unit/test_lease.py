@@ -243,3 +243,18 @@ def test_the_renewer_stops_the_writer_on_a_lease_file_that_is_not_one(tmp_path: 
             str(lost[0])
     finally:
         renewer.stop()
+
+
+def test_a_lease_one_thread_found_taken_is_lost_for_the_release_too(tmp_path: Path) -> None:
+    """The writer's fence finds the lease taken first; the stop's release then reports the
+    lease lost as well (not nothing to give up), so the router exits as fenced (5) rather
+    than with whatever else failed on the way (the source the new writer took over)."""
+    path = tmp_path / "position.json.lease"
+    first, second = Lease(path, 0.2, owner="a"), Lease(path, 0.2, owner="b")
+    assert first.acquire(threading.Event())
+    time.sleep(0.3)
+    assert second.acquire(threading.Event())
+    with pytest.raises(LeaseLostError), first.fenced():
+        pass
+    with pytest.raises(LeaseLostError, match="epoch 2 by b"):
+        first.release()

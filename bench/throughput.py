@@ -156,10 +156,7 @@ def write_workload(server: EmbeddedServer, shape: Shape, rows: int) -> tuple[str
         with conn.cursor() as cur:
             if shape.updates:
                 table = 20_000
-                for first in range(1, table + 1, 500):
-                    values = ",".join(_row(kinds, i, rng)
-                                      for i in range(first, min(first + 500, table + 1)))
-                    _run_all(cur, [f"INSERT INTO bench.t VALUES {values}"])
+                _prefill(cur, kinds, rng, table)
                 start = server.binlog_position()
                 done = 0
                 while done < rows:
@@ -204,15 +201,20 @@ def write_workload(server: EmbeddedServer, shape: Shape, rows: int) -> tuple[str
         conn.close()
 
 
+def _prefill(cur: Any, kinds: list[str], rng: random.Random, rows: int) -> None:
+    """Rows 1 to ``rows`` written before the part to read (500 to a statement)."""
+    for first in range(1, rows + 1, 500):
+        values = ",".join(_row(kinds, i, rng) for i in range(first, min(first + 500, rows + 1)))
+        _run_all(cur, [f"INSERT INTO bench.t VALUES {values}"])
+
+
 def _mixed_ops(server: EmbeddedServer, cur: Any, kinds: list[str], rows: int,
                rng: random.Random) -> tuple[str, int]:
     """20,000 rows, then inserts, updates and deletes of 1-10 rows each (ids picked among
     the rows there, so each statement changes exactly its rows) until ``rows`` rows
     changed; where the part to read begins."""
     live = list(range(1, 20_001))
-    for first in range(1, 20_001, 500):
-        _run_all(cur, ["INSERT INTO bench.t VALUES " + ",".join(
-            _row(kinds, i, rng) for i in range(first, first + 500))])
+    _prefill(cur, kinds, rng, 20_000)
     start = server.binlog_position()
     next_id, done = 20_001, 0
     while done < rows:

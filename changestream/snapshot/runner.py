@@ -129,12 +129,10 @@ class SnapshotRunner:
                 if not delivered:
                     log.info("snapshot %s: %s changed (a DDL) after its chunk was read; "
                              "reading it again", c.progress.id, plan.name)
-                    replanned = reader.plan(plan.database, plan.table,
-                                            c.progress.where.get(plan.name))
-                    if replanned is None or replanned.query is None:
+                    replanned = self._replan(reader, plan)
+                    if replanned is None:
                         return  # dropped, or lost its key: the stream has the DDL
-                    if replanned.key != plan.key:  # the keys noted are of another key
-                        c.track(plan.database, plan.table, replanned.key)
+                    if replanned.key != plan.key:
                         start = self._window_start(reader)
                     plan, after = replanned, offer_after
                     continue
@@ -148,6 +146,18 @@ class SnapshotRunner:
             after = chunk.last_key
         if pending is not None:
             self._delivered(pending[0])  # its window is the tracked table's
+
+    def _replan(self, reader: ChunkReader, plan: TablePlan) -> TablePlan | None:
+        """``plan``'s table planned again after a DDL turned its chunk back (``None``:
+        dropped, or without a key now); the keys noted follow a changed key."""
+        c = self.coordinator
+        assert c.progress is not None
+        replanned = reader.plan(plan.database, plan.table, c.progress.where.get(plan.name))
+        if replanned is None or replanned.query is None:
+            return None
+        if replanned.key != plan.key:  # the keys noted are of another key
+            c.track(plan.database, plan.table, replanned.key)
+        return replanned
 
     def _read_table_parallel(self, reader: ChunkReader, plan: TablePlan) -> None:
         """The chunks of a table with a key, read by the pool's connections at once and
@@ -182,12 +192,10 @@ class SnapshotRunner:
                             return
                     offered.clear()
                     ranges.drain()
-                    replanned = reader.plan(plan.database, plan.table,
-                                            c.progress.where.get(plan.name))
-                    if replanned is None or replanned.query is None:
+                    replanned = self._replan(reader, plan)
+                    if replanned is None:
                         return  # dropped, or lost its key: the stream has the DDL
-                    if replanned.key != plan.key:  # the keys noted are of another key
-                        c.track(plan.database, plan.table, replanned.key)
+                    if replanned.key != plan.key:
                         start = self._window_start(reader)
                     plan, read_all = replanned, False
                     ranges = self._ranges(reader, plan, offer_after, start)

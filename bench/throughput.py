@@ -35,12 +35,14 @@ Shapes (``--shapes``, all by default):
   the memory of a transaction far bigger than the router buffers (not in the default set)
 - ``g`` a keyless table (an index on ``id``, no primary or unique key): inserts, updates
   and deletes of 1 to 10 rows each, full images (of a table filled first)
+- ``h`` the bulk shape written statement by statement: 90% of the rows in transactions of
+  100 one-row INSERTs (one rows event each), 10% single-row autocommits
 
 It prints rows/s, rows per CPU-second (user + system time of the reader and its children)
 and peak memory (RSS of the reader and its children, sampled), and the ratios of
 changestream's live run to each peer; ``--json`` writes the figures::
 
-    .venv/bin/python bench/throughput.py [--rows 200000] [--shapes a,b,c,d,e,f,g] [--json out.json]
+    .venv/bin/python bench/throughput.py [--rows 200000] [--shapes a,b,c,d,e,f,g,h] [--json F]
     .venv/bin/python bench/throughput.py --shapes e --readers changestream_live,debezium
 """
 
@@ -99,6 +101,7 @@ class Shape:
     one_transaction: bool = False
     keyless: bool = False  # no primary or unique key (an index on id only)
     mixed_ops: bool = False  # inserts, updates and deletes of 1-10 rows
+    statement_rows: int = 100  # rows per INSERT in the 100-row transactions
 
 
 SHAPES = {
@@ -111,6 +114,8 @@ SHAPES = {
                rows=1_000_000, one_transaction=True),
     "g": Shape("g", "keyless table: inserts, updates and deletes of 1-10 rows",
                NARROW.replace(" PRIMARY KEY", ""), 0.0, keyless=True, mixed_ops=True),
+    "h": Shape("h", "statements: 90% in transactions of 100 one-row INSERTs, 10% autocommits",
+               NARROW, 0.9, statement_rows=1),
 }
 
 
@@ -187,11 +192,12 @@ def write_workload(server: EmbeddedServer, shape: Shape, rows: int) -> tuple[str
             compress = ["SET SESSION binlog_transaction_compression = ON",
                         "SET SESSION binlog_transaction_compression = OFF"]
             for n, first in enumerate(range(1, batched + 1, 100)):  # 100-row transactions
-                values = ",".join(_row(kinds, i, rng)
-                                  for i in range(first, min(first + 100, batched + 1)))
+                ids = range(first, min(first + 100, batched + 1))
+                inserts = ["INSERT INTO bench.t VALUES " + ",".join(
+                    _row(kinds, i, rng) for i in ids[at:at + shape.statement_rows])
+                    for at in range(0, len(ids), shape.statement_rows)]
                 switch = [compress[n % 2]] if shape.mysql else []
-                _run_all(cur, [*switch, "BEGIN", f"INSERT INTO bench.t VALUES {values}",
-                               "COMMIT"])
+                _run_all(cur, [*switch, "BEGIN", *inserts, "COMMIT"])
             for n, first in enumerate(range(batched + 1, rows + 1, 200)):  # autocommits
                 switch = [compress[n % 2]] if shape.mysql else []
                 _run_all(cur, switch + [f"INSERT INTO bench.t VALUES {_row(kinds, i, rng)}"
@@ -523,7 +529,7 @@ def report(shape: str, figures: dict[str, Any], rows: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--shapes", default="a,b,c,d,e,g")
+    parser.add_argument("--shapes", default="a,b,c,d,e,g,h")
     parser.add_argument("--readers", default=",".join(DEFAULT_READERS),
                         help=f"some of {', '.join(READERS)} (default: all but debezium, "
                         "whose JVM takes seconds to start; it reads MySQL only: shape e)")

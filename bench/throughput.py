@@ -37,6 +37,10 @@ Shapes (``--shapes``, all by default):
   and deletes of 1 to 10 rows each, full images (of a table filled first)
 - ``h`` the bulk shape written statement by statement: 90% of the rows in transactions of
   100 one-row INSERTs (one rows event each), 10% single-row autocommits
+- ``i`` the bulk shape on MariaDB's default ``binlog_row_metadata`` (NO_LOG: no column names,
+  signedness or charsets in the TABLE_MAPs; the router's schema history names them)
+- ``j`` the mixed shape on MySQL 9.7's default ``binlog_row_metadata`` (MINIMAL: no column
+  names), uncompressed
 
 It prints rows/s, rows per CPU-second (user + system time of the reader and its children)
 and peak memory (RSS of the reader and its children, sampled), and the ratios of
@@ -102,6 +106,8 @@ class Shape:
     keyless: bool = False  # no primary or unique key (an index on id only)
     mixed_ops: bool = False  # inserts, updates and deletes of 1-10 rows
     statement_rows: int = 100  # rows per INSERT in the 100-row transactions
+    compressed: bool = False  # MySQL: every other transaction zstd-compressed
+    metadata: str = "FULL"  # the server's binlog_row_metadata while the workload is written
 
 
 SHAPES = {
@@ -109,13 +115,18 @@ SHAPES = {
     "b": Shape("b", "bulk: 90% in 100-row INSERTs, 10% autocommits", NARROW, 0.9),
     "c": Shape("c", "updates of 1-10 rows, full images", NARROW, 0.0, updates=True),
     "d": Shape("d", "mixed, 40 columns", _wide_columns(), 0.5),
-    "e": Shape("e", "mixed on MySQL 9.7, half zstd-compressed", NARROW, 0.5, mysql=True),
+    "e": Shape("e", "mixed on MySQL 9.7, half zstd-compressed", NARROW, 0.5, mysql=True,
+               compressed=True),
     "f": Shape("f", "one transaction of 1,000,000 inserted rows", NARROW, 1.0,
                rows=1_000_000, one_transaction=True),
     "g": Shape("g", "keyless table: inserts, updates and deletes of 1-10 rows",
                NARROW.replace(" PRIMARY KEY", ""), 0.0, keyless=True, mixed_ops=True),
     "h": Shape("h", "statements: 90% in transactions of 100 one-row INSERTs, 10% autocommits",
                NARROW, 0.9, statement_rows=1),
+    "i": Shape("i", "bulk on MariaDB's default row metadata (NO_LOG: no column names)",
+               NARROW, 0.9, metadata="NO_LOG"),
+    "j": Shape("j", "mixed on MySQL 9.7's default row metadata (MINIMAL: no column names)",
+               NARROW, 0.5, mysql=True, metadata="MINIMAL"),
 }
 
 
@@ -156,6 +167,7 @@ def write_workload(server: EmbeddedServer, shape: Shape, rows: int) -> tuple[str
                     f"CREATE TABLE bench.t ({shape.columns})"])
     if shape.keyless:  # an index to find rows by, no key to tell them apart
         server.execute("CREATE INDEX by_id ON bench.t (id)")
+    server.execute(f"SET GLOBAL binlog_row_metadata = {shape.metadata}")
     conn = server.connect(client_flag=1 << 16)  # MULTI_STATEMENTS: fewer round trips
     try:
         with conn.cursor() as cur:
@@ -196,10 +208,10 @@ def write_workload(server: EmbeddedServer, shape: Shape, rows: int) -> tuple[str
                 inserts = ["INSERT INTO bench.t VALUES " + ",".join(
                     _row(kinds, i, rng) for i in ids[at:at + shape.statement_rows])
                     for at in range(0, len(ids), shape.statement_rows)]
-                switch = [compress[n % 2]] if shape.mysql else []
+                switch = [compress[n % 2]] if shape.compressed else []
                 _run_all(cur, [*switch, "BEGIN", *inserts, "COMMIT"])
             for n, first in enumerate(range(batched + 1, rows + 1, 200)):  # autocommits
-                switch = [compress[n % 2]] if shape.mysql else []
+                switch = [compress[n % 2]] if shape.compressed else []
                 _run_all(cur, switch + [f"INSERT INTO bench.t VALUES {_row(kinds, i, rng)}"
                                         for i in range(first, min(first + 200, rows + 1))])
             return start
@@ -529,7 +541,7 @@ def report(shape: str, figures: dict[str, Any], rows: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--shapes", default="a,b,c,d,e,g,h")
+    parser.add_argument("--shapes", default="a,b,c,d,e,g,h,i,j")
     parser.add_argument("--readers", default=",".join(DEFAULT_READERS),
                         help=f"some of {', '.join(READERS)} (default: all but debezium, "
                         "whose JVM takes seconds to start; it reads MySQL only: shape e)")

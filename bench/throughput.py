@@ -450,7 +450,10 @@ def measure(shape: Shape, rows: int, work: Path, readers: tuple[str, ...] = DEFA
         def changestream(name: str) -> Run:
             path = outputs[name]
             path.unlink(missing_ok=True)  # the JSON-lines sink appends
-            env = {"CHANGESTREAM_PURE_PYTHON": "1"} if name == "pure" else None
+            env = {"CHANGESTREAM_PURE_PYTHON": "1"} if name == "pure" else {}
+            if shape.mysql:  # the schema history's shadow server: the same MySQL build
+                from tests.servers import shadow_command
+                env["CHANGESTREAM_SCHEMA_SHADOW_SERVER"] = shadow_command(server) or ""
             run = timed([*cs, "--source", sources[name], "--sink", f"jsonl:{path}"], rows,
                         env=env)
             seen = _lines(path)

@@ -46,7 +46,7 @@ It prints rows/s, rows per CPU-second (user + system time of the reader and its 
 and peak memory (RSS of the reader and its children, sampled), and the ratios of
 changestream's live run to each peer; ``--json`` writes the figures::
 
-    .venv/bin/python bench/throughput.py [--rows 200000] [--shapes a,b,c,d,e,f,g,h] [--json F]
+    .venv/bin/python bench/throughput.py [--rows 200000] [--shapes a,b,...,j] [--json F]
     .venv/bin/python bench/throughput.py --shapes e --readers changestream_live,debezium
 """
 
@@ -547,7 +547,7 @@ def main() -> int:
     parser.add_argument("--shapes", default="a,b,c,d,e,g,h,i,j")
     parser.add_argument("--readers", default=",".join(DEFAULT_READERS),
                         help=f"some of {', '.join(READERS)} (default: all but debezium, "
-                        "whose JVM takes seconds to start; it reads MySQL only: shape e)")
+                        "whose JVM takes seconds to start; it reads MySQL only: shapes e and j)")
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run every reader this many times, in rounds; report each "

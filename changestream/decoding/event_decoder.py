@@ -73,8 +73,9 @@ _crc32 = zlib.crc32
 _U16 = struct.Struct("<H").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 
-# A schema resolver lets the ColumnInfo layer add what the TABLE_MAP did not log.
-SchemaResolver = Callable[[TableSchema, EventHeader], TableSchema]
+# A schema resolver lets the ColumnInfo layer add what the TABLE_MAP did not log (the
+# header: where the TABLE_MAP was read; ``None`` from a decode worker's compiled walk).
+SchemaResolver = Callable[[TableSchema, EventHeader | None], TableSchema]
 
 
 class EventDecoder:
@@ -108,6 +109,9 @@ class EventDecoder:
         self._row_decoders: dict[int, list[Any]] = {}
         self._decoders: OrderedDict[bytes, list[Any]] = OrderedDict()
         self._table_cache_size = table_cache_size
+        # Counts the times cached TABLE_MAP schemas were dropped or replaced: what keeps its
+        # own cache of them (the segmenter, a worker's compiled walk) drops it on a change.
+        self.table_maps_epoch = 0
         self._post_header = dict(DEFAULT_POST_HEADER)
         self._zstd = zstandard.ZstdDecompressor()
         self._dispatch: dict[int, Callable[[EventHeader, bytes], Event]] = {
@@ -153,6 +157,20 @@ class EventDecoder:
         """Drop the cached TABLE_MAP schemas (after DDL: the same TABLE_MAP bytes may now
         stand for other column names), so the next ones are resolved again."""
         self._decoders.clear()
+        self.table_maps_epoch += 1
+
+    def preset_table_map(self, key: bytes, schema: TableSchema) -> bool:
+        """Take ``schema`` as resolved for the TABLE_MAPs whose bytes but for the table id
+        are ``key`` (a decode worker's decoder: the router resolved it); whether that changed
+        what was cached."""
+        cached = self._decoders.get(key)
+        if cached is not None and cached[2] and cached[0] == schema:
+            return False
+        self._decoders[key] = [schema, None, True]
+        if len(self._decoders) > self._table_cache_size:
+            self._decoders.popitem(last=False)
+        self.table_maps_epoch += 1
+        return True
 
     # -- entry point -------------------------------------------------------------------
 
@@ -265,8 +283,8 @@ class EventDecoder:
         """Read a TABLE_MAP body (without header and checksum) and make its table id known
         to the rows events after it: ``(table_id, flags, schema)``. Schemas and their row
         decoders are cached by the body's bytes but for the table id. Raises
-        :class:`TableMapFormatError` on a malformed body. ``header`` (where the event was
-        read) is needed when the decoder has a schema resolver."""
+        :class:`TableMapFormatError` on a malformed body. ``header``: where the event was
+        read, for the schema resolver."""
         post = self._post_header.get(et.TABLE_MAP, 8)
         key = bytes(body[identity_start(post):])
         cached = self._decoders.get(key)
@@ -287,7 +305,6 @@ class EventDecoder:
             # Only a table whose rows are read is resolved: the names of a table the filter
             # leaves out may be known nowhere (the history keeps only the tables it reaches).
             if self.schema_resolver is not None:
-                assert header is not None, "a schema resolver needs the event's header"
                 cached[0] = self.schema_resolver(cached[0], header)
             cached[1], cached[2] = None, True
         self._row_decoders[table_id] = cached

@@ -231,6 +231,10 @@ cdef class SegmentEncoder:
         self._sid = b""
         self._scratch = Buffer()
 
+    def forget_table_maps(self):
+        """Drop the plans made for TABLE_MAPs (their schemas changed in the decoder)."""
+        self._table_maps.clear()
+
     def __dealloc__(self):
         free(self.starts)
         free(self.ends)

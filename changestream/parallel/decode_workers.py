@@ -29,6 +29,8 @@ import zstandard
 
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_CRC32, EventDecoder
+from changestream.decoding.events import EventHeader
+from changestream.decoding.table_schema import TableSchema, may_hold_address
 from changestream.model.changes import Change, TransactionPart
 from changestream.model.errors import ChangestreamError, SourceError
 from changestream.parallel.channel import Channel
@@ -68,13 +70,16 @@ class Segment:
     """Whole transactions of one binlog ``file`` for a worker: their events one after the
     other in ``data``, each one's offset in the file, and the FORMAT_DESCRIPTION event of
     the file (a worker decodes it when it differs from the last one). Two bytes objects
-    and an array: quick to send to another process."""
+    and an array: quick to send to another process. ``schemas``: the router's schemas for
+    its TABLE_MAPs that do not log their columns' names (``binlog_row_metadata`` not FULL)
+    or may hold MariaDB's UUID/INET types, by the TABLE_MAP's bytes but for the table id."""
 
     format_description: RawEventData
     file: str
     data: bytes
     offsets: array.array[int]
     payloads: bool = False  # some transaction came in a TRANSACTION_PAYLOAD
+    schemas: dict[bytes, TableSchema] | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -235,7 +240,7 @@ class _Worker:
         self.decoder = EventDecoder(
             verify_checksums=settings.verify_checksums, skipped_types=skipped,
             table_filter=None if table_filter is None or table_filter.everything
-            else table_filter.table)
+            else table_filter.table, schema_resolver=self._logged_whole)
         self.assembler = TransactionAssembler(
             change_filter=settings.change_filter, include_sql=settings.include_sql,
             max_buffered_changes=settings.max_buffered_changes, spill_dir=settings.spill_dir)
@@ -253,6 +258,12 @@ class _Worker:
         if data != self._format_description:
             self.decoder.decode(data, file, offset)
             self._format_description = data
+        if segment.schemas:
+            changed = False
+            for key, schema in segment.schemas.items():
+                changed |= self.decoder.preset_table_map(key, schema)
+            if changed and self.encoder is not None:
+                self.encoder.forget_table_maps()
         stamp = stamp or dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
         lines: list[bytes] = []
         done = None
@@ -278,6 +289,17 @@ class _Worker:
                 run.tables = tables
                 break
         return runs
+
+    def _logged_whole(self, schema: TableSchema, header: EventHeader | None) -> TableSchema:
+        """A TABLE_MAP's schema as it logs it, which must be whole: the router sends the
+        schemas it resolved with the segment (:meth:`EventDecoder.preset_table_map`)."""
+        fde = self.decoder.format_description
+        if schema.names_logged and not (fde is not None and fde.is_mariadb
+                                        and may_hold_address(schema)):
+            return schema
+        raise SourceError(f"decode worker: the TABLE_MAP of {schema.qualified_name} does "
+                          "not log its columns' names and its schema did not come with the "
+                          "segment")
 
     def _encode_fast(self, segment: Segment, stamp: str, lines: list[bytes]
                      ) -> list[EncodedTransaction] | None:

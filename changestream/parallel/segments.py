@@ -1,10 +1,12 @@
 """Which transactions decode workers take, and the segments they are handed in.
 
 A worker's transaction needs only its own events: a GTID event (MariaDB: not standalone,
-not XA), MySQL's BEGIN, TABLE_MAPs with column names, rows events and annotations, XID or
-COMMIT, and it is not big (MySQL's compressed ones too: :mod:`changestream.parallel.payloads`).
+not XA), MySQL's BEGIN, TABLE_MAPs, rows events and annotations, XID or COMMIT, and it is
+not big (MySQL's compressed ones too: :mod:`changestream.parallel.payloads`).
 They are recognised from a few bytes of each event without decoding it (decoding here would
-cost as much as in a worker). Anything else is decoded here, in binlog order, as without
+cost as much as in a worker), but for TABLE_MAPs that do not log their columns' names:
+those are decoded here, in binlog order, and the schemas resolved for them go with the
+segment. Anything else is decoded here, in binlog order, as without
 workers, from the first event that shows a transaction is not a worker's; so is every
 transaction that begins before the workers are ready (``DecodeWorkers.ready``: while they
 start, the router does not wait for their imports), up to a segment's bytes."""
@@ -20,10 +22,10 @@ import zstandard
 
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_CRC32, HEADER_SIZE, EventDecoder
-from changestream.decoding.events import Event
+from changestream.decoding.events import Event, TableMapEvent
 from changestream.decoding.statements import BEGIN, COMMIT
 from changestream.decoding.table_map import TableMapFormatError, identity_start, parse_table_map
-from changestream.decoding.table_schema import may_hold_address
+from changestream.decoding.table_schema import TableSchema, may_hold_address
 from changestream.model.errors import SourceError
 from changestream.native import compiled
 from changestream.parallel.decode_workers import DecodeWorkers, RawEventData, Segment, SegmentTicket
@@ -71,7 +73,13 @@ class Segmenter:
         self._pending: list[RawEvent] = []
         self._pending_bytes = 0
         self._pending_payloads = False  # some pending transaction came compressed
-        self._names_logged: dict[bytes, bool] = {}
+        self._names_logged: dict[bytes, bool | None] = {}
+        # Schemas resolved here for TABLE_MAPs that do not log them whole (None: a table
+        # nobody reads), valid for the decoder's table_maps_epoch and table filter.
+        self._resolved: dict[bytes, TableSchema | None] = {}
+        self._epoch = -1
+        self._filter: Any = None
+        self._pending_schemas: dict[bytes, TableSchema] = {}
         self._layout_of: Any = None  # the FORMAT_DESCRIPTION _layout_cache is of
         self._layout_cache = (0, 0, 0)
         # Bytes decoded here while the workers start: up to a segment's worth (a first
@@ -99,7 +107,7 @@ class Segmenter:
                     if code in _ANNOTATIONS and not annotations:
                         continue  # read by no one: not copied and sent to a worker
                     if code in _ROW_TYPES or (code == et.TABLE_MAP
-                                              and self._table_has_names(data)):
+                                              and self._worker_table(raw)):
                         current.append(raw)
                         size += len(data)
                         if size <= self.transaction_bytes:
@@ -191,7 +199,8 @@ class Segmenter:
         transaction (:data:`changestream.parallel.payloads.InnerKind`)."""
         code = data[4]
         if code == et.TABLE_MAP:
-            return "row" if self._table_has_names(data, len(data)) else None
+            # Compressed: a TABLE_MAP that does not log its names is decoded here.
+            return "row" if self._logged(data, len(data)) else None
         if code in _ROW_TYPES:
             return "row"
         if code == et.XID:
@@ -208,7 +217,8 @@ class Segmenter:
         segment = Segment(self._format_description, pending[0].file,
                           b"".join([r.data for r in pending]),
                           array.array("q", [r.offset for r in pending]),
-                          self._pending_payloads)
+                          self._pending_payloads, self._pending_schemas or None)
+        self._pending_schemas = {}
         self._pending = []
         self._pending_bytes = 0
         self._pending_payloads = False
@@ -235,10 +245,51 @@ class Segmenter:
         tail, post, _ = self._layout()
         return query_kind(data, post, len(data) - tail if body_end is None else body_end)
 
-    def _table_has_names(self, data: bytes, body_end: int | None = None) -> bool:
+    def _worker_table(self, raw: RawEvent) -> bool:
+        """Whether a worker may take the rows after a TABLE_MAP. A TABLE_MAP that does not
+        log everything a worker needs (its columns' names: ``binlog_row_metadata`` is not
+        FULL, as MySQL's and MariaDB's defaults; a column that may be MariaDB's UUID/INET
+        type) is decoded here, where its schema is resolved in binlog order (ColumnInfo:
+        the schema history or ``information_schema``), and that schema goes with the
+        segment. No for a table a snapshot tracks or a TABLE_MAP that cannot be read
+        (decoded here, where the error names the place)."""
+        data = raw.data
+        logged = self._logged(data)
+        if logged is not None:
+            return logged
+        decoder = self.decoder
+        if decoder.table_maps_epoch != self._epoch or decoder.table_filter is not self._filter:
+            self._resolved.clear()  # a DDL or a new table filter since they were resolved
+            self._epoch, self._filter = decoder.table_maps_epoch, decoder.table_filter
+        key = self._key(data)
+        if key in self._resolved:
+            schema = self._resolved[key]
+        else:
+            event = decoder.decode(data, raw.file, raw.offset)  # its errors as without workers
+            if not isinstance(event, TableMapEvent):
+                return False
+            table = event.schema
+            wanted = decoder.table_filter is None or decoder.table_filter(table.database,
+                                                                         table.table)
+            schema = table if wanted else None  # a table nobody reads needs no names
+            if len(self._resolved) > 4096:
+                self._resolved.clear()
+            self._resolved[key] = schema
+        if schema is not None:
+            self._pending_schemas[key] = schema
+        return True
+
+    def _key(self, data: bytes, body_end: int | None = None) -> bytes:
+        """A TABLE_MAP's bytes but for the table id (as the decoder caches schemas)."""
+        tail, _, post = self._layout()
+        end = len(data) - tail if body_end is None else body_end
+        return data[HEADER_SIZE + identity_start(post):end]
+
+    def _logged(self, data: bytes, body_end: int | None = None) -> bool | None:
         """Whether a TABLE_MAP logs everything a worker needs (its columns' names, and no
-        column that may be MariaDB's UUID/INET6/INET4); cached by its bytes but for the
-        table id, as the decoder caches schemas."""
+        column that may be MariaDB's UUID/INET6/INET4): ``None`` when it does not, ``False``
+        for a table a snapshot tracks or one that cannot be read; cached by its bytes but
+        for the table id."""
         tail, _, post = self._layout()
         end = len(data) - tail if body_end is None else body_end
         key = data[HEADER_SIZE + identity_start(post):end]
@@ -246,19 +297,22 @@ class Segmenter:
         if kept is not None and kept.version != self._kept_version:
             self._names_logged.clear()
             self._kept_version = kept.version
-        known = self._names_logged.get(key)
-        if known is None:
-            try:
-                fde = self.decoder.format_description
-                mariadb = fde is not None and fde.is_mariadb
-                schema = parse_table_map(data[HEADER_SIZE:end], post, mariadb)[2]
-                # MariaDB's UUID/INET columns need the router's schema history.
-                known = schema.names_logged and not (mariadb and may_hold_address(schema)) \
-                    and not (kept is not None and (schema.database, schema.table) in
-                             kept.tracked)
-            except (TableMapFormatError, IndexError, struct.error, ValueError):
-                known = False  # decoded here, where the error names the place
-            if len(self._names_logged) > 4096:
-                self._names_logged.clear()
-            self._names_logged[key] = known
+        if key in self._names_logged:
+            return self._names_logged[key]
+        known: bool | None
+        try:
+            fde = self.decoder.format_description
+            mariadb = fde is not None and fde.is_mariadb
+            schema = parse_table_map(data[HEADER_SIZE:end], post, mariadb)[2]
+            if kept is not None and (schema.database, schema.table) in kept.tracked:
+                known = False
+            elif schema.names_logged and not (mariadb and may_hold_address(schema)):
+                known = True
+            else:
+                known = None
+        except (TableMapFormatError, IndexError, struct.error, ValueError):
+            known = False  # decoded here, where the error names the place
+        if len(self._names_logged) > 4096:
+            self._names_logged.clear()
+        self._names_logged[key] = known
         return known

@@ -122,8 +122,10 @@ class ColumnInfo:
     def history(self) -> SchemaHistory | None:
         return self.tracker.history if self.tracker is not None else None
 
-    def resolve(self, schema: TableSchema, header: EventHeader) -> TableSchema:
+    def resolve(self, schema: TableSchema, header: EventHeader | None) -> TableSchema:
         """The full schema for a TABLE_MAP's ``schema`` read at ``header``."""
+        if header is None:
+            raise ValueError("ColumnInfo resolves a TABLE_MAP at the place it was read")
         if schema.names_logged:
             if self.mariadb and may_hold_address(schema):
                 return self._address_types(schema, header)

@@ -178,6 +178,8 @@ class NamesAtPosition:
             applied = True
         return applied
 
-    def __call__(self, schema: TableSchema, header: EventHeader) -> TableSchema:
+    def __call__(self, schema: TableSchema, header: EventHeader | None) -> TableSchema:
+        if header is None:
+            raise ValueError("a unit's names are resolved at the place a TABLE_MAP was read")
         self.advance(header.file or "", header.offset)
         return self._info.resolve(schema, header)

@@ -21,10 +21,10 @@ from changestream.decoding.events import EventHeader
 from changestream.model.changes import Position
 from changestream.model.errors import ConfigError
 from changestream.schema.column_info import CatalogLookup, ColumnInfo
+from changestream.schema.deferred_shadow import ShadowStart
 from changestream.schema.history_settings import HistorySettings
 from changestream.schema.shadow import ShadowServer, remove_stale
 from changestream.schema.startup import (
-    ShadowStart,
     open_history,
     open_history_at,
     scan_queries,

@@ -1,12 +1,14 @@
 """Opening the schema history when the router starts, one of three ways, in this order.
 
-1. **Stored**: the resumed position names a stored state: loaded, the shadow rebuilt.
-2. **Seeded**: the server's catalog copied onto the shadow between two reads of the binlog
-   head, without a lock; tables a DDL touches between the start and the second read are
-   left out (and learnt from their CREATE TABLE, if that stretch holds it).
+1. **Stored**: the resumed position names a stored state: loaded.
+2. **Seeded**: the server's catalog read between two reads of the binlog head, without a
+   lock; tables a DDL touches between the start and the second read are left out (and
+   learnt from their CREATE TABLE, if that stretch holds it).
 3. **Later** (``schema.history = "auto"``, nothing stored): seeded as in 2 at the first
    TABLE_MAP without column names (no DDL comes between a transaction's start and it).
-With ``"off"`` there is none. docs/schema-history.md, "How it is kept", has the details."""
+With ``"off"`` there is none. The shadow server starts at the first DDL the history
+applies, with the history's tables then (:mod:`changestream.schema.deferred_shadow`).
+docs/schema-history.md, "How it is kept", has the details."""
 
 from __future__ import annotations
 
@@ -25,15 +27,16 @@ from changestream.decoding.events import QueryEvent
 from changestream.decoding.query_status import parse_query_status
 from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConfigError
-from changestream.schema.definition import TableKey
+from changestream.schema.catalog import collation_ids, quote, read_definition
+from changestream.schema.deferred_shadow import DeferredShadow, ShadowStart, restore
+from changestream.schema.definition import TableDefinition, TableKey
 from changestream.schema.history import SchemaHistory, SchemaState
 from changestream.schema.history_settings import HistorySettings
 from changestream.schema.shadow import (
     SYSTEM_DATABASES,
-    ShadowError,
     ShadowServer,
     ShadowSettings,
-    quote,
+    shadow_problem,
 )
 from changestream.schema.store import HistoryStorage
 from changestream.schema.tracker import REPLAYED, SchemaTracker
@@ -44,10 +47,6 @@ from changestream.sources.live import LiveSource, StartPosition
 log = logging.getLogger("changestream")
 
 _U16 = struct.Struct("<H").unpack_from
-
-ShadowStart = Callable[[ShadowSettings], ShadowServer]
-"""What starts a shadow server with given settings (:class:`ShadowServer` itself, or a
-prestart's :meth:`~changestream.schema.shadow_prestart.ShadowPrestart.server`)."""
 
 QueryScan = Callable[[StartPosition, tuple[str, int]], Iterator[QueryEvent]]
 """``(from, to) -> the QUERY events of the binlog between the two positions``."""
@@ -102,38 +101,37 @@ def open_history_at(settings: HistorySettings, connect: Callable[[], pymysql.Con
     position, if known). It is the state stored with ``saved`` when that is not after
     ``resume`` (brought forward by the DDL between them: a sink may have landed further
     than the position file says), else seeded from the server. ``shadows`` starts its
-    shadow server (or hands over one started already). Raises :class:`ConfigError` when
-    no shadow server can run."""
-    from changestream.devserver import ServerNotAvailableError, ServerStartError
-
+    shadow server when the first DDL comes (or hands over one started already). Raises
+    :class:`ConfigError` when no shadow server can run here."""
     scope = scope or (lambda database: True)
     conn = connect()
     try:
         flavor, lower_case = server_facts(conn)
     finally:
         conn.close()
-    try:
-        shadow = shadows(ShadowSettings(flavor, settings.shadow_server or None, lower_case,
-                                        settings.shadow_dir or None))
-    except (ServerNotAvailableError, ServerStartError) as exc:
+    command = settings.shadow_server or None
+    problem = shadow_problem(flavor, command)
+    if problem is not None:
         raise ConfigError(
             f"the schema history needs a {flavor} server program on this host for its shadow "
-            f"server ({exc}); install one or set schema.shadow_server, or set "
-            "binlog_row_metadata=FULL on the source") from None
+            f"server ({problem}); install one or set schema.shadow_server, or set "
+            "binlog_row_metadata=FULL on the source")
+    state = stored_state(flavor, saved, resume, store)
+    history = SchemaHistory(flavor, state, origin="stored") if state is not None else \
+        _seeded(flavor, connect, scan, start, scope)
+    shadow = DeferredShadow(ShadowSettings(flavor, command, lower_case,
+                                           settings.shadow_dir or None),
+                            shadows, lambda: history.current)
+    tracker = SchemaTracker(history, shadow, scope)
     try:
-        history = stored_history(flavor, shadow, saved, resume, store)
-        if history is None:
-            return SchemaTracker(_seeded(flavor, shadow, connect, scan, start, scope), shadow,
-                                 scope)
-        tracker = SchemaTracker(history, shadow, scope)
-        if saved is not None and resume is not None and \
+        if state is not None and saved is not None and resume is not None and \
                 binlog_order(saved.file, saved.pos) < binlog_order(resume.file, resume.pos):
             catch_up(tracker, scan(StartPosition("file", file=saved.file, pos=saved.pos),
                                     (resume.file, resume.pos)))
-        return tracker
     except BaseException:
         shadow.close()
         raise
+    return tracker
 
 
 def catch_up(tracker: SchemaTracker, events: Iterator[QueryEvent]) -> None:
@@ -154,8 +152,10 @@ def server_facts(conn: pymysql.Connection[Any]) -> tuple[str, int]:
     return ("mariadb" if "mariadb" in str(version).lower() else "mysql"), int(lower_case)
 
 
-def stored_history(flavor: str, shadow: ShadowServer, saved: Position | None,
-            resume: Position | None, store: HistoryStorage | None) -> SchemaHistory | None:
+def stored_state(flavor: str, saved: Position | None, resume: Position | None,
+                 store: HistoryStorage | None) -> SchemaState | None:
+    """The history state stored with ``saved`` when reading resumes at or after it
+    (``None``: none to use)."""
     if saved is None or saved.schema_history is None or store is None:
         return None
     if resume is None or binlog_order(saved.file, saved.pos) > binlog_order(resume.file,
@@ -167,45 +167,41 @@ def stored_history(flavor: str, shadow: ShadowServer, saved: Position | None,
     if stored_flavor != flavor:
         raise ConfigError(f"the stored schema history {store.describe(saved.schema_history)} "
                           f"is of a {stored_flavor} server, the source is {flavor}")
+    log.info("schema history: %d tables at %s:%d loaded", len(state.tables), saved.file,
+             saved.pos)
+    return state
+
+
+def stored_history(flavor: str, shadow: ShadowServer, saved: Position | None,
+                   resume: Position | None, store: HistoryStorage | None
+                   ) -> SchemaHistory | None:
+    """The stored history (see :func:`stored_state`), its tables created on ``shadow``."""
+    state = stored_state(flavor, saved, resume, store)
+    if state is None:
+        return None
     began = time.monotonic()
     restore(shadow, state)
-    log.info("schema history: %d tables at %s:%d restored in %.2fs", len(state.tables),
-             saved.file, saved.pos, time.monotonic() - began)
+    log.info("schema history: %d tables created on the shadow server in %.2fs",
+             len(state.tables), time.monotonic() - began)
     return SchemaHistory(flavor, state, origin="stored")
 
 
-def restore(shadow: ShadowServer, state: SchemaState) -> None:
-    """Create ``state``'s databases and tables on the (empty) shadow."""
-    for create in state.databases.values():
-        shadow.run(create)
-    made = set(state.databases)
-    for (database, _), definition in sorted(state.tables.items()):
-        if database not in made:  # a history learnt from files may not know its CREATE
-            shadow.run(f"CREATE DATABASE IF NOT EXISTS {quote(database)}")
-            made.add(database)
-        shadow.run(f"USE {quote(database)}")
-        shadow.run(definition.create_sql)
-
-
-def _seeded(flavor: str, shadow: ShadowServer, connect: Callable[[], pymysql.Connection[Any]],
+def _seeded(flavor: str, connect: Callable[[], pymysql.Connection[Any]],
             scan: QueryScan, start: StartPosition,
             scope: Callable[[str], bool]) -> SchemaHistory:
     began = time.monotonic()
     conn = connect()
     try:
-        _copy_catalog(conn, shadow, scope)
+        databases, tables = _read_catalog(conn, scope)
         head = _head(conn)
     finally:
         conn.close()
     touched, touched_databases = _touched(scan, start, head)
-    for key in sorted(touched):
-        shadow.run(f"DROP TABLE IF EXISTS {quote(key[0])}.{quote(key[1])}")
-    databases = shadow.databases()
+    for key in touched:
+        tables.pop(key, None)
     for name in touched_databases:
-        shadow.run(f"DROP DATABASE IF EXISTS {quote(name)}")
         databases.pop(name, None)
-    keys = [(db, table) for db in databases for table in shadow.tables(db)]
-    tables = {k: d for k, d in shadow.read(keys).items() if d is not None}
+    tables = {k: d for k, d in tables.items() if k[0] in databases}
     state = SchemaState(databases, tables)
     log.info("schema history: seeded with %d tables from the server in %.2fs (%d left out: a "
              "DDL between the start and the head changes them)", len(tables),
@@ -213,32 +209,40 @@ def _seeded(flavor: str, shadow: ShadowServer, connect: Callable[[], pymysql.Con
     return SchemaHistory(flavor, state, origin="seed")
 
 
-def _copy_catalog(conn: pymysql.Connection[Any], shadow: ShadowServer,
-                  scope: Callable[[str], bool]) -> None:
-    """Every database in ``scope`` and its base tables, created alike on the shadow."""
+def _read_catalog(conn: pymysql.Connection[Any], scope: Callable[[str], bool]
+                  ) -> tuple[dict[str, str], dict[TableKey, TableDefinition]]:
+    """Every database in ``scope`` (its CREATE DATABASE) and its base tables' definitions,
+    as the server has them now."""
+
+    def query(sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with conn.cursor() as cur:
+            cur.execute(sql, args)
+            return list(cur.fetchall())
+
     with conn.cursor() as cur:
-        cur.execute("SHOW DATABASES")
-        names = [str(n) for (n,) in cur.fetchall()
-                 if str(n).lower() not in SYSTEM_DATABASES and scope(str(n))]
-        for name in names:
-            cur.execute(f"SHOW CREATE DATABASE {quote(name)}")
-            shadow.run(str(cur.fetchone()[1]))
-            cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA "
-                        "= %s AND TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED')", (name,))
-            tables = [str(t) for (t,) in cur.fetchall()]
-            shadow.run(f"USE {quote(name)}")
-            for table in tables:
-                try:
-                    cur.execute(f"SHOW CREATE TABLE {quote(name)}.{quote(table)}")
-                except pymysql.MySQLError as exc:  # dropped meanwhile: the scan sees its DROP
-                    log.debug("schema history seed: %s.%s: %s", name, table, exc)
-                    continue
-                try:
-                    shadow.run(str(cur.fetchone()[1]))
-                except ShadowError as exc:
-                    log.warning("schema history: the shadow %s server cannot create %s.%s "
-                                "(%s); the table stays unknown to the history", shadow.flavor,
-                                name, table, exc)
+        cur.execute("SET NAMES utf8mb4")
+    collations = {name: number for name, (number, _) in collation_ids(query).items()}
+    databases: dict[str, str] = {}
+    tables: dict[TableKey, TableDefinition] = {}
+    for (name,) in query("SHOW DATABASES"):
+        name = str(name)
+        if name.lower() in SYSTEM_DATABASES or not scope(name):
+            continue
+        try:
+            databases[name] = str(query(f"SHOW CREATE DATABASE {quote(name)}")[0][1])
+        except (pymysql.MySQLError, IndexError):  # dropped meanwhile: the scan sees its DROP
+            continue
+        for (table,) in query(
+                "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                "AND TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED')", (name,)):
+            try:
+                definition = read_definition(query, collations, name, str(table))
+            except (pymysql.MySQLError, IndexError) as exc:  # dropped meanwhile
+                log.debug("schema history seed: %s.%s: %s", name, table, exc)
+                continue
+            if definition is not None:
+                tables[(name, str(table))] = definition
+    return databases, tables
 
 
 def _head(conn: pymysql.Connection[Any]) -> tuple[str, int]:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from changestream.decoding.ddl import DdlStatement, TableName
 from changestream.decoding.query_status import QueryStatus
 from changestream.model.errors import SourceError
+from changestream.schema.deferred_shadow import DeferredShadow
 from changestream.schema.definition import TableDefinition, TableKey
 from changestream.schema.history import SchemaChangeSet, SchemaHistory
 from changestream.schema.refill import refill_reason
@@ -43,7 +44,7 @@ class SchemaHistoryError(SourceError):
 class SchemaTracker:
     """Applies DDL statements to ``history`` through ``shadow``."""
 
-    def __init__(self, history: SchemaHistory, shadow: ShadowServer,
+    def __init__(self, history: SchemaHistory, shadow: ShadowServer | DeferredShadow,
                  scope: Callable[[str], bool] | None = None, lenient: bool = False):
         self.history = history
         self.shadow = shadow

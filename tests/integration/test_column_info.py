@@ -5,6 +5,7 @@ names; with the history turned off it reads information_schema as it is now."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,3 +105,27 @@ def test_ddl_read_in_order_updates_the_names(minimal_metadata: Any, fresh_databa
     out = tmp_path / "out.jsonl"
     _run(server, db, start, out)
     assert _rows(out) == [("insert", None, {"id": 1, "a": 10})]
+
+
+def test_the_shadow_server_starts_at_the_first_ddl_only(
+        minimal_metadata: Any, fresh_database: str, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Names for rows without DDL come from the history read off the server's catalog: no
+    shadow server is started; the first DDL starts one with the history's tables on it."""
+    server, db = minimal_metadata, fresh_database
+    server.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, name VARCHAR(10))")
+    start = server.binlog_position()
+    server.execute(f"INSERT INTO `{db}`.t VALUES (1, 'x')")
+    out, position = tmp_path / "out.jsonl", tmp_path / "position.json"
+    caplog.set_level(logging.INFO, logger="changestream")
+    _run(server, db, start, out, position, history="auto")
+    assert _rows(out) == [("insert", None, {"id": 1, "name": "x"})]
+    assert "server started" not in caplog.text  # no private server of any kind
+    caplog.clear()
+    server.execute([f"INSERT INTO `{db}`.t VALUES (2, 'y')",
+                    f"ALTER TABLE `{db}`.t RENAME COLUMN name TO label",
+                    f"INSERT INTO `{db}`.t VALUES (3, 'z')"])
+    _run(server, db, start, out, position, history="auto")  # the stored history, then a DDL
+    assert _rows(out)[1:] == [("insert", None, {"id": 2, "name": "y"}),
+                              ("insert", None, {"id": 3, "label": "z"})]
+    assert "server started for a DDL, 1 tables created on it" in caplog.text

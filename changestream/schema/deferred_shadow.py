@@ -15,10 +15,11 @@ import time
 from collections.abc import Callable, Iterable
 
 from changestream.decoding.query_status import QueryStatus
+from changestream.model.errors import ConfigError
 from changestream.schema.catalog import quote
 from changestream.schema.definition import TableDefinition, TableKey
 from changestream.schema.history import SchemaState
-from changestream.schema.shadow import ShadowServer, ShadowSettings
+from changestream.schema.shadow import ShadowError, ShadowServer, ShadowSettings
 
 log = logging.getLogger("changestream")
 
@@ -48,11 +49,20 @@ class DeferredShadow:
     def server(self) -> ShadowServer:
         """The shadow server, started (and given the history's state) on the first call."""
         if self._server is None:
+            from changestream.devserver import ServerNotAvailableError, ServerStartError
+
             began = time.monotonic()
-            shadow = self._start(self.settings)
+            try:
+                shadow = self._start(self.settings)
+            except (ServerNotAvailableError, ServerStartError) as exc:
+                raise ConfigError(
+                    f"the schema history needs a {self.flavor} server program on this host "
+                    f"for its shadow server, to replay a DDL ({exc}); install one or set "
+                    "schema.shadow_server, or set binlog_row_metadata=FULL on the source"
+                ) from None
             try:
                 state = self._state()
-                restore(shadow, state)
+                restore(shadow, state, skip_failures=True)
             except BaseException:
                 shadow.close()
                 raise
@@ -86,8 +96,10 @@ class DeferredShadow:
         return self.server().read(keys)
 
 
-def restore(shadow: ShadowServer, state: SchemaState) -> None:
-    """Create ``state``'s databases and tables on the (empty) shadow."""
+def restore(shadow: ShadowServer, state: SchemaState, skip_failures: bool = False) -> None:
+    """Create ``state``'s databases and tables on the (empty) shadow. With
+    ``skip_failures`` a table the shadow cannot create is left off it, with a warning (a
+    later DDL on it then makes it unknown to the history)."""
     for create in state.databases.values():
         shadow.run(create)
     made = set(state.databases)
@@ -96,4 +108,11 @@ def restore(shadow: ShadowServer, state: SchemaState) -> None:
             shadow.run(f"CREATE DATABASE IF NOT EXISTS {quote(database)}")
             made.add(database)
         shadow.run(f"USE {quote(database)}")
-        shadow.run(definition.create_sql)
+        try:
+            shadow.run(definition.create_sql)
+        except ShadowError as exc:
+            if not skip_failures:
+                raise
+            log.warning("schema history: the shadow %s server cannot create %s.%s (%s); a "
+                        "DDL on it will make it unknown to the history", shadow.flavor,
+                        database, definition.table, exc)

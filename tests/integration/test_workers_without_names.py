@@ -19,7 +19,7 @@ from changestream.runtime.router import Router, RouterSettings
 from changestream.schema.history_settings import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.transactions.filters import ChangeFilter
-from tests.segments import worker_segments
+from tests.segments import compare_arrow_paths, compare_worker_paths, worker_segments
 from tests.servers import shadow_command
 
 pytestmark = pytest.mark.integration
@@ -121,6 +121,10 @@ def test_a_worker_refuses_a_table_map_whose_schema_did_not_come(
                               record_format="changestream", verify_checksums=True,
                               max_buffered_changes=100_000, spill_dir=None)
     _Worker(settings).assemble(segments[0])  # with its schemas (here positional): decoded
+    # The compiled walks (records, the Spark sink's Arrow frames) take the preset schemas
+    # and write what the general path writes.
+    assert compare_worker_paths(segments, ChangeFilter(include=[db])) in (len(segments), None)
+    assert compare_arrow_paths(segments, ChangeFilter(include=[db])) in (len(segments), None)
     segments[0].schemas = None
     with pytest.raises(SourceError, match="did not come with the segment"):
         _Worker(settings).assemble(segments[0])

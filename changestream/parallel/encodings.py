@@ -3,13 +3,14 @@ named by the sink's ``encoded_format`` capability and built in each worker proce
 JSON-lines formats are built in (:class:`RecordLines`); any other name is
 ``module:attribute`` of a class the worker imports, so a sink brings its own encoding and
 the core imports no sink (the Spark sink's is
-:class:`changestream.sinks.spark.worker_encoding.ArrowFrames`)."""
+:class:`changestream.sinks.spark.worker_encoding.ArrowFrames`). The same encoding says how
+snapshot chunks become a sink's own records (:meth:`WorkerEncoding.chunk_encoding`)."""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.encoding.records import record_lines
@@ -17,6 +18,9 @@ from changestream.model.changes import Change, TransactionPart
 from changestream.model.errors import ConfigError
 from changestream.parallel.segment_encoder import EncodedTransaction, segment_encoder
 from changestream.transactions.filters import ChangeFilter
+
+if TYPE_CHECKING:  # the snapshot's floor is above this one
+    from changestream.snapshot.encodings import ChunkEncoding
 
 #: A run's records: ``payload(first transaction, after its last, first change, after its
 #: last)``, indices into the segment's transactions and changes.
@@ -47,6 +51,10 @@ class WorkerEncoding(Protocol):
                         stamp: str) -> Payload:
         """The runs' records of a segment the router's own decoder and assembler read."""
 
+    def chunk_encoding(self) -> ChunkEncoding | None:
+        """The same records of snapshot chunks, made in the router's process from the
+        server's text rows (``None``: snapshot rows come to the sink as changes)."""
+
 
 class RecordLines:
     """changestream's or the original JSON-lines records (``record_format``)."""
@@ -69,6 +77,9 @@ class RecordLines:
     def general_payload(self, whole: list[list[TransactionPart]], changes: list[Change],
                         stamp: str) -> Payload:
         return _joined(list(record_lines(changes, self.record_format, stamp)))
+
+    def chunk_encoding(self) -> ChunkEncoding | None:
+        return None  # the snapshot writes changestream's own (snapshot.encodings)
 
 
 def _joined(lines: list[bytes]) -> Payload:

@@ -19,6 +19,7 @@ from changestream.runtime.listener import Listener
 from changestream.runtime.settings import RouterSettings
 from changestream.schema.catalog import quote
 from changestream.snapshot.coordinator import SnapshotCoordinator
+from changestream.snapshot.encodings import chunk_encoding
 from changestream.snapshot.planning import (
     WITHHELD,
     file_purged,
@@ -272,8 +273,8 @@ class RouterSnapshots:
             lambda **extra: open_connection(connect_timeout=10, **{**connection, **extra}),
             self.settings.snapshot.chunk_rows,
             # Records written here straight from the server's text for sinks that take
-            # them encoded in changestream's format (JSON lines).
-            encoded=capabilities_of(self.sink).encoded_format == "changestream",
+            # them encoded (JSON lines, the Spark sink's Arrow frames).
+            encoding=chunk_encoding(capabilities_of(self.sink).encoded_format),
             excluded=None if change_filter.everything else change_filter.excluded_columns)
 
     def done(self) -> bool:

@@ -10,17 +10,13 @@ The tracked tables' transactions stay off decode workers (docs/snapshots.md)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import orjson
-
 from changestream.decoding.ddl import parse_ddl
-from changestream.encoding.records import commit_time_text
 from changestream.model.changes import (
     Change,
     EncodedRun,
@@ -29,12 +25,10 @@ from changestream.model.changes import (
     TransactionPart,
     binlog_order,
 )
+from changestream.snapshot.encodings import SNAPSHOT_OP
 from changestream.snapshot.progress import SnapshotProgress
 from changestream.snapshot.reader import ReadChunk, TablePlan
-from changestream.snapshot.row_readers import native as _native
 from changestream.snapshot.window import ChangedKeys
-
-SNAPSHOT_OP = "snapshot"
 
 
 @dataclass(slots=True)
@@ -245,12 +239,12 @@ class SnapshotCoordinator:
                 window.last_ddl >= plan.planned_at:
             return None
         rows: list[Any]
-        if plan.encoded and (window is None or not window.keys) and _native() is not None:
-            # Nothing to drop: the compiled records take the (key, row) pairs as they are.
-            rows, keyed = chunk.rows, True
+        if plan.encoding is not None:  # the encoding takes the (key, row) pairs
+            rows = window.kept(chunk.rows) if window is not None and window.keys else \
+                chunk.rows
         else:
-            rows, keyed = window.unchanged(chunk.rows) if window is not None else \
-                [row for _, row in chunk.rows], False
+            rows = window.unchanged(chunk.rows) if window is not None else \
+                [row for _, row in chunk.rows]
         info = TransactionInfo(f"snapshot-{progress.id}-{progress.chunks + 1}", None, None,
                                chunk.read_at, len(rows), 0, position.file, position.pos,
                                position.pos)
@@ -258,8 +252,9 @@ class SnapshotCoordinator:
         after = position_after(self.progress)
         if not rows:
             return [], after
-        if plan.encoded:
-            return [EncodedRun(chunk_records(plan.database, plan.table, rows, info, keyed),
+        if plan.encoding is not None:
+            return [EncodedRun(plan.encoding.records(plan.database, plan.table, plan.schema,
+                                                     rows, info, after),
                                len(rows), 1, chunk.read_at, after,
                                tables={(plan.database, plan.table, SNAPSHOT_OP): len(rows)})
                     ], after
@@ -274,32 +269,3 @@ class SnapshotCoordinator:
                 seq, seq, seq == last, plan.schema, info))
         return [TransactionPart(info, changes, True, after)], after
 
-
-def chunk_records(database: str, table: str, rows: list[Any], info: TransactionInfo,
-                  keyed: bool = False) -> bytes:
-    """The records of a chunk's rows (each its ``after`` and ``primary_key`` JSON; with
-    ``keyed``, each ``(key, (after, primary_key))``), in changestream's format, written as
-    :mod:`changestream.encoding.records` writes them."""
-    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
-    head = orjson.dumps({"op": SNAPSHOT_OP, "database": database, "table": table,
-                         "before": None})[:-1] + b',"after":'
-    transaction = orjson.dumps({"id": info.id, "gtid": None, "xid": None})[:-1] + b',"seq":'
-    size = f',"size":{len(rows)},"last":'.encode()
-    position = orjson.dumps({"commit_ts": commit_time_text(info.commit_ts)})[1:-1] + \
-        b'},"position":' + orjson.dumps({"file": info.file, "pos": info.start})[:-1] + \
-        b',"row":'
-    tail = b'},"ts":' + orjson.dumps(stamp) + b"}\n"
-    compiled = _native()
-    if compiled is not None:
-        return compiled.chunk_lines(rows, head, transaction, size, position, tail, keyed)
-    if keyed:
-        rows = [row for _, row in rows]
-    last = len(rows) - 1
-    lines: list[bytes] = []
-    append = lines.append
-    for seq, (after, pk) in enumerate(rows):
-        n = str(seq).encode()
-        append(b"".join((head, after, b',"primary_key":', pk, b',"sql":null,"transaction":',
-                         transaction, n, size, b"true," if seq == last else b"false,",
-                         position, n, tail)))
-    return b"".join(lines)

@@ -27,7 +27,8 @@ from changestream.schema.catalog import collation_ids, quote, read_definition, u
 from changestream.schema.definition import definition_schema
 from changestream.snapshot import result_set
 from changestream.snapshot.chunks import ChunkQuery
-from changestream.snapshot.row_readers import ValuesReader, encoded_reader, values_reader
+from changestream.snapshot.encodings import ChunkEncoding, RowReader
+from changestream.snapshot.row_readers import ValuesReader, values_reader
 from changestream.snapshot.values import converter, row_converter
 from changestream.sources.binlog_head import binlog_head
 
@@ -41,8 +42,9 @@ _ENCODERS = {k: v for k, v in pymysql.converters.conversions.items() if isinstan
 class TablePlan:
     """How one table is read: its shape, its chunk query (``None`` without a key), the
     server's estimate of its rows, the columns the filter leaves out, and how a row of
-    the result becomes ``(key, row)``: the row as the decoder's values (a dict), or, when
-    ``encoded``, as its record's ``after`` and ``primary_key`` JSON."""
+    the result becomes ``(key, row)``: the row as the decoder's values (a dict), or, with
+    an ``encoding`` (the sink's, when it takes the table), as that encoding's row reader
+    reads it."""
 
     database: str
     table: str
@@ -50,8 +52,8 @@ class TablePlan:
     query: ChunkQuery | None
     estimated_rows: int
     excluded: frozenset[str]
-    encoded: bool
-    read_row: Callable[[bytes, int], tuple[tuple[Any, ...], Any]]
+    encoding: ChunkEncoding | None
+    read_row: RowReader
     read_values: ValuesReader
     # The binlog position (its order) the plan was made at: a DDL of the table at or after
     # it may not be in the plan (a chunk delivered after one is read again).
@@ -75,8 +77,9 @@ class TablePlan:
     def of_its_own(self) -> TablePlan:
         """This plan with a row function of its own: the compiled one keeps its buffers in
         itself between calls, so each reader thread reads with its own."""
-        return replace(self, read_row=_row_reader(self.schema, self.key, self.excluded,
-                                                  self.encoded, self.read_values))
+        _, read_row = _row_reader(self.schema, self.key, self.excluded, self.encoding,
+                                  self.read_values)
+        return replace(self, read_row=read_row)
 
     def key_values(self, raw: tuple[Any, ...]) -> tuple[Any, ...]:
         """Key values as the server sent them (bytes, in key order) as :meth:`key_param`
@@ -88,12 +91,15 @@ class TablePlan:
 
 
 def _row_reader(schema: TableSchema, key: tuple[str, ...], excluded: frozenset[str],
-                encoded: bool, read_values: ValuesReader,
-                ) -> Callable[[bytes, int], tuple[tuple[Any, ...], Any]]:
-    """How a result row of ``schema`` becomes ``(key, row)`` (see :class:`TablePlan`);
-    ``read_values`` reads its values as the server sent them."""
-    if encoded:
-        return encoded_reader(schema, key, excluded)
+                encoding: ChunkEncoding | None, read_values: ValuesReader,
+                ) -> tuple[ChunkEncoding | None, RowReader]:
+    """How a result row of ``schema`` becomes ``(key, row)`` (see :class:`TablePlan`),
+    and the encoding that reads it (``None``: the decoder's values); ``read_values``
+    reads its values as the server sent them."""
+    if encoding is not None:
+        read_encoded = encoding.row_reader(schema, key, excluded)
+        if read_encoded is not None:
+            return encoding, read_encoded
     convert = row_converter(schema, excluded)
     positions = [schema.column_names.index(k) for k in key]
     converters = [converter(schema.columns[i]) for i in positions]
@@ -104,7 +110,7 @@ def _row_reader(schema: TableSchema, key: tuple[str, ...], excluded: frozenset[s
                     for p, c in zip(positions, converters))
         return key, convert(raw)
 
-    return read
+    return None, read
 
 
 @dataclass(slots=True)
@@ -123,14 +129,14 @@ class ReadChunk:
 
 class ChunkReader:
     """Reads chunks of tables through its own connection (``connect`` opens one); rows as
-    records' JSON when ``encoded`` (see :class:`TablePlan`); ``excluded`` says which
-    columns of a table the filter leaves out."""
+    the sink's ``encoding`` reads them, where it takes the table (see :class:`TablePlan`);
+    ``excluded`` says which columns of a table the filter leaves out."""
 
     def __init__(self, connect: Callable[..., pymysql.Connection[Any]], chunk_rows: int,
-                 encoded: bool = False,
+                 encoding: ChunkEncoding | None = None,
                  excluded: Callable[[str, str, tuple[str, ...]], frozenset[str]] | None = None):
         self.chunk_rows = chunk_rows
-        self.encoded = encoded
+        self.encoding = encoding
         self._own_plan: tuple[TablePlan, TablePlan] | None = None  # a plan, this reader's
         self.excluded = excluded
         self.conn = connect(conv=_ENCODERS, charset="utf8mb4", autocommit=False,
@@ -195,8 +201,9 @@ class ChunkReader:
         excluded = self.excluded(database, table, schema.column_names) \
             if self.excluded is not None else frozenset()
         read_values = values_reader(len(schema.columns))
-        return TablePlan(database, table, schema, query, rows, excluded, self.encoded,
-                         _row_reader(schema, key or (), excluded, self.encoded, read_values),
+        encoding, read_row = _row_reader(schema, key or (), excluded, self.encoding,
+                                         read_values)
+        return TablePlan(database, table, schema, query, rows, excluded, encoding, read_row,
                          read_values, binlog_order(*planned_at))
 
     def _query_in_transaction(self, sql: str, args: tuple[Any, ...] = ()

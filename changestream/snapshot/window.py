@@ -31,3 +31,9 @@ class ChangedKeys:
         """The rows (given as ``(key, row)``) whose key no change in the window touched."""
         keys = self.keys
         return [row for key, row in rows if key not in keys]
+
+    def kept(self, rows: Iterable[tuple[tuple[Any, ...], Any]]
+             ) -> list[tuple[tuple[Any, ...], Any]]:
+        """As :meth:`unchanged`, the rows kept as ``(key, row)``."""
+        keys = self.keys
+        return [pair for pair in rows if pair[0] not in keys]

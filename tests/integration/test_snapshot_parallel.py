@@ -12,6 +12,7 @@ import pytest
 
 from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.jsonl import JsonLinesSink
+from changestream.snapshot.encodings import JsonLinesChunks
 from changestream.snapshot.reader import ChunkReader
 from changestream.snapshot.settings import SnapshotSettings
 from changestream.transactions.filters import ChangeFilter
@@ -43,8 +44,8 @@ def test_readers_of_one_table_each_read_with_row_functions_of_their_own(
         sys.setswitchinterval(switch)
     records = _records(out)  # a torn record fails here
     assert rebuilt(records, "f", ("id",)) == source_rows(server, db, "f", ("id",))
-    reader = ChunkReader(_connect(server), 300, encoded=True)
-    other = ChunkReader(_connect(server), 300, encoded=True)
+    reader = ChunkReader(_connect(server), 300, JsonLinesChunks())
+    other = ChunkReader(_connect(server), 300, JsonLinesChunks())
     try:
         plan = reader.plan(db, "f")
         assert plan is not None

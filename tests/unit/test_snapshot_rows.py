@@ -152,7 +152,7 @@ def test_compiled_and_python_scans_and_chunk_records_agree(
         monkeypatch: pytest.MonkeyPatch) -> None:
     needs_compiled()
     from changestream.model.changes import TransactionInfo
-    from changestream.snapshot.coordinator import chunk_records
+    from changestream.snapshot.encodings import chunk_records
 
     packets = b"".join(len(r).to_bytes(3, "little") + bytes([n % 256]) + r
                        for n, r in enumerate(text_row(row) for row in rows(50)))

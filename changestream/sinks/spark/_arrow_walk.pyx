@@ -99,12 +99,6 @@ cdef class Column:
     variable-length ones (``width`` 0: offsets and data), or Python values (``width`` -1,
     made into an array by pyarrow at the end)."""
 
-    cdef int width
-    cdef Buffer data, offsets, valid
-    cdef Py_ssize_t length, nulls
-    cdef list values
-    cdef object type
-
     def __init__(self, object arrow_type, int width):
         self.type = arrow_type
         self.width = width
@@ -114,7 +108,7 @@ cdef class Column:
         if width == 0:
             self.offsets.put(<const char*>&zero, 4)
 
-    cdef inline int _mark(self, bint present) except -1:
+    cdef int _mark(self, bint present) except -1:
         if (self.length & 7) == 0:
             self.valid.reserve(1)
             self.valid.data[self.valid.size] = 0
@@ -142,7 +136,7 @@ cdef class Column:
             self.offsets.put(<const char*>&end, 4)
         return 0
 
-    cdef inline char* fixed(self) except NULL:
+    cdef char* fixed(self) except NULL:
         """Room for one present value's ``width`` bytes."""
         cdef char* at
         self._mark(True)

@@ -1,7 +1,9 @@
 """The Spark sink's records as decode workers write them: its table runs as Arrow frames
 (:func:`changestream.sinks.spark.frames.encode_runs`), from a segment's bytes by the
 compiled walk (:mod:`changestream.sinks.spark._arrow_walk`) where it was built, else from
-the general path's transactions (:class:`changestream.parallel.encodings.WorkerEncoding`)."""
+the general path's transactions (:class:`changestream.parallel.encodings.WorkerEncoding`);
+snapshot chunks the same way, from the server's text rows
+(:mod:`changestream.sinks.spark.snapshot_frames`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from changestream.model.changes import Change, TransactionPart
 from changestream.native import compiled
 from changestream.parallel.encodings import Payload
 from changestream.parallel.segment_encoder import EncodedTransaction
+from changestream.snapshot.encodings import ChunkEncoding
 from changestream.transactions.filters import ChangeFilter
 
 #: The name the sink declares as its ``encoded_format``.
@@ -43,3 +46,8 @@ class ArrowFrames:
                                           all_before=True))
 
         return payload
+
+    def chunk_encoding(self) -> ChunkEncoding:
+        from .snapshot_frames import ArrowChunks
+
+        return ArrowChunks()

@@ -1,0 +1,245 @@
+"""Snapshot chunks into the Spark sink: the frames its chunk encoding makes straight from
+the server's text are the general path's (the chunk's ``snapshot`` changes grouped into
+runs), column for column and type for type."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+
+from changestream.decoding import field_types as ft  # noqa: E402
+from changestream.decoding.table_schema import Column, TableSchema  # noqa: E402
+from changestream.model.changes import EncodedRun, Position  # noqa: E402
+from changestream.sinks.spark import snapshot_frames  # noqa: E402
+from changestream.sinks.spark.frames import TableRun, decode_runs, table_runs  # noqa: E402
+from changestream.sinks.spark.worker_encoding import ArrowFrames  # noqa: E402
+from changestream.snapshot.chunks import ChunkQuery  # noqa: E402
+from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator  # noqa: E402
+from changestream.snapshot.encodings import ChunkEncoding  # noqa: E402
+from changestream.snapshot.progress import SnapshotProgress  # noqa: E402
+from changestream.snapshot.reader import ReadChunk, TablePlan, _row_reader  # noqa: E402
+from changestream.snapshot.row_readers import values_reader  # noqa: E402
+from tests.servers import skip_or_fail  # noqa: E402
+from tests.unit.test_snapshot_rows import SCHEMA, VALUES, text_row  # noqa: E402
+from tests.unit.test_snapshot_rows import rows as unit_rows  # noqa: E402
+
+UTF8MB4, BINARY = 45, 63
+READ_AT = dt.datetime(2026, 11, 27, 18, 0, 0, 123456, tzinfo=dt.UTC)
+STREAM = Position("mariadb-bin.000003", 4_000)
+
+# The other types a snapshot reads, with texts that take each reader's edges.
+MORE = TableSchema("shop", "more", (
+    Column(0, ft.LONG, name="id", nullable=False),
+    Column(1, ft.TINY, name="tiny"),
+    Column(2, ft.TINY, name="utiny", unsigned=True),
+    Column(3, ft.SHORT, name="small"),
+    Column(4, ft.INT24, name="medium"),
+    Column(5, ft.LONGLONG, name="big"),
+    Column(6, ft.FLOAT, name="f"),
+    Column(7, ft.NEWDECIMAL, name="wide_decimal", precision=50, scale=4),
+    Column(8, ft.NEWDECIMAL, name="exact", precision=38, scale=0),
+    Column(9, ft.ENUM, name="color", enum_values=("red", "green"), collation=UTF8MB4),
+    Column(10, ft.STRING, name="fixed", collation=BINARY, max_length=4),
+    Column(11, ft.BLOB, name="body", collation=UTF8MB4),
+    Column(12, ft.DATETIME2, name="at3", fsp=3),
+    Column(13, ft.NEWDATE, name="d2"),
+    Column(14, ft.LONG, name="zf", unsigned=True),
+), primary_key=(0,))
+MORE_VALUES: dict[str, list[bytes]] = {
+    "tiny": [b"-128", b"127", b"0", b"-1"],
+    "utiny": [b"255", b"0", b"007"],
+    "small": [b"-32768", b"32767"],
+    "medium": [b"-8388608", b"8388607"],
+    "big": [b"-9223372036854775808", b"9223372036854775807", b"0"],
+    "f": [b"3.14", b"-1.17549e-38", b"3.40282e38", b"0.1", b"1e-45"],
+    "wide_decimal": [b"1234567890123456789012345678901234567890.1234", b"-0.0001",
+                     b"0000000000000000000000000000000000000000000001.0000"],
+    "exact": [b"99999999999999999999999999999999999999",
+              b"-99999999999999999999999999999999999999", b"0"],
+    "color": [b"red", b"green", b""],
+    "fixed": [b"ab\x00\x00", b"\x00\x00\x00\x00", b"\xff\xfe\xfd\xfc"],
+    "body": ["é€✓𝄞".encode(), b"", b"lorem " * 100],
+    "at3": [b"1969-12-31 23:59:59.999", b"0001-01-01 00:00:00.000",
+            b"9999-12-31 23:59:59.999", b"2000-02-29 12:00:00.500", b"2100-02-29 00:00:00.000"],
+    "d2": [b"1970-01-01", b"1969-12-31", b"2000-02-29", b"1900-02-29", b"0000-01-01"],
+    "zf": [b"0000000042", b"4294967295"],
+}
+
+
+def needs_compiled() -> None:
+    if snapshot_frames.native() is None:
+        skip_or_fail("the compiled snapshot frames module is not built "
+                     "(scripts/install.sh builds it)")
+
+
+GENERAL_FRAME = snapshot_frames.general_frame
+
+
+@pytest.fixture(autouse=True)
+def compiled_frames_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chunks' frames are the compiled module's: its falling back to the general path
+    is an error here, but where a test puts it back."""
+
+    def refused(*_: Any) -> None:
+        raise AssertionError("the compiled frame was not made")
+
+    monkeypatch.setattr(snapshot_frames, "general_frame", refused)
+
+
+def more_rows(count: int) -> list[list[bytes | None]]:
+    import random
+
+    rng = random.Random(11)
+    return [[str(i + 1).encode()] + [
+        None if rng.random() < 0.1 else rng.choice(MORE_VALUES[c.name or ""])
+        for c in MORE.columns[1:]] for i in range(count)]
+
+
+def _plan(schema: TableSchema, key: tuple[str, ...], encoding: ChunkEncoding | None
+          ) -> TablePlan:
+    read_values = values_reader(len(schema.columns))
+    used, read_row = _row_reader(schema, key, frozenset(), encoding, read_values)
+    assert (used is None) == (encoding is None)
+    query = ChunkQuery(schema.database, schema.table, schema.column_names, key, 1000) \
+        if key else None
+    return TablePlan(schema.database, schema.table, schema, query, 0, frozenset(), used,
+                     read_row, read_values)
+
+
+def _runs(schema: TableSchema, key: tuple[str, ...], texts: list[list[bytes | None]],
+          encoding: ChunkEncoding | None, changed: set[tuple[Any, ...]] = frozenset()
+          ) -> tuple[list[TableRun], list[Any]]:
+    """The runs a Spark sink makes of a chunk of ``texts`` (rows of ``schema``) delivered
+    with or without ``encoding``, the keys ``changed`` noted in its window."""
+    plan = _plan(schema, key, encoding)
+    # The rows as a result block holds them: one after the other in one buffer.
+    packets = [text_row(r) for r in texts]
+    buf = b"".join(packets)
+    starts = [sum(len(p) for p in packets[:i]) for i in range(len(packets))]
+    chunk = ReadChunk([plan.read_row(buf, at) for at in starts], None, True,
+                      ("mariadb-bin.000003", 3_000), READ_AT)
+    coordinator = SnapshotCoordinator(SnapshotProgress("s1", (plan.name,)))
+    if key:
+        coordinator.track(plan.database, plan.table, key)
+        coordinator.tracked[(plan.database, plan.table)].keys |= set(changed)
+    delivered = coordinator.deliver(
+        ChunkOffer(plan, chunk), STREAM,
+        lambda p: Position(STREAM.file, STREAM.pos, snapshot=p.as_dict()))
+    assert delivered is not None
+    parts, _ = delivered
+    if encoding is not None:
+        assert all(isinstance(p, EncodedRun) for p in parts)
+    return table_runs(parts), parts
+
+
+def assert_same_runs(got: list[TableRun], wanted: list[TableRun]) -> None:
+    def shape(run: TableRun) -> tuple[Any, ...]:
+        return (run.name, [(f.name, f.spark_type, f.arrow) for f in run.fields], run.spans,
+                run.insert_gaps, run.absent)
+
+    assert [shape(r) for r in got] == [shape(r) for r in wanted]
+    for mine, theirs in zip(got, wanted, strict=True):
+        frame, table = mine.frame, theirs.frame
+        assert frame.schema == table.schema
+        for name in table.column_names:
+            assert frame.column(name).type == table.column(name).type, name
+            assert frame.column(name).to_pylist() == table.column(name).to_pylist(), name
+        assert frame.equals(table)
+
+
+@pytest.mark.parametrize(("schema", "key", "texts"), [
+    (SCHEMA, ("id", "code"), unit_rows(400)),
+    (MORE, ("id",), more_rows(400)),
+    (MORE, (), more_rows(50)),  # a table read whole: no key
+], ids=["every-type", "more-types", "keyless"])
+def test_a_chunks_frame_is_the_general_paths(schema: TableSchema, key: tuple[str, ...],
+                                             texts: list[list[bytes | None]]) -> None:
+    needs_compiled()
+    fast, _ = _runs(schema, key, texts, ArrowFrames().chunk_encoding())
+    general, _ = _runs(schema, key, texts, None)
+    assert sum(r.rows for r in general) == len(texts)
+    assert_same_runs(fast, general)
+
+
+def test_rows_whose_keys_changed_in_the_window_are_left_out_as_on_the_general_path() -> None:
+    needs_compiled()
+    texts = unit_rows(100)
+    changed = {(int(t[0] or 0), (t[16] or b"").decode()) for t in texts[::7]}
+    fast, _ = _runs(SCHEMA, ("id", "code"), texts, ArrowFrames().chunk_encoding(), changed)
+    general, _ = _runs(SCHEMA, ("id", "code"), texts, None, changed)
+    assert sum(r.rows for r in general) == 100 - len(texts[::7])
+    assert_same_runs(fast, general)
+
+
+def test_every_text_of_every_column_lands_as_on_the_general_path() -> None:
+    """Each value of the value lists in a row of its own, so that none is left untried."""
+    needs_compiled()
+    for schema, value_lists, key in ((SCHEMA, VALUES, ("id", "code")),
+                                     (MORE, MORE_VALUES, ("id",))):
+        texts = []
+        for j, column in enumerate(schema.columns[1:], start=1):
+            for value in value_lists[column.name or ""]:
+                row = [str(len(texts) + 1).encode()] + [
+                    value_lists[c.name or ""][0] for c in schema.columns[1:]]
+                row[j] = value
+                texts.append(row)
+        fast, _ = _runs(schema, key, texts, ArrowFrames().chunk_encoding())
+        general, _ = _runs(schema, key, texts, None)
+        assert_same_runs(fast, general)
+
+
+def test_a_value_the_compiled_readers_refuse_makes_the_chunk_on_the_general_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DATETIME in a form the server does not print is read by Python's ``datetime``."""
+    needs_compiled()
+    monkeypatch.setattr(snapshot_frames, "general_frame", GENERAL_FRAME)
+    texts = more_rows(20)
+    texts[3][12] = b"2024-01-01T10:00:00"
+    fast, parts = _runs(MORE, ("id",), texts, ArrowFrames().chunk_encoding())
+    general, _ = _runs(MORE, ("id",), texts, None)
+    assert_same_runs(fast, general)
+    (_, _, frame), = decode_runs(parts[0].records)
+    assert frame.column("at3")[3].as_py() == dt.datetime(2024, 1, 1, 10)
+
+
+def test_a_row_cut_short_is_an_error_not_a_read_past_its_buffer() -> None:
+    needs_compiled()
+    read = ArrowFrames().chunk_encoding().row_reader(SCHEMA, ("id",), frozenset())
+    assert read is not None
+    whole = text_row(unit_rows(1)[0])
+    for cut in (1, 5, len(whole) - 1):
+        with pytest.raises(ValueError, match="row ends"):
+            read(whole[:cut], 0)
+
+
+def test_tables_the_encoding_does_not_take_are_read_as_changes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    encoding = ArrowFrames().chunk_encoding()
+    # Columns the filter leaves out, and columns named like the change metadata.
+    assert encoding.row_reader(SCHEMA, ("id",), frozenset({"secret"})) is None
+    clash = TableSchema("d", "t", (Column(0, ft.LONG, name="id"),
+                                   Column(1, ft.LONG, name="_op")), primary_key=(0,))
+    assert encoding.row_reader(clash, ("id",), frozenset()) is None
+    monkeypatch.setenv("CHANGESTREAM_PURE_PYTHON", "1")
+    assert encoding.row_reader(SCHEMA, ("id",), frozenset()) is None
+
+
+def test_the_frame_holds_the_chunks_metadata() -> None:
+    needs_compiled()
+    runs, parts = _runs(MORE, ("id",), more_rows(5), ArrowFrames().chunk_encoding())
+    (run,) = runs
+    frame = run.frame
+    assert frame.column("_op").to_pylist() == ["snapshot"] * 5
+    assert frame.column("_transaction_id").to_pylist() == ["snapshot-s1-1"] * 5
+    assert frame.column("_seq").to_pylist() == list(range(5))
+    assert frame.column("_commit_ts").to_pylist() == [READ_AT] * 5
+    assert frame.column("_binlog_file").to_pylist() == [STREAM.file] * 5
+    assert frame.column("_binlog_pos").to_pylist() == [STREAM.pos] * 5
+    assert [s.snapshot for s in run.spans] == [True]
+    assert run.spans[0].position == parts[0].position
+    assert parts[0].tables == {("shop", "more", "snapshot"): 5}
+    assert isinstance(frame.column("big").type, pa.DataType)

@@ -213,6 +213,16 @@ def _assert_the_walk_s_delta(run: TableRun) -> None:
             == (gone or None)
 
 
+@pytest.mark.parametrize("keys", [[3, 1, 2], [5], [1, 2, 1]])
+def test_a_batch_of_snapshot_rows_takes_the_walk_s_delta(keys: list[int]) -> None:
+    """A snapshot's rows: the delta made without a group-by when their keys are distinct
+    (each key deleted first: the mirror may have it), else on the general path."""
+    log = Binlog()
+    (run,) = table_runs([log.transaction([("snapshot", T, None, _row(k, i))])
+                         for i, k in enumerate(keys)])
+    _assert_the_walk_s_delta(run)
+
+
 def test_a_batch_of_inserts_of_a_composite_key_takes_the_walk_s_delta() -> None:
     schema = simple_schema("lines", ("id", "qty", "name"))
     schema = type(schema)(schema.database, schema.table, schema.columns, primary_key=(0, 1),

@@ -243,3 +243,20 @@ def test_the_frame_holds_the_chunks_metadata() -> None:
     assert run.spans[0].position == parts[0].position
     assert parts[0].tables == {("shop", "more", "snapshot"): 5}
     assert isinstance(frame.column("big").type, pa.DataType)
+
+
+def test_a_rows_key_is_the_decoders_values_of_its_key_columns() -> None:
+    """Integers read in C (the smallest BIGINT and leading zeros included), other key
+    columns by their converters: the keys the window's noted changes are compared with."""
+    needs_compiled()
+    read = ArrowFrames().chunk_encoding().row_reader(MORE, ("big", "zf", "body", "id"),
+                                                      frozenset())
+    general = _plan(MORE, ("big", "zf", "body", "id"), None).read_row
+    assert read is not None
+    texts = more_rows(300)
+    texts[0][5], texts[1][5] = b"-9223372036854775808", b"-0"
+    for text in texts:
+        row = text_row(text)
+        key, (buf, at) = read(b"\x00" + row, 1)
+        assert (buf[at:], at) == (row, 1)
+        assert key == general(row, 0)[0], text

@@ -11,6 +11,8 @@ conversion, as on the general path.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport strtod
 from libc.string cimport memcpy
@@ -68,33 +70,54 @@ cdef inline Py_ssize_t _value(const unsigned char* b, Py_ssize_t i, Py_ssize_t s
 cdef class KeyedRows:
     """Reads a text-protocol row at ``(buffer, offset)`` into ``(key, (buffer, offset))``:
     its key in the decoder's values (``key_converters``, for columns ``key_columns`` in key
-    order), and where it is, for :class:`ChunkColumns`. Every value is walked over, so a
-    row cut short is an error here."""
+    order; ``int`` is read here), and where it is, for :class:`ChunkColumns`. Every value
+    is walked over, so a row cut short is an error here."""
 
-    cdef int ncols
-    cdef tuple key_columns, key_converters
+    cdef int ncols, nkeys
+    cdef tuple key_converters
+    cdef bytes slots  # per column: its place in the key + 1 (0: not in it)
+    cdef bytes integers  # per key column: whether ``int`` reads it
 
     def __init__(self, int ncols, tuple key_columns, tuple key_converters):
-        self.ncols = ncols
-        self.key_columns = key_columns
+        if len(key_columns) > 250 or ncols < 1:
+            raise ValueError("a key of 1 to 250 columns, a row of at least one")
+        self.ncols, self.nkeys = ncols, len(key_columns)
         self.key_converters = key_converters
+        slots = bytearray(ncols)
+        for k, j in enumerate(key_columns):
+            slots[j] = k + 1
+        self.slots = bytes(slots)
+        self.integers = bytes([c is int for c in key_converters])
 
     def __call__(self, bytes buf, Py_ssize_t i):
         cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(buf)
+        cdef const unsigned char* slots = <const unsigned char*>PyBytes_AS_STRING(self.slots)
+        cdef const unsigned char* integers = \
+            <const unsigned char*>PyBytes_AS_STRING(self.integers)
         cdef Py_ssize_t size = PyBytes_GET_SIZE(buf), start = 0, n = 0, at = i
-        cdef int j, k, nkeys = len(self.key_columns)
-        cdef list raw = [None] * self.ncols if nkeys else None
+        cdef int j, k
+        cdef bint negative = False
+        cdef uint64_t u = 0
+        cdef tuple key = PyTuple_New(self.nkeys)
+        cdef object value
+        for k in range(self.nkeys):  # a tuple must be whole before anything sees it
+            Py_INCREF(None)
+            PyTuple_SET_ITEM(key, k, None)
         for j in range(self.ncols):
             at = _value(b, at, size, &start, &n)
-            if nkeys and n >= 0:
-                raw[j] = PyBytes_FromStringAndSize(<const char*>b + start, n)
-        if not nkeys:
-            return (), (buf, i)
-        key = []
-        for k in range(nkeys):
-            j = self.key_columns[k]
-            key.append(None if raw[j] is None else self.key_converters[k](raw[j]))
-        return tuple(key), (buf, i)
+            k = slots[j] - 1
+            if k < 0 or n < 0:
+                continue
+            if integers[k] and _integer(b + start, n, &negative, &u) == _OK and \
+                    u <= 0x7FFFFFFFFFFFFFFF:
+                value = -<int64_t>u if negative else <int64_t>u
+            else:
+                value = self.key_converters[k](
+                    PyBytes_FromStringAndSize(<const char*>b + start, n))
+            Py_INCREF(value)
+            Py_DECREF(None)
+            PyTuple_SET_ITEM(key, k, value)
+        return key, (buf, i)
 
 
 cdef inline bint _digit(unsigned char c) noexcept:
@@ -242,13 +265,18 @@ cdef class ChunkColumns:
     the decoder's converter of its text and the sink's conversion (``None``: none)."""
 
     cdef int ncols
-    cdef bytes kinds
-    cdef tuple types, widths, scales, converters, converts
+    cdef bytes kinds, scales  # read through their bytes (a scale is at most 38)
+    cdef const unsigned char* kind_of
+    cdef const unsigned char* scale_of
+    cdef tuple types, widths, converters, converts
 
     def __init__(self, bytes kinds, tuple types, tuple widths, tuple scales, tuple converters,
                  tuple converts):
         self.ncols = len(kinds)
-        self.kinds, self.types, self.widths, self.scales = kinds, types, widths, scales
+        self.kinds, self.scales = kinds, bytes(scales)
+        self.kind_of = <const unsigned char*>PyBytes_AS_STRING(self.kinds)
+        self.scale_of = <const unsigned char*>PyBytes_AS_STRING(self.scales)
+        self.types, self.widths = types, widths
         self.converters, self.converts = converters, converts
 
     def arrays(self, list rows):
@@ -276,7 +304,7 @@ cdef class ChunkColumns:
 
     cdef int _put(self, Column column, int j, const unsigned char* s, Py_ssize_t n) except -1:
         """One present value of column ``j`` (its text ``s``, ``n`` bytes)."""
-        cdef unsigned char kind = self.kinds[j]
+        cdef unsigned char kind = self.kind_of[j]
         cdef int result = _BAD
         cdef bint negative = False
         cdef uint64_t u = 0
@@ -305,7 +333,7 @@ cdef class ChunkColumns:
                 f = <float>d
                 memcpy(column.fixed(), &f, 4)
         elif kind == T_DECIMAL:
-            result = _decimal(s, n, self.scales[j], &unscaled)
+            result = _decimal(s, n, self.scale_of[j], &unscaled)
             if result == _OK:
                 memcpy(column.fixed(), &unscaled, 16)
         elif kind == T_DATE:

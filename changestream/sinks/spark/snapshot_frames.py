@@ -72,6 +72,10 @@ def column_kind(column: Column, field: FieldMapping) -> tuple[int, int]:
 class ArrowChunks:
     """The Spark sink's snapshot chunks (see the module docstring)."""
 
+    def __init__(self) -> None:
+        # By the schema object's id, holding the object (an id is unique while it lives).
+        self._plans: dict[int, tuple[TableSchema, _FramePlan]] = {}
+
     def row_reader(self, schema: TableSchema, key: Sequence[str],
                    excluded: frozenset[str]) -> RowReader | None:
         module = native()
@@ -88,39 +92,68 @@ class ArrowChunks:
     def records(self, database: str, table: str, schema: TableSchema,
                 rows: list[tuple[tuple[Any, ...], Any]], info: TransactionInfo,
                 after: Position) -> bytes:
+        known = self._plans.get(id(schema))
+        if known is None or known[0] is not schema:
+            if len(self._plans) > 64:
+                self._plans.clear()
+            known = self._plans[id(schema)] = (schema, _FramePlan(schema))
+        plan = known[1]
         try:
-            frame = chunk_frame(schema, rows, info)
+            frame = plan.frame(rows, info)
         except Exception:  # a value the compiled readers refuse (NotPlain, Arrow's errors)
             frame = general_frame(schema, rows, info, after)  # it says what is wrong
         return encode_frames([(schema, [(after, len(rows), True)], frame)])
 
 
+class _FramePlan:
+    """How a chunk of one table becomes its frame: the sink's fields, the compiled
+    columns' plan, the frame's schema (every column's before image kept)."""
+
+    def __init__(self, schema: TableSchema):
+        self.fields = table_mappings(schema)
+        kinds = [column_kind(c, f) for c, f in zip(schema.columns, self.fields)]
+        self.columns = native().ChunkColumns(
+            bytes(kind for kind, _ in kinds), tuple(f.arrow for f in self.fields),
+            tuple(width for _, width in kinds), tuple(c.scale or 0 for c in schema.columns),
+            tuple(values.converter(c) for c in schema.columns),
+            tuple(f.convert for f in self.fields))
+        self.schema = frame_schema_of(self.fields, range(len(self.fields)))
+
+    def frame(self, rows: list[tuple[tuple[Any, ...], Any]], info: TransactionInfo
+              ) -> pa.Table:
+        """The frame of a chunk's ``rows`` (each ``(key, (buffer, offset))``) delivered as
+        transaction ``info``: the change metadata, the values read by the compiled module,
+        every column's before image (NULL: none)."""
+        n = len(rows)
+        metadata = {
+            "_op": pa.repeat(pa.scalar(SNAPSHOT_OP, pa.string()), n),
+            "_transaction_id": pa.repeat(pa.scalar(info.id, pa.string()), n),
+            "_gtid": pa.nulls(n, pa.string()),
+            "_xid": pa.nulls(n, pa.string()),
+            "_commit_ts": pa.repeat(pa.scalar(info.commit_ts, _META_TYPES["_commit_ts"]), n),
+            "_seq": _numbers(n),
+            "_binlog_file": pa.repeat(pa.scalar(info.file, pa.string()), n),
+            "_binlog_pos": pa.repeat(pa.scalar(info.start, pa.int64()), n),
+        }
+        arrays = [metadata[f.name] for f in METADATA] + self.columns.arrays(rows) + \
+            [pa.nulls(n, f.arrow) for f in self.fields]
+        return pa.Table.from_arrays(arrays, schema=self.schema)
+
+
+_NUMBERS: list[pa.Array] = [pa.array([], pa.int64())]
+
+
+def _numbers(n: int) -> pa.Array:
+    """0 .. n-1 as int64 (a slice of one array kept, grown as needed)."""
+    if len(_NUMBERS[0]) < n:
+        _NUMBERS[0] = pa.array(range(max(n, 2 * len(_NUMBERS[0]))), pa.int64())
+    return _NUMBERS[0].slice(0, n)
+
+
 def chunk_frame(schema: TableSchema, rows: list[tuple[tuple[Any, ...], Any]],
                 info: TransactionInfo) -> pa.Table:
-    """The frame of a chunk's ``rows`` (each ``(key, (buffer, offset))``) delivered as
-    transaction ``info``: the change metadata, the values read by the compiled module,
-    every column's before image (NULL: none)."""
-    fields = table_mappings(schema)
-    kinds = [column_kind(c, f) for c, f in zip(schema.columns, fields)]
-    columns = native().ChunkColumns(
-        bytes(kind for kind, _ in kinds), tuple(f.arrow for f in fields),
-        tuple(width for _, width in kinds), tuple(c.scale or 0 for c in schema.columns),
-        tuple(values.converter(c) for c in schema.columns),
-        tuple(f.convert for f in fields))
-    n = len(rows)
-    metadata = {
-        "_op": pa.repeat(pa.scalar(SNAPSHOT_OP, pa.string()), n),
-        "_transaction_id": pa.repeat(pa.scalar(info.id, pa.string()), n),
-        "_gtid": pa.nulls(n, pa.string()),
-        "_xid": pa.nulls(n, pa.string()),
-        "_commit_ts": pa.repeat(pa.scalar(info.commit_ts, _META_TYPES["_commit_ts"]), n),
-        "_seq": pa.array(range(n), pa.int64()),
-        "_binlog_file": pa.repeat(pa.scalar(info.file, pa.string()), n),
-        "_binlog_pos": pa.repeat(pa.scalar(info.start, pa.int64()), n),
-    }
-    arrays = [metadata[f.name] for f in METADATA] + columns.arrays(rows) + \
-        [pa.nulls(n, f.arrow) for f in fields]
-    return pa.Table.from_arrays(arrays, schema=frame_schema_of(fields, range(len(fields))))
+    """The frame of a chunk's ``rows`` of ``schema`` (see :meth:`_FramePlan.frame`)."""
+    return _FramePlan(schema).frame(rows, info)
 
 
 def general_frame(schema: TableSchema, rows: list[tuple[tuple[Any, ...], Any]],

@@ -27,10 +27,14 @@ def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
     ops = rows.column("_op")
     after = [rows.column(name) for name in names]
     columns = [f.name for f in run.fields]
-    if pc.all(pc.equal(ops, "insert")).as_py() and distinct_keys(rows, names) == n:
-        # the common batch of inserts, each of a key of its own: no group-by
-        return rows.select(columns), None if append_new_keys else pa.table(
-            after, names=list(names))
+    only = pc.unique(ops).to_pylist() if n else []
+    if len(only) == 1 and only[0] in ("insert", "snapshot") and \
+            distinct_keys(rows, names) == n:
+        # the common batch of inserts, or of a snapshot's rows, each of a key of its own:
+        # no group-by; a snapshot's rows may replace rows the mirror has
+        keys = pa.table(after, names=list(names))
+        return rows.select(columns), None if append_new_keys and only[0] == "insert" \
+            else keys
     before = [rows.column(f"{BEFORE_PREFIX}{i}") for i in run.schema.primary_key or ()]
     # Every row is an event of its key, ordered 2i+1; an update that moves a key is also an
     # event of its old key just before it (2i), which leaves that key gone. Per key, its

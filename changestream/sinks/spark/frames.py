@@ -118,13 +118,19 @@ class TableRun:
         self._frame = None
 
     def add_frame(self, frame: pa.Table, spans: list[Span]) -> None:
-        """Append rows a decode worker already made into this run's frame (``spans``:
-        which transactions they belong to)."""
+        """Append rows a decode worker or a snapshot already made into this run's frame
+        (``spans``: which transactions they belong to)."""
         if self._changes:  # the rows before them, first
             self._pieces.append(_changes_table(self, self._changes))
             self._changes = []
-        # The frame holds every before image; the run takes the ones its schema keeps.
-        self._pieces.append(frame.select(frame_schema(self).names))
+        # A worker's frame holds every before image, a snapshot's none (its rows have
+        # none: NULL); the run takes the ones its schema keeps.
+        schema = frame_schema(self)
+        names = set(frame.column_names)
+        for column in schema:
+            if column.name not in names:
+                frame = frame.append_column(column, pa.nulls(frame.num_rows, column.type))
+        self._pieces.append(frame.select(schema.names))
         self.spans.extend(spans)
         self._frame = None
 

@@ -4,8 +4,9 @@ hands out: :class:`changestream.snapshot.encodings.ChunkEncoding`).
 
 A row is read as its key and where it is (:class:`KeyedRows`); a chunk's rows to deliver
 are read into Arrow column buffers (:class:`ChunkColumns`) and become the frame the general
-path makes of their ``snapshot`` changes (``frames.table_runs(parts, all_before=True)``),
-handed over as :func:`.frames.encode_frames` writes it. Without the compiled module
+path makes of their ``snapshot`` changes once a run takes it (their before images, all
+NULL, are left to ``TableRun.add_frame``), handed over as :func:`.frames.encode_frames`
+writes it. Without the compiled module
 (``CHANGESTREAM_PURE_PYTHON=1`` does as if), for a table with columns the filter leaves
 out or named like the change metadata, snapshot rows are changes as before; a chunk whose
 values the compiled readers refuse is made on the general path."""
@@ -107,7 +108,7 @@ class ArrowChunks:
 
 class _FramePlan:
     """How a chunk of one table becomes its frame: the sink's fields, the compiled
-    columns' plan, the frame's schema (every column's before image kept)."""
+    columns' plan, the frame's schema."""
 
     def __init__(self, schema: TableSchema):
         self.fields = table_mappings(schema)
@@ -117,13 +118,13 @@ class _FramePlan:
             tuple(width for _, width in kinds), tuple(c.scale or 0 for c in schema.columns),
             tuple(values.converter(c) for c in schema.columns),
             tuple(f.convert for f in self.fields))
-        self.schema = frame_schema_of(self.fields, range(len(self.fields)))
+        self.schema = frame_schema_of(self.fields, ())  # no before images: NULL
 
     def frame(self, rows: list[tuple[tuple[Any, ...], Any]], info: TransactionInfo
               ) -> pa.Table:
         """The frame of a chunk's ``rows`` (each ``(key, (buffer, offset))``) delivered as
-        transaction ``info``: the change metadata, the values read by the compiled module,
-        every column's before image (NULL: none)."""
+        transaction ``info``: the change metadata and the values read by the compiled
+        module; no before image (a run adds its NULL columns: ``TableRun.add_frame``)."""
         n = len(rows)
         metadata = {
             "_op": pa.repeat(pa.scalar(SNAPSHOT_OP, pa.string()), n),
@@ -135,8 +136,7 @@ class _FramePlan:
             "_binlog_file": pa.repeat(pa.scalar(info.file, pa.string()), n),
             "_binlog_pos": pa.repeat(pa.scalar(info.start, pa.int64()), n),
         }
-        arrays = [metadata[f.name] for f in METADATA] + self.columns.arrays(rows) + \
-            [pa.nulls(n, f.arrow) for f in self.fields]
+        arrays = [metadata[f.name] for f in METADATA] + self.columns.arrays(rows)
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
 

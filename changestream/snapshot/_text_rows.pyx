@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Compiled snapshot rows: a text-protocol row to its record's ``after`` and ``primary_key``
 JSON, and a chunk's records composed, as :mod:`changestream.snapshot.row_readers` and
-:func:`changestream.snapshot.coordinator.chunk_records` do in Python (the same bytes; the
+:func:`changestream.snapshot.encodings.chunk_records` do in Python (the same bytes; the
 tests hold both to it). Built by the install script; without it the Python path runs.
 """
 
@@ -181,7 +181,7 @@ def chunk_lines(list rows, bytes head, bytes transaction, bytes size, bytes posi
                 bytes tail, bint keyed=False):
     """A chunk's records: for each ``(after, primary_key)`` of ``rows`` (JSON; ``keyed``:
     each ``(key, (after, primary_key))``), ``head``, the row's JSON, its sequence number
-    twice, and the parts between, as :func:`changestream.snapshot.coordinator.chunk_records`
+    twice, and the parts between, as :func:`changestream.snapshot.encodings.chunk_records`
     joins them. Written into one bytes object of the size measured first, the copies
     without the interpreter lock (the snapshot's readers parse meanwhile)."""
     cdef Py_ssize_t seq, n = len(rows), last = n - 1, total = 0, width

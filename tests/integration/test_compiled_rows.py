@@ -184,3 +184,56 @@ def test_compiled_frames_are_what_the_general_path_makes(server: Any,
     if taken is None:
         pytest.skip("the compiled Arrow path is not built")
     assert taken >= 0.9 * len(segments), (taken, len(segments))
+
+
+def test_snapshot_frames_are_what_the_general_path_makes(
+        server: Any, fresh_database: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot of the same table into the Spark sink: each chunk's frame read from the
+    server's text by the compiled module is the one the general path makes of the chunk's
+    ``snapshot`` changes, value for value and type for type (on every live server)."""
+    pytest.importorskip("pyarrow")
+    from changestream.model.changes import Position
+    from changestream.sinks.spark import snapshot_frames
+    from changestream.sinks.spark.frames import table_runs
+    from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator
+    from changestream.snapshot.progress import SnapshotProgress
+    from changestream.snapshot.reader import ChunkReader
+    from tests.unit.test_snapshot_frames import assert_same_runs
+
+    if snapshot_frames.native() is None:
+        pytest.skip("the compiled snapshot frames module is not built")
+    db = fresh_database
+    _workload(server, db, random.Random(f"{server.url}-snapshot"))
+    general_frames = []
+
+    def general_frame(*args: Any) -> Any:
+        general_frames.append(args)
+        return general(*args)
+
+    general = snapshot_frames.general_frame
+    monkeypatch.setattr(snapshot_frames, "general_frame", general_frame)
+    runs = {}
+    for name, encoding in (("fast", snapshot_frames.ArrowChunks()), ("general", None)):
+        reader = ChunkReader(server.connect, 150, encoding)
+        try:
+            plan = reader.plan(db, "v")
+            assert plan is not None and (plan.encoding is None) == (encoding is None)
+            coordinator = SnapshotCoordinator(SnapshotProgress("s", (plan.name,)))
+            parts, after = [], None
+            while True:
+                chunk = reader.read(plan, after, ("", 0))
+                chunk.read_at = dt.datetime(2026, 11, 27, tzinfo=dt.UTC)  # both alike
+                delivered = coordinator.deliver(
+                    ChunkOffer(plan, chunk), Position("binlog.000001", 4),
+                    lambda p: Position("binlog.000001", 4, snapshot=p.as_dict()))
+                assert delivered is not None
+                parts += delivered[0]
+                after = chunk.last_key
+                if chunk.done:
+                    break
+        finally:
+            reader.close()
+        runs[name] = table_runs(parts)
+    assert sum(r.rows for r in runs["general"]) > 500
+    assert_same_runs(runs["fast"], runs["general"])
+    assert general_frames == []  # every chunk read by the compiled module

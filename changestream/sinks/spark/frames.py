@@ -124,12 +124,18 @@ class TableRun:
             self._pieces.append(_changes_table(self, self._changes))
             self._changes = []
         # A worker's frame holds every before image, a snapshot's none (its rows have
-        # none: NULL); the run takes the ones its schema keeps.
+        # none: NULL); the run takes the ones its schema keeps. Any other column missing
+        # is a frame made for another shape: refused, never filled.
         schema = frame_schema(self)
         names = set(frame.column_names)
+        snapshot_only = all(span.snapshot for span in spans)
         for column in schema:
-            if column.name not in names:
-                frame = frame.append_column(column, pa.nulls(frame.num_rows, column.type))
+            if column.name in names:
+                continue
+            if not (snapshot_only and column.name.startswith(BEFORE_PREFIX)):
+                raise SinkError(f"spark sink: a frame of {self.name} lacks column "
+                                f"{column.name!r} of the run it joins")
+            frame = frame.append_column(column, pa.nulls(frame.num_rows, column.type))
         self._pieces.append(frame.select(schema.names))
         self.spans.extend(spans)
         self._frame = None

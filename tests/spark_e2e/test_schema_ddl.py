@@ -7,6 +7,7 @@ and no mirror is left for a table that no longer exists."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +61,13 @@ def _print_changelog(spark: Any, changelog: str) -> None:
 
 
 def test_mirrors_follow_every_ddl_of_the_workload(source: tuple[Any, str, str], spark: Any,
-                                                  tmp_path: Path) -> None:
+                                                  tmp_path: Path,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
     server, metadata, kept = source
+    # Shown with a failure: each run's start and stop, each batch landed and the position
+    # each table held when the sink first looked.
+    caplog.set_level(logging.INFO, logger="changestream")
+    caplog.set_level(logging.DEBUG, logger="changestream.sinks.spark")
     prefix = "s_"
     # A session keeps a catalog's folder: one catalog per case.
     catalog = f"ddl_{server.flavor}_{metadata.lower()}_{kept}"

@@ -49,7 +49,8 @@ from changestream.encoding.records import commit_time_text, json_default
 from changestream.encoding.temporal_text import FormatCache
 from changestream.parallel.segment_encoder import EncodedTransaction
 from changestream.transactions.groups import gtid_commit_time, utc_time
-from changestream.transactions.plain import MYSQL_GTID_EVENTS, mariadb_group_is_plain, query_kind
+from changestream.decoding.query_kind import query_kind
+from changestream.transactions.plain import MYSQL_GTID_EVENTS, mariadb_group_is_plain
 from changestream.transactions.row_shapes import ShapeCache
 
 _VALUE_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS

@@ -23,6 +23,7 @@ import zstandard
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_CRC32, HEADER_SIZE, EventDecoder
 from changestream.decoding.events import Event, TableMapEvent
+from changestream.decoding.query_kind import query_kind
 from changestream.decoding.statements import BEGIN, COMMIT
 from changestream.decoding.table_map import TableMapFormatError, identity_start, parse_table_map
 from changestream.decoding.table_schema import TableSchema, may_hold_address
@@ -31,7 +32,7 @@ from changestream.native import compiled
 from changestream.parallel.decode_workers import DecodeWorkers, RawEventData, Segment, SegmentTicket
 from changestream.parallel.payloads import plain_payload_size
 from changestream.sources.raw import RawEvent
-from changestream.transactions.plain import opens_plain_group, query_kind
+from changestream.transactions.plain import opens_plain_group
 
 _ROW_TYPES = frozenset({*et.ROWS_KINDS, et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS})
 _HEARTBEATS = frozenset({et.HEARTBEAT, et.HEARTBEAT_V2})

@@ -23,8 +23,11 @@ import pymysql
 
 from changestream.decoding import event_types as et
 from changestream.decoding.ddl import parse_ddl
+from changestream.decoding.event_decoder import CHECKSUM_CRC32
 from changestream.decoding.events import QueryEvent
+from changestream.decoding.query_kind import query_kind
 from changestream.decoding.query_status import parse_query_status
+from changestream.decoding.statements import BEGIN, COMMIT
 from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConfigError
 from changestream.schema.catalog import collation_ids, quote, read_definition
@@ -276,22 +279,44 @@ def scan_server_id(server_id: int) -> int:
 
 def scan_queries(source: LiveSource | FileSource, head: tuple[str, int]) -> Iterator[QueryEvent]:
     """The QUERY events ``source`` (not blocking) reads before ``head``; no other event is
-    decoded. The source is stopped at the end."""
+    decoded but each file's FORMAT_DESCRIPTION, nor the BEGIN and COMMIT around each
+    transaction (told from their bytes: a backlog of small transactions holds one each).
+    The source is stopped at the end."""
+    end_file, end_pos = head
     end = binlog_order(*head)
+    file: str | None = None
+    before_end_file = True  # the current file comes before the head's
     try:
         for raw in source.raw_events():
             if raw is None:
                 continue
-            data = raw.data
-            artificial = _U16(data, 17)[0] & et.LOG_EVENT_ARTIFICIAL_F
-            if artificial or data[4] in (et.FORMAT_DESCRIPTION, et.ROTATE):
-                continue
-            if binlog_order(raw.file, raw.offset) >= end:
+            if raw.file != file:  # a file's order is worked out once
+                file = raw.file
+                if binlog_order(file, 0)[:2] > end[:2]:
+                    return
+                before_end_file = file != end_file
+            if not before_end_file and raw.offset >= end_pos:
                 return
-            if data[4] in (et.QUERY, et.MARIADB_QUERY_COMPRESSED):
-                assert source.decoder is not None
-                event = source.decoder.decode(data, raw.file, raw.offset)
-                if isinstance(event, QueryEvent):
-                    yield event
+            data = raw.data
+            code = data[4]
+            decoder = source.decoder
+            assert decoder is not None
+            if code == et.FORMAT_DESCRIPTION:
+                # A file's checksum and post-header lengths (a file source learns them
+                # nowhere else); once a file.
+                decoder.decode(data, raw.file, raw.offset)
+                continue
+            if code != et.QUERY and code != et.MARIADB_QUERY_COMPRESSED:
+                continue
+            if _U16(data, 17)[0] & et.LOG_EVENT_ARTIFICIAL_F:
+                continue
+            if code == et.QUERY and query_kind(
+                    data, decoder.post_header_length(et.QUERY),
+                    len(data) - (4 if decoder.checksum_alg == CHECKSUM_CRC32 else 0)
+            ) in (BEGIN, COMMIT):
+                continue
+            event = decoder.decode(data, raw.file, raw.offset)
+            if isinstance(event, QueryEvent):
+                yield event
     finally:
         source.stop()

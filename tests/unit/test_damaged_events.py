@@ -21,6 +21,7 @@ from changestream.decoding import event_types as et
 from changestream.decoding import field_types as ft
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.gtid_tagged import decode_gtid_set
+from changestream.decoding.query_kind import query_kind
 from changestream.decoding.rows import RowImageDecoder, RowsFormatError
 from changestream.decoding.statements import OTHER
 from changestream.decoding.table_map import TableMapFormatError, parse_table_map
@@ -31,7 +32,7 @@ from changestream.native import compiled
 from changestream.parallel.decode_workers import Segment
 from changestream.sinks.spark.worker_encoding import ARROW_FRAMES
 from changestream.transactions.groups import Finished
-from changestream.transactions.plain import opens_plain_group, query_kind
+from changestream.transactions.plain import opens_plain_group
 from changestream.transactions.resume_point import ResumePoint
 from tests.binlog_bytes import binlog, event, format_description
 from tests.fuzz_binlogs import event_frames

@@ -84,9 +84,26 @@ class MysqlGtidSet:
         self._intervals[(sid, tag)] = merged
 
     def add_all(self, gtids: Sequence[str]) -> None:
-        """Add each of ``gtids``."""
+        """Add each of ``gtids``: a run of consecutive numbers of one server (what a decode
+        worker's segment holds) as one interval, each server UUID checked once."""
+        normal: dict[str, str] = {}
+        run: str | None = None  # the run's GTIDs' text before their numbers
+        sid = tag = ""
+        start = end = 0
         for gtid in gtids:
-            self.add(gtid)
+            head, _, number = gtid.rpartition(":")
+            gno = int(number)
+            if head == run and gno == end + 1:
+                end = gno
+                continue
+            if run is not None:
+                self._add_interval(sid, tag, start, end)
+            raw_sid, _, raw_tag = head.partition(":")
+            sid = normal.get(raw_sid) or normal.setdefault(raw_sid, _normal_uuid(raw_sid))
+            tag = raw_tag.lower()
+            run, start, end = head, gno, gno
+        if run is not None:
+            self._add_interval(sid, tag, start, end)
 
     def add(self, gtid: str) -> None:
         """Add one GTID, ``uuid:gno`` or ``uuid:tag:gno``."""

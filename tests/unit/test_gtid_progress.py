@@ -240,3 +240,29 @@ def test_add_all_is_adding_each_in_order() -> None:
         mysql.add(f"{uuid}:{gno}")
     mysql_all.add_all([f"{uuid}:{gno}" for gno in (1, 2, 5, 3)])
     assert mysql_all == mysql and mysql_all.render() == f"{uuid}:1-3:5"
+
+
+def test_add_all_gives_what_adding_one_at_a_time_gives() -> None:
+    """Runs of consecutive numbers are added as intervals: any order, repeats, gaps, tags,
+    two servers and a UUID written in capitals give the set one add at a time gives."""
+    import random
+
+    rng = random.Random(35)
+    heads = [A, B, f"{A}:tag_a", B.upper(), f"{B}:Other"]
+    for _ in range(200):
+        gtids, gno = [], rng.randint(1, 50)
+        for _ in range(rng.randint(0, 60)):
+            gno = gno + 1 if rng.random() < 0.7 else max(1, gno + rng.randint(-20, 20))
+            gtids.append(f"{rng.choice(heads) if rng.random() < 0.2 else heads[0]}:{gno}")
+        start = MysqlGtidSet(f"{A}:1-3:7") if rng.random() < 0.5 else MysqlGtidSet()
+        one_by_one, together = start.copy(), start.copy()
+        for gtid in gtids:
+            one_by_one.add(gtid)
+        together.add_all(gtids)
+        assert together.render() == one_by_one.render(), gtids
+
+
+def test_add_all_refuses_what_add_refuses() -> None:
+    for bad in (["not-a-uuid:5"], [f"{A}:x"], ["5"]):
+        with pytest.raises(ValueError):
+            MysqlGtidSet().add_all(bad)

@@ -10,6 +10,7 @@ from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
 
 from changestream.native.json_text cimport Buffer, put_text, valid_utf8
+from changestream.native.text_protocol cimport text_value
 
 # Column kinds (row_readers.KINDS names them).
 cdef enum:
@@ -60,7 +61,7 @@ cdef class RowEncoder:
     def __call__(self, bytes buf, Py_ssize_t i):
         cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(buf)
         cdef Py_ssize_t size = PyBytes_GET_SIZE(buf)
-        cdef Py_ssize_t n, start, j, k, width
+        cdef Py_ssize_t n, start, j, k
         cdef unsigned char kind, c
         cdef bint null, generic
         cdef Buffer out = self.out
@@ -68,27 +69,10 @@ cdef class RowEncoder:
         cdef list values = [None] * self.ncols
         out.size = 0
         for j in range(self.ncols):
-            if i >= size:
-                raise ValueError("a row ends before its last column")
-            n = b[i]
-            null = False
-            if n < 251:
-                start = i + 1
-            elif n == 251:
-                null = True
-                start = i + 1
+            i = text_value(b, i, size, &start, &n)
+            null = n < 0
+            if null:
                 n = 0
-            else:
-                width = 2 if n == 0xFC else 3 if n == 0xFD else 8
-                if i + 1 + width > size:
-                    raise ValueError("a row ends inside a value's length")
-                n = 0
-                for k in range(width - 1, -1, -1):
-                    n = (n << 8) | b[i + 1 + k]
-                start = i + 1 + width
-            if start + n > size:
-                raise ValueError("a row ends inside a value")
-            i = start + n
             kind = self.kinds[j]
             if not null and self.key_converters[j] is not None:
                 values[j] = PyBytes_FromStringAndSize(<const char*>b + start, n)

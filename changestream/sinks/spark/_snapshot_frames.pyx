@@ -19,6 +19,7 @@ from libc.string cimport memcpy
 
 from changestream.native.binlog_values cimport int128_t
 from changestream.native.json_text cimport valid_utf8
+from changestream.native.text_protocol cimport text_value
 from changestream.sinks.spark._arrow_walk cimport Column
 
 # How a column's text becomes its Arrow value (snapshot_frames.py numbers them alike).
@@ -38,33 +39,6 @@ cdef enum:
     _BAD = -1  # a text this reader does not take: the Python converters read it
     _NULL = 0
     _OK = 1
-
-
-cdef inline Py_ssize_t _value(const unsigned char* b, Py_ssize_t i, Py_ssize_t size,
-                              Py_ssize_t* start, Py_ssize_t* n) except -1:
-    """The length-encoded value at ``b[i]``: its ``start`` and length ``n`` (-1: NULL);
-    returns the offset after it."""
-    cdef Py_ssize_t length, width, k
-    if i >= size:
-        raise ValueError("a row ends before its last column")
-    length = b[i]
-    if length < 251:
-        start[0] = i + 1
-    elif length == 251:
-        start[0], n[0] = i + 1, -1
-        return i + 1
-    else:
-        width = 2 if length == 0xFC else 3 if length == 0xFD else 8
-        if i + 1 + width > size:
-            raise ValueError("a row ends inside a value's length")
-        length = 0
-        for k in range(width - 1, -1, -1):
-            length = (length << 8) | b[i + 1 + k]
-        start[0] = i + 1 + width
-    if start[0] + length > size:
-        raise ValueError("a row ends inside a value")
-    n[0] = length
-    return start[0] + length
 
 
 cdef class KeyedRows:
@@ -104,7 +78,7 @@ cdef class KeyedRows:
             Py_INCREF(None)
             PyTuple_SET_ITEM(key, k, None)
         for j in range(self.ncols):
-            at = _value(b, at, size, &start, &n)
+            at = text_value(b, at, size, &start, &n)
             k = slots[j] - 1
             if k < 0 or n < 0:
                 continue
@@ -295,7 +269,7 @@ cdef class ChunkColumns:
             b = <const unsigned char*>PyBytes_AS_STRING(buf)
             size = PyBytes_GET_SIZE(buf)
             for j in range(self.ncols):
-                at = _value(b, at, size, &start, &n)
+                at = text_value(b, at, size, &start, &n)
                 if n < 0:
                     (<Column>columns[j]).null()
                 else:

@@ -255,14 +255,14 @@ class Segmenter:
         segment. No for a table a snapshot tracks or a TABLE_MAP that cannot be read
         (decoded here, where the error names the place)."""
         data = raw.data
-        logged = self._logged(data)
+        key = self._key(data)
+        logged = self._logged(data, key=key)
         if logged is not None:
             return logged
         decoder = self.decoder
         if decoder.table_maps_epoch != self._epoch or decoder.table_filter is not self._filter:
             self._resolved.clear()  # a DDL or a new table filter since they were resolved
             self._epoch, self._filter = decoder.table_maps_epoch, decoder.table_filter
-        key = self._key(data)
         if key in self._resolved:
             schema = self._resolved[key]
         else:
@@ -286,14 +286,16 @@ class Segmenter:
         end = len(data) - tail if body_end is None else body_end
         return data[HEADER_SIZE + identity_start(post):end]
 
-    def _logged(self, data: bytes, body_end: int | None = None) -> bool | None:
+    def _logged(self, data: bytes, body_end: int | None = None, key: bytes | None = None
+                ) -> bool | None:
         """Whether a TABLE_MAP logs everything a worker needs (its columns' names, and no
         column that may be MariaDB's UUID/INET6/INET4): ``None`` when it does not, ``False``
         for a table a snapshot tracks or one that cannot be read; cached by its bytes but
         for the table id."""
         tail, _, post = self._layout()
         end = len(data) - tail if body_end is None else body_end
-        key = data[HEADER_SIZE + identity_start(post):end]
+        if key is None:  # the caller may have it already
+            key = self._key(data, body_end)
         kept = self.kept_here
         if kept is not None and kept.version != self._kept_version:
             self._names_logged.clear()

@@ -39,8 +39,11 @@ def add_parser(sub: Any) -> None:
                    help="where decoded rows wait to be landed (default: in the warehouse); "
                    "the driver and every executor must reach it")
     p.add_argument("--commit-rows", type=int, default=1_000_000, metavar="N",
-                   help="append a table's changelog in commits of about N rows (default "
-                   "1,000,000; each commit is a Spark job)")
+                   help="land a table's changelog and mirror in commits of about N rows "
+                   "(default 1,000,000; the rows of a commit are held in memory)")
+    p.add_argument("--decode-on", choices=("auto", "local", "spark"), default="auto",
+                   help="where units are decoded: auto (processes of this machine on a "
+                   "local master, else Spark's executors; the default), local or spark")
     p.add_argument("--keep-staging", action="store_true",
                    help="leave the staged files when done")
     p.add_argument("--schema-history", choices=("auto", "on", "off"),
@@ -76,7 +79,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         split = parse_size(args.split_size)
         config = config_from_args(argparse.Namespace(
             **{k: v for k, v in vars(args).items()
-               if k not in ("format", "paths", "commit_rows", "schema_history")}))
+               if k not in ("format", "paths", "commit_rows", "schema_history",
+                           "decode_on")}))
         configure_logging(config.log.level, json_lines=config.log.json)
         if config.sink.spec != "spark:iceberg":
             raise ConfigError(f"sink {config.sink.spec!r}: backfill lands into a spark:iceberg "
@@ -89,6 +93,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         settings = BackfillSettings(split_bytes=split, staging=args.staging,
                                     commit_rows=args.commit_rows,
                                     keep_staging=args.keep_staging,
+                                    decode_on=args.decode_on,
                                     change_filter=None if only.everything else only,
                                     schema_history=args.schema_history
                                     or config.schema.history,

@@ -16,10 +16,8 @@ import contextlib
 import datetime as dt
 import logging
 import signal
-import socket
 import struct
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -36,6 +34,7 @@ from changestream.model.errors import ChangestreamError, SourceError
 from changestream.parallel.channel import Channel
 from changestream.parallel.encodings import Payload, load_encoding
 from changestream.parallel.payloads import unpacked_segment
+from changestream.parallel.processes import reap, start_python
 from changestream.parallel.segment_encoder import EncodedTransaction
 from changestream.transactions.assembler import TransactionAssembler
 from changestream.transactions.filters import ChangeFilter
@@ -221,7 +220,7 @@ class DecodeWorkers:
             connection.close()  # the worker's next read or write fails, and it ends
         # Waited for: a process that ran the router then owns the workers' CPU time, as a
         # process's children's.
-        _reap(self._processes)
+        reap(self._processes)
 
 
 # -- the worker process -------------------------------------------------------------------
@@ -380,39 +379,12 @@ class _Worker:
         return runs
 
 
-def _reap(processes: list[subprocess.Popen[bytes]]) -> None:
-    """End closed workers at once and wait for them. A worker holds nothing that outlives
-    its connection, and one still starting would otherwise finish importing its modules
-    before it saw the connection closed."""
-    for process in processes:
-        if process.poll() is None:
-            with contextlib.suppress(OSError):
-                process.terminate()
-    for process in processes:
-        try:
-            process.wait(5.0)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(2.0)
-
-
 def _start_worker(index: int, settings: WorkerSettings, run_changes: int
                   ) -> tuple[Channel, subprocess.Popen[bytes]]:
-    """A worker process and the connection to it. A plain interpreter started on
-    :func:`worker_main`, not a multiprocessing process: that would start multiprocessing's
-    resource tracker beside the workers (another interpreter) and import the
-    router's main module into each worker."""
-    ours, theirs = socket.socketpair()
-    # The router's import path, as multiprocessing would hand it on.
-    code = (f"import sys; sys.path[:] = {sys.path!r}; from changestream.parallel."
-            f"decode_workers import worker_main; worker_main({theirs.fileno()})")
-    try:
-        process = subprocess.Popen([sys.executable, "-c", code, f"changestream-decoder-{index}"],
-                                   pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
-    finally:
-        theirs.close()
-    connection = Channel(ours)
+    """A worker process (:func:`~changestream.parallel.processes.start_python` on
+    :func:`worker_main`) and the connection to it, its settings sent."""
+    connection, process = start_python("changestream.parallel.decode_workers", "worker_main",
+                                       f"changestream-decoder-{index}")
     connection.send((settings, run_changes))
     return connection, process
 

@@ -1,5 +1,5 @@
 """``changestream backfill``: archived binlog files into Iceberg changelog and mirror tables,
-decoded in parallel on Spark (see :mod:`.driver`)."""
+decoded in parallel (see :mod:`.driver`)."""
 
 from .driver import BackfillReport, BackfillSettings, run_backfill
 from .planning import BackfillUnit, plan_units

@@ -37,6 +37,8 @@ from .planning import BackfillUnit
 
 #: Rows of one unit are numbered ``unit index << ROW_BITS | row``: binlog order across units.
 ROW_BITS = 40
+#: The column of a staged piece that holds that number.
+ROW_COLUMN = "_row"
 MANIFEST = "manifest.pkl"
 ERROR = "error.txt"
 
@@ -230,7 +232,7 @@ class _Stager:
                               self.unit.path, self.unit.start)
         frame = run.frame
         rows = frame.num_rows
-        numbered = frame.append_column("_row", pa.array(
+        numbered = frame.append_column(ROW_COLUMN, pa.array(
             range(self.next_row, self.next_row + rows), pa.int64()))
         self.next_row += rows
         path = self.folder / f"piece-{self.pieces:05d}.parquet"

@@ -1,19 +1,19 @@
 """``run_backfill``: archived binlog files into an Iceberg warehouse's changelog and mirror
-tables, decoded in parallel on Spark's executors (docs/sinks.md, "Backfilling archived binlogs").
+tables, decoded in parallel (docs/sinks.md, "Backfilling archived binlogs").
 
-The files are cut into units (:mod:`.planning`); one Spark job decodes them into Arrow frames
-staged as Parquet (:mod:`.decoding`; units a killed run staged are not decoded again); the
-driver lands them in binlog order as they appear (:mod:`.landing`: changelogs appended about
-every million rows, mirrors by one MERGE per table, cut only at a DDL the mirrors follow or a
-changed shape); the last position is committed as the warehouse's, where ``changestream run``
-goes on. A killed backfill run again with the same files lands the same tables."""
+The files are cut into units (:mod:`.planning`); processes of this machine (a local Spark
+master) or a Spark job on the executors decode them into Arrow frames staged as Parquet
+(:mod:`.decode_jobs`, :mod:`.decoding`; units a killed run staged are not decoded again);
+the driver lands them in binlog order as they appear (:mod:`.landing`: each table's
+changelog and mirror about every million rows, by commits the driver writes, and before a
+DDL the mirrors follow or a changed shape); the last position is committed as the
+warehouse's, where ``changestream run`` goes on. A killed backfill run again with the same
+files lands the same tables."""
 
 from __future__ import annotations
 
 import logging
-import re
 import shutil
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from changestream.model.changes import Position
-from changestream.model.errors import ChangestreamError, ConfigError, SinkError, SourceError
+from changestream.model.errors import ChangestreamError, ConfigError, SinkError
 from changestream.model.modes import HISTORY_MODES
 from changestream.sinks.spark import positions
 from changestream.sinks.spark.iceberg.ddl import mirrored_ddl
@@ -29,16 +29,8 @@ from changestream.sinks.spark.session import proleptic_parquet
 from changestream.sinks.spark.types import table_mappings
 from changestream.transactions.filters import ChangeFilter
 
-from .decoding import (
-    ERROR,
-    DdlItem,
-    StagedPiece,
-    UnitManifest,
-    decode_unit,
-    read_error,
-    read_manifest,
-    unit_folder,
-)
+from .decode_jobs import DECODE_PLACES, decode_job, first_line
+from .decoding import DdlItem, StagedPiece, UnitManifest, read_manifest
 from .landing import BackfillLanding, StagedRun
 from .names import UnitNames, files_flavor_and_names, record_history
 from .planning import BackfillUnit, plan_digest, plan_units
@@ -48,8 +40,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("changestream.backfill")
 
-#: A table's changelog rows are appended once this many have gathered (and before a DDL,
-#: a change of shape, and at the end): each append is a Spark job and an Iceberg commit.
+#: A table's changelog and mirror take its rows once this many have gathered (and before a
+#: DDL, a change of shape, and at the end): an Iceberg commit each, and the rows in memory.
 CHANGELOG_COMMIT_ROWS = 1_000_000
 
 
@@ -62,13 +54,19 @@ class BackfillSettings:
     staging: str | None = None  # default: <warehouse>/_changestream_backfill/<plan digest>
     keep_staging: bool = False
     change_filter: ChangeFilter | None = None  # the tables and columns landed
-    commit_rows: int = CHANGELOG_COMMIT_ROWS  # a table's changelog rows per commit
+    commit_rows: int = CHANGELOG_COMMIT_ROWS  # a table's rows per commit
     # Column names for files that do not log them (binlog_row_metadata=MINIMAL): learnt
     # from the files' DDL ("auto": when the files' first TABLE_MAPs lack names).
     schema_history: str = "auto"
     shadow_server: str | None = None  # the shadow server's program (None: on the PATH)
+    # Where units are decoded: "auto" (processes of this machine on a local master, else
+    # the executors), "local" or "spark" (decode_jobs.py).
+    decode_on: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.decode_on not in DECODE_PLACES:
+            raise ConfigError(f"backfill: --decode-on {self.decode_on!r} is not one of "
+                              f"{', '.join(DECODE_PLACES)}")
         if self.schema_history not in HISTORY_MODES:
             raise ConfigError(f"backfill: --schema-history {self.schema_history!r} is not "
                               f"one of {', '.join(HISTORY_MODES)}")
@@ -119,8 +117,8 @@ def run_backfill(spark: SparkSession, catalog: str, warehouse: str, paths: list[
         raise SinkError(f"backfill: cannot open warehouse {warehouse}: {exc}") from exc
     report = BackfillReport(files=len({u.path for u in units}), units=len(units))
     todo = [u for u in units if read_manifest(staging, u.index) is None]
-    job = _DecodeJob(spark, todo, staging, settings.chunk_changes, settings.change_filter,
-                     _unit_names(todo, units, settings))
+    job = decode_job(spark, settings.decode_on, todo, staging, settings.chunk_changes,
+                     settings.change_filter, _unit_names(todo, units, settings))
     report.units_decoded = len(job.units)
     job.start()
     walk = _Walk(spark, landing, settings.commit_rows)
@@ -136,7 +134,7 @@ def run_backfill(spark: SparkSession, catalog: str, warehouse: str, paths: list[
                 raise
             except Exception as exc:  # Spark's, through Py4J: a line, not a Java trace
                 raise SinkError(f"backfill: landing {unit.describe()}: "
-                                f"{_first_line(exc)}") from exc
+                                f"{first_line(exc)}") from exc
             report.transactions += manifest.transactions
             report.rows += manifest.rows
             report.decode_seconds += manifest.seconds
@@ -148,7 +146,7 @@ def run_backfill(spark: SparkSession, catalog: str, warehouse: str, paths: list[
         except ChangestreamError:
             raise
         except Exception as exc:
-            raise SinkError(f"backfill: landing the mirrors: {_first_line(exc)}") from exc
+            raise SinkError(f"backfill: landing the mirrors: {first_line(exc)}") from exc
     finally:
         job.stop()
     assert last is not None and last.end is not None
@@ -193,80 +191,6 @@ def _follow_xa(pending: dict[str, str], manifest: UnitManifest, unit: BackfillUn
     pending.update(manifest.pending_xa)
 
 
-class _DecodeJob:
-    """The Spark job that decodes ``units``, run from a thread so the driver lands units
-    while later ones are decoded."""
-
-    def __init__(self, spark: SparkSession, units: list[BackfillUnit], staging: str,
-                 chunk_changes: int, change_filter: ChangeFilter | None,
-                 names: dict[int, UnitNames] | None = None):
-        self.spark = spark
-        self.names = names or {}
-        self.change_filter = change_filter
-        self.units = units
-        self.staging = staging
-        self.chunk_changes = chunk_changes
-        self.failure: BaseException | None = None
-        self.group = f"changestream-backfill-{id(self)}"
-        self._thread = threading.Thread(target=self._run, name="backfill-decode",
-                                        daemon=True)
-        for unit in units:  # what a failed attempt said is not this attempt's answer
-            (unit_folder(staging, unit.index) / ERROR).unlink(missing_ok=True)
-
-    def start(self) -> None:
-        if self.units:
-            self._thread.start()
-
-    def _run(self) -> None:
-        staging, chunk, only = self.staging, self.chunk_changes, self.change_filter
-        names = self.names
-        sc = self.spark.sparkContext
-        try:
-            sc.setJobGroup(self.group, "changestream backfill: decode binlog units", True)
-            sc.parallelize(self.units, len(self.units)) \
-                .map(lambda unit: decode_unit(unit, staging, chunk, only,
-                                              names.get(unit.index)).index).collect()
-        except BaseException as exc:  # handed to the waiting driver
-            self.failure = exc
-
-    def wait_for(self, unit: BackfillUnit) -> UnitManifest:
-        """The unit's manifest once its task has written it."""
-        while True:
-            manifest = read_manifest(self.staging, unit.index)
-            if manifest is not None:
-                return manifest
-            error = read_error(self.staging, unit.index)
-            if error is not None:  # the binlog's fault, as the task found it
-                raise SourceError(f"backfill: {error}")
-            if not self._thread.is_alive():
-                if self.failure is not None:
-                    raise SinkError(f"backfill: decoding failed on Spark: "
-                                    f"{_first_line(self.failure)}") from self.failure
-                manifest = read_manifest(self.staging, unit.index)
-                if manifest is None:
-                    raise SinkError(f"backfill: {unit.describe()} was not decoded")
-                continue
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            self.spark.sparkContext.cancelJobGroup(self.group)
-            self._thread.join(timeout=30)
-
-
-def _first_line(exc: BaseException) -> str:
-    """What went wrong on Spark, in a line (the Python error of a task, if it was one)."""
-    lines = [line.strip() for line in str(exc).strip().splitlines()]
-    missing = [line for line in lines if line.startswith("ModuleNotFoundError")]
-    if missing:
-        return (f"{missing[0]}: the executors' Python lacks changestream or its "
-                "dependencies (set PYSPARK_PYTHON or spark.pyspark.python to a Python that "
-                "has them)")
-    errors = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception): ", line)]
-    text = errors[-1] if errors else (lines[0] if lines else type(exc).__name__)
-    return text[:500]
-
-
 class _Walk:
     """Lands the staged items of each unit in binlog order (see the module docstring)."""
 
@@ -306,6 +230,8 @@ class _Walk:
             run.pieces.append(piece)
         if self.changelog[key].rows >= self.commit_rows:
             self._flush_changelog(key)
+        if self.mirror[key].rows >= self.commit_rows:
+            self._flush_mirror(key)
 
     def _ddl(self, item: DdlItem) -> None:
         landing, change = self.landing, item.change

@@ -1,33 +1,29 @@
 """Landing staged backfill rows: the Iceberg landing, fed from Parquet files in staging.
 
-A :class:`StagedRun` is a table's consecutive staged pieces of one shape. Its changelog
-rows are appended in one commit, its mirror takes them in one ``MERGE`` (the last change
-per key in binlog order, as the live landing picks it, or, without a key, the net count
-of each row value); each commit carries the position after the run's last transaction, so
-a restarted backfill skips what a table has (see :meth:`BackfillLanding.new_pieces`).
+A :class:`StagedRun` is a table's consecutive staged pieces of one shape. They are read
+back as Arrow on the driver and landed as a live batch would be
+(:class:`~changestream.sinks.spark.iceberg.IcebergLanding`): the changelog rows appended in
+one commit the driver writes, the mirror by one row delta (the last change per key in
+binlog order, or, without a key, the copies added and removed), Spark's ``MERGE`` only
+where the driver cannot write the table. Each commit carries the position after the run's
+last transaction, so a restarted backfill skips what a table has (see
+:meth:`BackfillLanding.new_pieces`).
 """
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
 
 from changestream.model.changes import Position
 from changestream.model.errors import SinkError
 from changestream.sinks.spark import positions
-from changestream.sinks.spark.frames import BEFORE_PREFIX, TableRun
+from changestream.sinks.spark.frames import Span, TableRun
 from changestream.sinks.spark.iceberg import IcebergLanding
-from changestream.sinks.spark.iceberg.mirror_plan import (
-    last_change_per_key,
-    merge_on_keys,
-    merge_on_values,
-    multiset_source,
-)
-from changestream.sinks.spark.iceberg.names import quote as _q
-from changestream.sinks.spark.types import METADATA, FieldMapping, spark_schema
 
-from .decoding import StagedPiece
+from .decoding import ROW_COLUMN, StagedPiece
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -59,50 +55,26 @@ class BackfillLanding(IcebergLanding):
                             "remove the staging folder and run the backfill again")
         return new, positions.merged(committed, [new[-1].last]) if new else None
 
-    def _staged_frame(self, spark: SparkSession, run: StagedRun, pieces: list[StagedPiece]) -> Any:
-        from pyspark.sql import types as T
-
-        before = tuple(FieldMapping(f"{BEFORE_PREFIX}{i}", run.fields[i].spark_type,
-                                    run.fields[i].arrow, None) for i in run.before_fields)
-        schema = spark_schema(METADATA + run.fields + before) \
-            .add(T.StructField("_row", T.LongType(), True))
-        # Dates and times were written as they are (proleptic Gregorian, as MySQL's).
-        return spark.read.schema(schema).option("datetimeRebaseMode", "CORRECTED") \
-            .option("int96RebaseMode", "CORRECTED").parquet(*(p.path for p in pieces))
+    @staticmethod
+    def read_pieces(run: StagedRun, pieces: list[StagedPiece]) -> TableRun:
+        """``pieces`` of ``run`` read back as one run, a span per piece (a piece lands
+        whole or not at all: :meth:`new_pieces`)."""
+        read = TableRun(run.database, run.table, run.schema, run.fields)
+        for piece in pieces:
+            frame = pq.read_table(piece.path).drop_columns([ROW_COLUMN])
+            read.add_frame(frame, [Span(piece.last, piece.rows)])
+        return read
 
     def land_changelog(self, spark: SparkSession, run: TableRun) -> int:
         assert isinstance(run, StagedRun)
-        name = self.changelog_name(run)
-        pieces, last = self.new_pieces(spark, name, run)
+        pieces, last = self.new_pieces(spark, self.changelog_name(run), run)
         if not pieces or last is None:
             return 0  # landed before: the table may have a later shape already
-        with self.clock("evolve"):
-            self.tables.evolve(spark, name, run, changelog=True)
-        df = self._staged_frame(spark, run, pieces) \
-            .select([_q(f.name) for f in METADATA + run.fields])
-        with self.clock("changelog append"):
-            self.tables.spark_append(spark, name, df, last)
-        return sum(p.rows for p in pieces)
+        return super().land_changelog(spark, self.read_pieces(run, pieces))
 
     def land_mirror(self, spark: SparkSession, run: TableRun) -> int:
         assert isinstance(run, StagedRun)
-        name = self.mirror_name(run)
-        pieces, last = self.new_pieces(spark, name, run)
+        pieces, last = self.new_pieces(spark, self.mirror_name(run), run)
         if not pieces or last is None:
             return 0
-        with self.clock("evolve"):
-            self.tables.evolve(spark, name, run, changelog=False)
-        view = f"changestream_staged_{uuid.uuid4().hex}"
-        self._staged_frame(spark, run, pieces).createOrReplaceTempView(view)
-        try:
-            if run.key_names:
-                source = f"({last_change_per_key(run, view)})"
-                on, matched = merge_on_keys(run)
-            else:
-                source = f"({multiset_source(run, view, name)})"
-                on, matched = merge_on_values(run)
-            with self.clock("mirror merge"):
-                self.mirrors.merge(spark, name, run, source, on, matched, last)
-        finally:
-            spark.catalog.dropTempView(view)
-        return sum(p.rows for p in pieces)
+        return super().land_mirror(spark, self.read_pieces(run, pieces))

@@ -4,6 +4,8 @@ of its values must decode to."""
 from __future__ import annotations
 
 import datetime as dt
+import gzip
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -57,6 +59,26 @@ def types_table(server: Any, db: str) -> None:
         f"CREATE TABLE `{db}`.types ({COMMON_COLUMNS}{extra})",
         f"INSERT INTO `{db}`.types VALUES ({COMMON_VALUES}{extra_values})",
     ])
+
+
+def archive_binlogs(server: Any, first: str, folder: Path) -> list[Path]:
+    """The server's closed binlog files from ``first`` on, copied into ``folder`` as an
+    archive would hold them (the second one gzip'd)."""
+    server.execute("FLUSH BINARY LOGS")
+    files = server.binlog_files()
+    names = [f.name for f in files]
+    folder.mkdir()
+    out = []
+    for i, path in enumerate(files[names.index(first):-1]):
+        if i == 1:
+            target = folder / (path.name + ".gz")
+            with path.open("rb") as src, gzip.open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        else:
+            target = folder / path.name
+            shutil.copyfile(path, target)
+        out.append(target)
+    return out
 
 
 def inserted_ids(events: list[Event], db: str) -> list[int]:

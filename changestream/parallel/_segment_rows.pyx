@@ -442,7 +442,8 @@ cdef class SegmentEncoder:
         cdef bint inside = False, began = False, short_ids
         cdef TablePlan plan
         cdef uint64_t table_id
-        name = file[file.rfind("/") + 1:]
+        # As the assembler names it: no folder, no .gz of an archived copy.
+        name = file[file.rfind("/") + 1:].removesuffix(".gz")
         self._begin(name, stamp)
         if decoder.format_description is not self._format_description:
             self._format_description = decoder.format_description

@@ -271,7 +271,7 @@ class _Worker:
             done = self._encode_fast(segment, stamp, lines)
             self.fast_segments += done is not None
             tables = self.encoder.table_counts
-        name = segment.file.rsplit("/", 1)[-1]
+        name = segment.file.rsplit("/", 1)[-1].removesuffix(".gz")  # as the assembler's
         payload: Payload
         if done is None:
             tables = {}

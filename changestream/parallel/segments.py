@@ -29,7 +29,7 @@ from changestream.decoding.table_map import TableMapFormatError, identity_start,
 from changestream.decoding.table_schema import TableSchema, may_hold_address
 from changestream.model.errors import SourceError
 from changestream.native import compiled
-from changestream.parallel.decode_workers import DecodeWorkers, RawEventData, Segment, SegmentTicket
+from changestream.parallel.decode_workers import RawEventData, Segment, SegmentTicket
 from changestream.parallel.payloads import plain_payload_size
 from changestream.sources.raw import RawEvent
 from changestream.transactions.plain import opens_plain_group
@@ -49,11 +49,21 @@ class RawSource(Protocol):
     def raw_stream(self) -> Iterator[RawEvent | None]: ...
 
 
+class SegmentTaker(Protocol):
+    """Where the segmenter hands segments: the decode worker processes
+    (:class:`DecodeWorkers`), or one worker in the reader's own process
+    (:class:`changestream.parallel.inline_workers.InlineWorkers`)."""
+
+    ready: bool
+
+    def submit(self, segment: Segment, end: tuple[str, int]) -> SegmentTicket: ...
+
+
 class Segmenter:
     """Turns raw events into what the listener routes: decoded events, ``None`` when the
     source is idle, and the tickets of segments handed to ``workers``, all in binlog order."""
 
-    def __init__(self, decoder: EventDecoder, workers: DecodeWorkers, *,
+    def __init__(self, decoder: EventDecoder, workers: SegmentTaker, *,
                  segment_events: int = 2_000, segment_bytes: int = 512 << 10,
                  transaction_bytes: int = 4 << 20, kept_here: Any = None,
                  annotations: bool = True):

@@ -4,6 +4,8 @@ router as the same one-line error, naming the file and the offset."""
 
 from __future__ import annotations
 
+import gzip
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,19 @@ def test_workers_take_the_plain_transactions(tmp_path: Path) -> None:
     router.run()
     assert router.stats.delivery.changes_delivered > 0
     assert router.stats.reading.worker_segments >= 1  # its DML transactions went to a worker
+
+
+def test_workers_name_a_gzipped_copy_as_the_router_does(tmp_path: Path) -> None:
+    """An archived copy (``NAME.gz``): the records' positions name the binlog file as the
+    server does, without the ``.gz``, with workers as without."""
+    source = CORPUS / "rust_mysql_common/mariadb-bin.000001"
+    path = tmp_path / f"{source.name}.gz"
+    with source.open("rb") as raw, gzip.open(path, "wb") as packed:
+        shutil.copyfileobj(raw, packed)
+    alone = _route(path, tmp_path / "alone.jsonl", 0)
+    workers = _route(path, tmp_path / "workers.jsonl", 2)
+    assert workers == alone
+    assert {r["position"]["file"] for r in workers} == {source.name}
 
 
 def test_a_worker_error_names_file_and_offset(tmp_path: Path) -> None:

@@ -6,10 +6,8 @@ on the same warehouse goes on from the next transaction, no gap and no overlap."
 
 from __future__ import annotations
 
-import gzip
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +26,7 @@ from changestream.sinks.backfill import BackfillSettings, plan_units, run_backfi
 from changestream.sinks.spark.session import iceberg_conf
 from changestream.transactions.filters import ChangeFilter
 from tests.servers import shadow_command
+from tests.workloads import archive_binlogs
 
 from .compare import assert_mirror_equals_source
 from .kill_workload import committed_changes, kill_workload
@@ -75,26 +74,6 @@ def _workload(server: Any, db: str) -> None:
         server.execute(["SET time_zone = '+00:00'", *group])
 
 
-def _archive(server: Any, first: str, folder: Path) -> list[Path]:
-    """The server's closed binlog files from ``first`` on, copied into ``folder`` as an
-    archive would hold them (the second one gzip'd)."""
-    server.execute("FLUSH BINARY LOGS")
-    files = server.binlog_files()
-    names = [f.name for f in files]
-    folder.mkdir()
-    out = []
-    for i, path in enumerate(files[names.index(first):-1]):
-        if i == 1:
-            target = folder / (path.name + ".gz")
-            with path.open("rb") as src, gzip.open(target, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-        else:
-            target = folder / path.name
-            shutil.copyfile(path, target)
-        out.append(target)
-    return out
-
-
 def _check_tables(server: Any, spark: Any, db: str, catalog: str, start: tuple[str, int],
                   tmp_path: Path) -> None:
     records = reference(server, db, start, tmp_path)
@@ -127,7 +106,7 @@ def test_backfill_lands_archived_files_then_run_goes_on_live(
         server.execute("FLUSH BINARY LOGS")
         start = server.binlog_position()
         _workload(server, db)
-        archive = _archive(server, start[0], tmp_path / "archive")
+        archive = archive_binlogs(server, start[0], tmp_path / "archive")
     finally:
         server.execute("SET GLOBAL binlog_row_metadata = FULL")
     assert len(archive) >= 3
@@ -222,7 +201,7 @@ def test_a_backfill_killed_again_and_again_lands_every_change_once(
                      f"DELETE FROM `{db}`.k WHERE n = 5", "FLUSH BINARY LOGS",
                      f"INSERT INTO `{db}`.k VALUES (999, 1, 'last')"])
     folder = tmp_path / "archive"
-    _archive(mariadb, start[0], folder)
+    archive_binlogs(mariadb, start[0], folder)
     warehouse, log = tmp_path / "warehouse", tmp_path / "backfill.log"
 
     kills, moments = 0, []

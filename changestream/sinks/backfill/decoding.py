@@ -5,7 +5,9 @@ order: :func:`~changestream.sinks.spark.frames.table_runs`) of up to ``chunk_cha
 changes, and each run's Arrow frame is written as one Parquet file into the unit's staging
 folder, numbered in binlog order (``_row``: the unit's index in the high bits). DDL is kept
 in order between them. The unit's manifest, written last and renamed into place, lists
-them; a unit whose manifest exists is not decoded again.
+them; a unit whose manifest exists is not decoded again. Plain DML transactions come as
+frames from a decode worker's compiled walk, in this process (:mod:`.unit_events`), and
+are staged as the general path would stage them.
 """
 
 from __future__ import annotations
@@ -26,14 +28,15 @@ from changestream.decoding.event_decoder import EventDecoder
 from changestream.model.changes import Change, Position, TransactionPart
 from changestream.model.errors import BinlogError, ChangestreamError
 from changestream.model.gtid import parse_gtid_progress
-from changestream.sinks.spark.frames import TableRun, table_runs, transaction_positions
+from changestream.parallel.decode_workers import SegmentResult
+from changestream.sinks.spark.frames import TableRun, WorkerFrames, decode_runs, table_runs
 from changestream.sinks.spark.types import PARQUET_DICTIONARY_PAGE_BYTES, signature
-from changestream.sources.files import read_raw_events
 from changestream.transactions.assembler import TransactionAssembler
 from changestream.transactions.filters import ChangeFilter
 
 from .names import UnitNames
 from .planning import BackfillUnit
+from .unit_events import cut_frames, transaction_rows, unit_events
 
 #: Rows of one unit are numbered ``unit index << ROW_BITS | row``: binlog order across units.
 ROW_BITS = 40
@@ -148,28 +151,30 @@ class _Stager:
         self.manifest = UnitManifest(unit.index)
         self.next_row = unit.index << ROW_BITS
         self.pieces = 0
-        self.parts: list[TransactionPart] = []
+        self.parts: list[TransactionPart | WorkerFrames] = []
         self.changes = 0
 
     def run(self) -> UnitManifest:
         started = time.perf_counter()
         unit = self.unit
         gtid_set = parse_gtid_progress(unit.gtid_set) if unit.gtid_set else None
+        only = self.change_filter
         assembler = TransactionAssembler(gtid_set=gtid_set, spill_dir=str(self.folder),
-                                         change_filter=self.change_filter)
+                                         change_filter=only)
         resolver = self.names.resolver() if self.names is not None else None
-        decoder = EventDecoder(schema_resolver=resolver)
-        decode = decoder.decode
+        # Rows of tables the filter leaves out are not decoded, as in the router (and in
+        # the worker's walk).
+        decoder = EventDecoder(schema_resolver=resolver, table_filter=None if only is None
+                               or only.everything else only.table)
         feed = assembler.feed
         end = unit.end
-        for count, raw in enumerate(read_raw_events(Path(unit.path), unit.start), 1):
-            if raw is None:
+        for count, item in enumerate(unit_events(unit, decoder, resolver, only,
+                                                 str(self.folder)), 1):
+            if isinstance(item, list):
+                self._take(assembler)  # what came before the segment goes first
+                self._worker_runs(assembler, item)
                 continue
-            if end is not None and raw.offset >= end:
-                break
-            if resolver is not None and resolver.advance(raw.file, raw.offset):
-                decoder.forget_table_maps()  # a DDL took effect: names may have changed
-            feed(decode(raw.data, raw.file, raw.offset))
+            feed(item)
             if count % 2000 == 0:
                 self._take(assembler)
         if assembler.inside_transaction:
@@ -203,15 +208,33 @@ class _Stager:
                 if self.changes >= self.chunk_changes and part.complete:
                     self._flush()
 
+    def _worker_runs(self, assembler: TransactionAssembler, runs: SegmentResult) -> None:
+        """Transactions the worker made into frames: their GTIDs and end noted as the
+        router's Transaction actor notes them, their rows staged where the general path
+        would stage them (a piece ends after the transaction that fills it)."""
+        for run in runs:
+            assembler.note_delivered(run.gtids, run.file, run.end)
+            if not run.changes:
+                continue
+            frames = decode_runs(run.records)
+            for end, rows in transaction_rows(frames):
+                self.manifest.transactions += 1
+                self.changes += rows
+                if self.changes >= self.chunk_changes:
+                    head, frames = cut_frames(frames, end)
+                    self.parts.append(WorkerFrames(head))
+                    self._flush()
+            if frames:
+                self.parts.append(WorkerFrames(frames))
+
     def _flush(self) -> None:
         if not self.parts:
             return
         parts, self.parts, self.changes = self.parts, [], 0
-        ends = transaction_positions(parts)
         for run in table_runs(parts):
-            self._stage(run, ends)
+            self._stage(run)
 
-    def _stage(self, run: TableRun, ends: list[Position | None]) -> None:
+    def _stage(self, run: TableRun) -> None:
         schema = run.schema
         if not schema.names_logged and schema.source == "table_map":
             if self.names is not None:

@@ -192,7 +192,16 @@ Part = TransactionPart | EncodedRun
 worker made into Arrow frames (:func:`encode_runs`)."""
 
 
-def transaction_positions(parts: Iterable[Part]) -> list[Position | None]:
+@dataclass(slots=True)
+class WorkerFrames:
+    """Whole transactions a decode worker made into Arrow frames, read back
+    (:func:`decode_runs`): per table run its schema, spans and frame (a backfill's task
+    cuts them where its staged pieces end)."""
+
+    frames: list[tuple[TableSchema, list[Span], pa.Table]]
+
+
+def transaction_positions(parts: Iterable[Part | WorkerFrames]) -> list[Position | None]:
     """For each part, the position after its transaction (from its complete part); for a
     decode worker's run, after its last transaction.
 
@@ -208,13 +217,18 @@ def transaction_positions(parts: Iterable[Part]) -> list[Position | None]:
         if isinstance(part, EncodedRun):
             out[i] = part.position
             continue
+        if isinstance(part, WorkerFrames):
+            out[i] = max((span.position for _, spans, _ in part.frames for span in spans
+                          if span.position is not None), key=lambda p: p.order, default=None)
+            continue
         if part.complete:
             end[part.info.id] = part.position or Position(part.info.file, part.info.end)
         out[i] = end.get(part.info.id)
     return out
 
 
-def table_runs(parts: Iterable[Part], all_before: bool = False) -> list[TableRun]:
+def table_runs(parts: Iterable[Part | WorkerFrames], all_before: bool = False
+               ) -> list[TableRun]:
     """The row changes of ``parts`` grouped by table, split where a table's shape changes
     (a decode worker's frames join the runs of their tables in their place);
     ``all_before``: the runs keep every column's before image (see :class:`TableRun`)."""
@@ -249,8 +263,10 @@ def table_runs(parts: Iterable[Part], all_before: bool = False) -> list[TableRun
         return known[1]
 
     for part, position in zip(parts, transaction_positions(parts)):
-        if isinstance(part, EncodedRun):
-            for schema, spans, frame in decode_runs(part.records):
+        if isinstance(part, EncodedRun | WorkerFrames):
+            frames = part.frames if isinstance(part, WorkerFrames) else \
+                decode_runs(part.records)
+            for schema, spans, frame in frames:
                 run_for(schema).add_frame(frame, spans)
             continue
         for change in part.changes:

@@ -10,13 +10,18 @@ import pickle
 import signal
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from changestream.model.errors import ConfigError, SinkError, SourceError
 from changestream.sinks.backfill import BackfillSettings
 from changestream.sinks.backfill.decode_jobs import LocalDecodeJob, local_processes
-from changestream.sinks.backfill.decoding import DdlItem, StagedPiece, UnitManifest, decode_unit
+from changestream.sinks.backfill.decoding import (
+    DdlItem,
+    StagedPiece,
+    UnitManifest,
+    decode_unit,
+    read_piece,
+)
 from changestream.sinks.backfill.planning import plan_units
 from tests.corpus.reference import CORPUS
 from tests.segments import FAST_PATH_FILES
@@ -35,7 +40,7 @@ def _staged(manifest: UnitManifest) -> list[object]:
         else:
             assert isinstance(item, StagedPiece)
             out.append(("piece", item.database, item.table, item.signature, item.rows,
-                        item.first, item.last, pq.read_table(item.path).to_pylist()))
+                        item.first, item.last, read_piece(item.path).to_pylist()))
     return out
 
 

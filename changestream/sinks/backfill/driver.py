@@ -2,7 +2,7 @@
 tables, decoded in parallel (docs/sinks.md, "Backfilling archived binlogs").
 
 The files are cut into units (:mod:`.planning`); processes of this machine (a local Spark
-master) or a Spark job on the executors decode them into Arrow frames staged as Parquet
+master) or a Spark job on the executors decode them into Arrow frames staged as files
 (:mod:`.decode_jobs`, :mod:`.decoding`; units a killed run staged are not decoded again);
 the driver lands them in binlog order as they appear (:mod:`.landing`: each table's
 changelog and mirror about every million rows, by commits the driver writes, and before a
@@ -109,22 +109,22 @@ def run_backfill(spark: SparkSession, catalog: str, warehouse: str, paths: list[
     staging = settings.staging or str(Path(warehouse) / "_changestream_backfill" /
                                       plan_digest(units, scope))
     Path(staging).mkdir(parents=True, exist_ok=True)
-    proleptic_parquet(spark)
-    landing = BackfillLanding(catalog)
-    try:
-        stored = landing.open(spark)
-    except Exception as exc:
-        raise SinkError(f"backfill: cannot open warehouse {warehouse}: {exc}") from exc
     report = BackfillReport(files=len({u.path for u in units}), units=len(units))
     todo = [u for u in units if read_manifest(staging, u.index) is None]
     job = decode_job(spark, settings.decode_on, todo, staging, settings.chunk_changes,
                      settings.change_filter, _unit_names(todo, units, settings))
     report.units_decoded = len(job.units)
-    job.start()
+    job.start()  # its processes start (their imports) while the warehouse opens
+    landing = BackfillLanding(catalog)
     walk = _Walk(spark, landing, settings.commit_rows)
     pending_xa: dict[str, str] = {}
     last: UnitManifest | None = None
     try:
+        proleptic_parquet(spark)
+        try:
+            stored = landing.open(spark)
+        except Exception as exc:
+            raise SinkError(f"backfill: cannot open warehouse {warehouse}: {exc}") from exc
         for unit in units:
             manifest = job.wait_for(unit)
             _follow_xa(pending_xa, manifest, unit)

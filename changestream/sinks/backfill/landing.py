@@ -1,7 +1,7 @@
-"""Landing staged backfill rows: the Iceberg landing, fed from Parquet files in staging.
+"""Landing staged backfill rows: the Iceberg landing, fed from the staged pieces.
 
 A :class:`StagedRun` is a table's consecutive staged pieces of one shape. They are read
-back as Arrow on the driver and landed as a live batch would be
+back on the driver and landed as a live batch would be
 (:class:`~changestream.sinks.spark.iceberg.IcebergLanding`): the changelog rows appended in
 one commit the driver writes, the mirror by one row delta (the last change per key in
 binlog order, or, without a key, the copies added and removed), Spark's ``MERGE`` only
@@ -15,15 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import pyarrow.parquet as pq
-
 from changestream.model.changes import Position
 from changestream.model.errors import SinkError
 from changestream.sinks.spark import positions
 from changestream.sinks.spark.frames import Span, TableRun
 from changestream.sinks.spark.iceberg import IcebergLanding
 
-from .decoding import ROW_COLUMN, StagedPiece
+from .decoding import StagedPiece, read_piece
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,8 +59,7 @@ class BackfillLanding(IcebergLanding):
         whole or not at all: :meth:`new_pieces`)."""
         read = TableRun(run.database, run.table, run.schema, run.fields)
         for piece in pieces:
-            frame = pq.read_table(piece.path).drop_columns([ROW_COLUMN])
-            read.add_frame(frame, [Span(piece.last, piece.rows)])
+            read.add_frame(read_piece(piece.path), [Span(piece.last, piece.rows)])
         return read
 
     def land_changelog(self, spark: SparkSession, run: TableRun) -> int:

@@ -42,6 +42,10 @@ class DecodeJob(Protocol):
 
     def start(self) -> None: ...
 
+    def ready(self, unit: BackfillUnit) -> bool:
+        """Whether the unit's manifest is there (:meth:`wait_for` would not wait)."""
+        ...
+
     def wait_for(self, unit: BackfillUnit) -> UnitManifest: ...
 
     def stop(self) -> None: ...
@@ -139,6 +143,10 @@ class LocalDecodeJob:
         for event in self._done.values():
             event.set()
 
+    def ready(self, unit: BackfillUnit) -> bool:
+        event = self._done.get(unit.index)
+        return event is None or event.is_set()
+
     def wait_for(self, unit: BackfillUnit) -> UnitManifest:
         """The unit's manifest once a process has staged it."""
         event = self._done.get(unit.index)
@@ -222,6 +230,10 @@ class SparkDecodeJob:
                                               names.get(unit.index)).index).collect()
         except BaseException as exc:  # handed to the waiting driver
             self.failure = exc
+
+    def ready(self, unit: BackfillUnit) -> bool:
+        return read_manifest(self.staging, unit.index) is not None or \
+            read_error(self.staging, unit.index) is not None or not self._thread.is_alive()
 
     def wait_for(self, unit: BackfillUnit) -> UnitManifest:
         """The unit's manifest once its task has written it."""

@@ -44,6 +44,10 @@ logger = logging.getLogger("changestream.backfill")
 #: DDL, a change of shape, and at the end): an Iceberg commit each, and the rows in memory.
 CHANGELOG_COMMIT_ROWS = 1_000_000
 
+#: While the next unit is still being decoded, tables that have gathered this many rows
+#: are landed rather than waiting for ``commit_rows``.
+IDLE_COMMIT_ROWS = 100_000
+
 
 @dataclass(frozen=True, slots=True)
 class BackfillSettings:
@@ -126,6 +130,8 @@ def run_backfill(spark: SparkSession, catalog: str, warehouse: str, paths: list[
         except Exception as exc:
             raise SinkError(f"backfill: cannot open warehouse {warehouse}: {exc}") from exc
         for unit in units:
+            if not job.ready(unit):
+                walk.idle(IDLE_COMMIT_ROWS)
             manifest = job.wait_for(unit)
             _follow_xa(pending_xa, manifest, unit)
             try:
@@ -213,6 +219,15 @@ class _Walk:
     def finish(self) -> None:
         self._flush_changelogs()
         for key in list(self.mirror):
+            self._flush_mirror(key)
+
+    def idle(self, rows: int) -> None:
+        """Land the tables that have gathered ``rows`` rows or more: the next unit is not
+        decoded yet, and landing now overlaps the decoding (a commit a unit would cost
+        more than it saves)."""
+        for key in [k for k, run in self.changelog.items() if run.rows >= rows]:
+            self._flush_changelog(key)
+        for key in [k for k, run in self.mirror.items() if run.rows >= rows]:
             self._flush_mirror(key)
 
     def _piece(self, piece: StagedPiece) -> None:

@@ -24,7 +24,7 @@ the source each time::
 
     python bench/backfill.py                                   # 2,000,000 rows, both flavours
     python bench/backfill.py --rows 200000 --flavors mariadb --cluster --json /tmp/bf.json
-    python bench/backfill.py --rows 300000 --flavors mariadb --shape mixed
+    python bench/backfill.py --rows 300000 --flavors mariadb --shape mixed --repeat 3
 
 ``--shape mixed``: transactions of 250 inserted rows, an update and a delete, and two
 identical rows in a keyless table (its mirror counted too).
@@ -194,8 +194,9 @@ def backfill(master: str, files: Path, work: Path, changes: int, rows_left: dict
         spark.stop()
 
 
-def run_files(files: Path, work: Path, rows_left: dict[str, int]) -> dict[str, Any]:
-    catalog, warehouse = "bf_run_files", work / "run-files"
+def run_files(files: Path, work: Path, rows_left: dict[str, int],
+              label: str = "run-files") -> dict[str, Any]:
+    catalog, warehouse = f"bf_{label.replace('-', '_')}", work / label
     spark, started = _session("local[2]", catalog, warehouse)
     try:
         sink = make_sink("spark:iceberg", spark=spark, catalog=catalog, warehouse=warehouse)
@@ -255,8 +256,13 @@ def _server(flavor: str) -> Any:
     return EmbeddedMariaDB()
 
 
+def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median seconds (the later of the middle two for an even count)."""
+    return sorted(results, key=lambda r: r["seconds"])[len(results) // 2]
+
+
 def measure(flavor: str, rows: int, files: int, cluster: bool, work: Path,
-            shape: str = "bulk") -> dict[str, Any]:
+            shape: str = "bulk", repeat: int = 1) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with _server(flavor) as server:
         out["server"] = server.execute("SELECT VERSION()")[0][0]
@@ -273,9 +279,17 @@ def measure(flavor: str, rows: int, files: int, cluster: bool, work: Path,
         changes = sum(made.values())
         left = _source_rows(server)
         out["warm_up_seconds"] = round(warm_up("local[2]", work / flavor), 1)
-        out["backfill_local"] = backfill("local[2]", folder, work / flavor, changes, left,
-                                         "backfill-local")
-        out["first_live"] = first_live(server, out["backfill_local"], rows)
+        # Alternated, so that neither gains from the other's warming of the JVM.
+        backfills, runs = [], []
+        for i in range(repeat):
+            backfills.append(backfill("local[2]", folder, work / flavor, changes, left,
+                                      f"backfill-local-{i}"))
+            if i == 0:
+                out["first_live"] = first_live(server, backfills[0], rows)
+            runs.append(run_files(folder, work / flavor, left, f"run-files-{i}"))
+        out["backfill_local"], out["run_files"] = _median(backfills), _median(runs)
+        out["rounds_seconds"] = [[b["seconds"], r["seconds"]]
+                                 for b, r in zip(backfills, runs, strict=True)]
         if cluster:
             from tests.spark_cluster import StandaloneCluster
 
@@ -283,7 +297,6 @@ def measure(flavor: str, rows: int, files: int, cluster: bool, work: Path,
                 out["backfill_cluster"] = backfill(spark_cluster.master_url, folder,
                                                    work / flavor, changes, left,
                                                    "backfill-cluster")
-        out["run_files"] = run_files(folder, work / flavor, left)
         base = out["run_files"]["changes_per_second"]
         for key in ("backfill_local", "backfill_cluster"):
             if key in out:
@@ -302,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="bulk: 100-row inserts, then updates and deletes (the default); "
                         "mixed: 250 inserts, an update and a delete per transaction, and two "
                         "identical rows in a keyless table")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="backfill and plain run this many times each, alternated; "
+                        "the medians are reported")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -312,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="changestream-bench-backfill-") as tmp:
         for flavor in args.flavors.split(","):
             result = measure(flavor, args.rows, args.files, args.cluster, Path(tmp),
-                             args.shape)
+                             args.shape, args.repeat)
             figures[flavor] = result
             print(f"{flavor} ({result['server']}): {result['files']} files, "
                   f"{result['archive_mb']} MB, {sum(result['made'].values()):,} changes")
@@ -323,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {key:17} {r['changes_per_second']:>9,} changes/s "
                           f"({r['seconds']} s; Spark start {r['spark_start_seconds']} s"
                           f"{ratio})")
+            if args.repeat > 1:
+                print(f"  rounds (backfill s, run s): {result['rounds_seconds']}")
             live = result["first_live"]
             print(f"  first live change visible {live['router_start_to_visible_seconds']} s "
                   f"after the router's start ({live['commit_to_visible_seconds']} s after "

@@ -74,6 +74,18 @@ def decode_job(spark: SparkSession, place: str, units: list[BackfillUnit], stagi
     return SparkDecodeJob(spark, units, staging, chunk_changes, change_filter, names)
 
 
+def staged(staging: str, unit: BackfillUnit) -> UnitManifest | None:
+    """The unit's manifest if it was staged; a ``SourceError`` if decoding it found the
+    binlog at fault (the error staged in its place); ``None`` while neither is there."""
+    manifest = read_manifest(staging, unit.index)
+    if manifest is not None:
+        return manifest
+    error = read_error(staging, unit.index)
+    if error is not None:
+        raise SourceError(f"backfill: {error}")
+    return None
+
+
 def _clear_errors(units: list[BackfillUnit], staging: str) -> None:
     for unit in units:  # what a failed attempt said is not this attempt's answer
         (unit_folder(staging, unit.index) / ERROR).unlink(missing_ok=True)
@@ -152,12 +164,9 @@ class LocalDecodeJob:
         event = self._done.get(unit.index)
         if event is not None:
             event.wait()
-        manifest = read_manifest(self.staging, unit.index)
+        manifest = staged(self.staging, unit)
         if manifest is not None:
             return manifest
-        error = read_error(self.staging, unit.index)
-        if error is not None:  # the binlog's fault, as the process found it
-            raise SourceError(f"backfill: {error}")
         failure = self._failures.get(unit.index) or next(iter(self._failures.values()), None)
         raise SinkError(f"backfill: {failure or unit.describe() + ' was not decoded'}")
 
@@ -238,12 +247,9 @@ class SparkDecodeJob:
     def wait_for(self, unit: BackfillUnit) -> UnitManifest:
         """The unit's manifest once its task has written it."""
         while True:
-            manifest = read_manifest(self.staging, unit.index)
+            manifest = staged(self.staging, unit)
             if manifest is not None:
                 return manifest
-            error = read_error(self.staging, unit.index)
-            if error is not None:  # the binlog's fault, as the task found it
-                raise SourceError(f"backfill: {error}")
             if not self._thread.is_alive():
                 if self.failure is not None:
                     raise SinkError(f"backfill: decoding failed on Spark: "

@@ -1,5 +1,5 @@
 """``changestream backfill``: archived binlog files into the changelog and mirror tables of
-a ``spark:iceberg`` sink, decoded in parallel on Spark (see docs/sinks.md, "Backfilling
+a ``spark:iceberg`` sink, decoded in parallel (see docs/sinks.md, "Backfilling
 archived binlogs")."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 def add_parser(sub: Any) -> None:
     """The ``backfill`` command on ``sub`` (argparse subparsers)."""
     p = sub.add_parser("backfill", help="land archived binlog files into a spark:iceberg "
-                       "sink's tables, decoded in parallel on Spark; run then goes on live")
+                       "sink's tables, decoded in parallel; run then goes on live")
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="binlog files, folders or globs (gzip'd files too)")
     p.add_argument("--config", metavar="FILE", help="TOML configuration file")

@@ -18,6 +18,12 @@ if TYPE_CHECKING:
     from changestream.decoding.table_schema import TableSchema
 
 
+def binlog_name(path: str) -> str:
+    """A binlog file's own name, as the server and positions name it: no folder, no
+    ``.gz`` of an archived copy (``/a/mysql-bin.000002.gz``: ``mysql-bin.000002``)."""
+    return path[path.rfind("/") + 1:].removesuffix(".gz")
+
+
 def binlog_order(file: str, pos: int) -> tuple[str, int, int]:
     """A sort key for a binlog position: base name, the file's number, offset (numbers
     outgrow their zero padding: ``.999999`` comes before ``.1000000``)."""

@@ -47,6 +47,7 @@ from changestream.decoding.statements import BEGIN, COMMIT
 from changestream.decoding.table_map import identity_start
 from changestream.encoding.records import commit_time_text, json_default
 from changestream.encoding.temporal_text import FormatCache
+from changestream.model.changes import binlog_name
 from changestream.parallel.segment_encoder import EncodedTransaction
 from changestream.transactions.groups import gtid_commit_time, utc_time
 from changestream.decoding.query_kind import query_kind
@@ -442,8 +443,7 @@ cdef class SegmentEncoder:
         cdef bint inside = False, began = False, short_ids
         cdef TablePlan plan
         cdef uint64_t table_id
-        # As the assembler names it: no folder, no .gz of an archived copy.
-        name = file[file.rfind("/") + 1:].removesuffix(".gz")
+        name = binlog_name(file)  # as the assembler names it
         self._begin(name, stamp)
         if decoder.format_description is not self._format_description:
             self._format_description = decoder.format_description

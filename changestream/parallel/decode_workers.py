@@ -29,7 +29,7 @@ from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import CHECKSUM_CRC32, EventDecoder
 from changestream.decoding.events import EventHeader
 from changestream.decoding.table_schema import TableSchema, may_hold_address
-from changestream.model.changes import Change, TransactionPart
+from changestream.model.changes import Change, TransactionPart, binlog_name
 from changestream.model.errors import ChangestreamError, SourceError
 from changestream.parallel.channel import Channel
 from changestream.parallel.encodings import Payload, load_encoding
@@ -271,7 +271,7 @@ class _Worker:
             done = self._encode_fast(segment, stamp, lines)
             self.fast_segments += done is not None
             tables = self.encoder.table_counts
-        name = segment.file.rsplit("/", 1)[-1].removesuffix(".gz")  # as the assembler's
+        name = binlog_name(segment.file)
         payload: Payload
         if done is None:
             tables = {}

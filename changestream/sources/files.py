@@ -15,7 +15,7 @@ from typing import BinaryIO
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import HEADER_SIZE, EventDecoder
 from changestream.decoding.events import Event, RotateEvent
-from changestream.model.changes import binlog_order
+from changestream.model.changes import binlog_name, binlog_order
 from changestream.model.errors import BinlogError, SourceError, TruncatedBinlogError
 from changestream.native import compiled
 from changestream.sources.raw import BINLOG_MAGIC, RawEvent
@@ -30,14 +30,14 @@ _PIECE = 16 << 20
 
 def _numbered(path: Path) -> bool:
     """Whether the file's name ends in a number, as binlog files' do (``.000001``)."""
-    _, dot, number = path.name.removesuffix(".gz").rpartition(".")
+    _, dot, number = binlog_name(path.name).rpartition(".")
     return bool(dot) and number.isdigit()
 
 
 def _file_order(path: Path) -> tuple[str, int, int, str]:
     """A binlog file's place among others: as positions order their files (by base name
     and number), then by name."""
-    name = path.name.removesuffix(".gz")
+    name = binlog_name(path.name)
     return (*binlog_order(name, 0), name)
 
 
@@ -271,8 +271,8 @@ class FileSource:
         whenever the reader has caught up with the writer for now)."""
         files = binlog_files(self.paths)
         if self.start_file is not None:
-            names = [f.name.removesuffix(".gz") for f in files]
-            wanted = Path(self.start_file).name.removesuffix(".gz")
+            names = [binlog_name(f.name) for f in files]
+            wanted = binlog_name(self.start_file)
             if wanted not in names:
                 raise SourceError(f"start file {self.start_file} is not among the binlog files")
             files = files[names.index(wanted):]

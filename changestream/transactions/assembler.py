@@ -49,6 +49,7 @@ from changestream.model.changes import (
     Position,
     TransactionInfo,
     TransactionPart,
+    binlog_name,
     binlog_order,
 )
 from changestream.model.gtid import GtidProgress, MariadbGtidState, MysqlGtidSet
@@ -144,7 +145,7 @@ class TransactionAssembler:
             # Positions and records name binlog files as the server does (no folder, no
             # .gz of an archived copy), so a live source and a file source give the same.
             self._file_path = file
-            self.file = file.rsplit("/", 1)[-1].removesuffix(".gz")
+            self.file = binlog_name(file)
         if handler is not None:
             handler(event)
 

@@ -3,9 +3,10 @@ and the DDL changes inside it, applied at their own positions."""
 
 from __future__ import annotations
 
+from changestream.model.changes import binlog_name
 from changestream.schema.definition import TableDefinition
 from changestream.schema.history import SchemaChangeSet
-from changestream.sinks.backfill.names import RecordedHistory, binlog_name
+from changestream.sinks.backfill.names import RecordedHistory
 from changestream.sinks.backfill.planning import BackfillUnit
 
 

@@ -26,7 +26,7 @@ from changestream.decoding.events import (
 )
 from changestream.decoding.table_schema import TableSchema
 from changestream.devserver import ServerNotAvailableError, ServerStartError
-from changestream.model.changes import binlog_order
+from changestream.model.changes import binlog_name, binlog_order
 from changestream.model.errors import ConfigError
 from changestream.schema.column_info import ColumnInfo
 from changestream.schema.history import SchemaChangeSet, SchemaHistory, SchemaState
@@ -87,12 +87,6 @@ class RecordedHistory:
 
 def _same_file(a: str, b: str) -> bool:
     return binlog_order(a, 0)[:2] == binlog_order(b, 0)[:2]
-
-
-def binlog_name(file: str) -> str:
-    """The binlog's own name of a file path (``/a/mysql-bin.000002.gz``:
-    ``mysql-bin.000002``), as positions name it."""
-    return Path(file).name.removesuffix(".gz")
 
 
 def record_history(paths: list[str], flavor: str, shadow_server: str | None = None,

@@ -20,6 +20,7 @@ from pathlib import Path
 from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import HEADER_SIZE, EventDecoder
 from changestream.decoding.events import GtidEvent, PreviousGtidsEvent
+from changestream.model.changes import binlog_name
 from changestream.model.errors import BinlogError, SourceError, TruncatedBinlogError
 from changestream.model.gtid import MysqlGtidSet
 from changestream.sources.files import _file_order, _open, binlog_files
@@ -42,7 +43,7 @@ class BackfillUnit:
 
     @property
     def name(self) -> str:
-        return Path(self.path).name.removesuffix(".gz")
+        return binlog_name(self.path)
 
     def describe(self) -> str:
         end = "end" if self.end is None else str(self.end)

@@ -1,13 +1,13 @@
-"""Decode workers' work done in the reader's own process: for a reader that is itself one
-of many processes (a backfill's Spark task), where plain DML transactions still go faster
-through a worker's compiled walk than through the general path, but other processes would
-only take CPUs from its neighbours.
+"""Decode workers' work done in the reader's own process: for a reader that is itself one of
+several processes (a backfill's helper process or Spark task), where plain DML transactions
+still go faster through a worker's compiled walk than through the general path, but other
+processes would only take CPUs from its neighbours.
 
 :class:`InlineWorkers` stands in for the worker processes
 (:class:`changestream.parallel.decode_workers.DecodeWorkers`) beside a
 :class:`changestream.parallel.segments.Segmenter`: always ready, it keeps each segment
-handed to it and assembles it with one worker's ``_Worker`` when its answer is asked for,
-as a worker process would have (the same runs; a worker's error is raised there, where the
+handed to it and assembles it with one worker's ``_Worker`` when its answer is asked for, as
+a worker process would have (the same runs; a worker's error is raised there, where the
 router raises the one a worker sends back)."""
 
 from __future__ import annotations

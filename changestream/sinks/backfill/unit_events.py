@@ -1,15 +1,17 @@
-"""What a backfill task reads of its unit: decoded events, and the frames of the plain DML
-transactions a decode worker's compiled walk made, in binlog order.
+"""What a backfill reads of a unit (in a helper process or a Spark task): decoded events, and
+the frames of the plain DML transactions a decode worker's compiled walk made, in binlog
+order.
 
 As in the router with decode workers, the :class:`~changestream.parallel.segments.Segmenter`
 picks the plain DML transactions out of the raw events and hands them, in segments, to a
-worker: here one in this process (:class:`~changestream.parallel.inline_workers.InlineWorkers`:
-a Spark task is already one of many processes), which writes the Spark sink's Arrow frames
-straight from their bytes (``ARROW_FRAMES``, its compiled walk, or its general path for a
-segment the walk refuses). Everything else is decoded here, in binlog order, for the
-task's own assembler: DDL, XA, transactions over 4 MB, tables named from the schema
-history inside MySQL's compressed transactions. With ``CHANGESTREAM_PURE_PYTHON=1`` or
-without the compiled walk, every event is decoded here.
+worker: here one in this process
+(:class:`~changestream.parallel.inline_workers.InlineWorkers`: a unit's process is already
+one of several decoding at once), which writes the Spark sink's Arrow frames straight from
+their bytes (``ARROW_FRAMES``, its compiled walk, or its general path for a segment the walk
+refuses). Everything else is decoded here, in binlog order, for the task's own assembler:
+DDL, XA, transactions over 4 MB, tables named from the schema history inside MySQL's
+compressed transactions. With ``CHANGESTREAM_PURE_PYTHON=1`` or without the compiled walk,
+every event is decoded here.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from cpython.object cimport PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdint cimport uint32_t
+from libc.string cimport memcmp
 
 from changestream.sources.raw import RawEvent
 
@@ -47,6 +48,7 @@ cdef inline object _raw_event(str name, long long offset, const unsigned char* d
 cdef enum:
     HEADER_SIZE = 19
     FORMAT_DESCRIPTION = 15
+    QUERY = 2
     ROTATE = 4
 
 
@@ -79,17 +81,40 @@ def file_events(const unsigned char[::1] buf, Py_ssize_t p, str name, long long 
     return events, p, offset
 
 
-def dump_events(const unsigned char[::1] buf, Py_ssize_t p, str name, int dropped):
+cdef inline bint _begin_or_commit(const unsigned char* event, Py_ssize_t size,
+                                  int tail) noexcept nogil:
+    """Whether the QUERY event ``event`` (``size`` bytes, ``tail`` of them a checksum) is
+    a bare BEGIN or COMMIT, as every server of the dump protocol writes them (a 13-byte
+    post-header: binlog version 4)."""
+    cdef Py_ssize_t start, end
+    if size < HEADER_SIZE + 13:
+        return False
+    start = HEADER_SIZE + 13 + (event[HEADER_SIZE + 11] | (<Py_ssize_t>event[HEADER_SIZE + 12]
+                                                           << 8)) + event[HEADER_SIZE + 8] + 1
+    end = size - tail
+    if end - start == 5:
+        return memcmp(event + start, b"BEGIN", 5) == 0
+    if end - start == 6:
+        return memcmp(event + start, b"COMMIT", 6) == 0
+    return False
+
+
+def dump_events(const unsigned char[::1] buf, Py_ssize_t p, str name,
+                const unsigned char[::1] kept, int bracket_tail):
     """The ordinary events of a binlog dump stream's packets in ``buf`` from ``p``:
     ``(events, p, log_pos)``, ``log_pos`` being the last event's end (0 if none). An
     ordinary packet is an OK byte and an event shorter than 16 MB, not ROTATE, with its end
-    position set; it stops at any other packet and before one cut short. Events of type
-    ``dropped`` (-1: none) are left out."""
+    position set; it stops at any other packet and before one cut short. Events whose
+    type's byte in ``kept`` (256 bytes) is 0 are left out, and with ``bracket_tail`` not
+    -1 (the checksum's size), so are bare BEGIN and COMMIT QUERY events."""
     cdef Py_ssize_t n = buf.shape[0]
     cdef const unsigned char* data = &buf[0] if n else NULL
+    cdef const unsigned char* event
     cdef Py_ssize_t length, body
     cdef uint32_t log_pos, last = 0
     cdef list events = []
+    if kept.shape[0] != 256:
+        raise ValueError("kept: one byte per event type")
     while n - p >= 4:
         length = data[p] | (<Py_ssize_t>data[p + 1] << 8) | (<Py_ssize_t>data[p + 2] << 16)
         if n - p - 4 < length:
@@ -103,8 +128,9 @@ def dump_events(const unsigned char[::1] buf, Py_ssize_t p, str name, int droppe
             break
         p = body + length
         last = log_pos
-        if data[body + 5] == dropped:
+        event = data + body + 1
+        if not kept[event[4]] or (bracket_tail >= 0 and event[4] == QUERY
+                                  and _begin_or_commit(event, length - 1, bracket_tail)):
             continue
-        events.append(_raw_event(name, <long long>log_pos - length + 1, data + body + 1,
-                                 length - 1))
+        events.append(_raw_event(name, <long long>log_pos - length + 1, event, length - 1))
     return events, p, last

@@ -25,6 +25,7 @@ from changestream.schema.deferred_shadow import ShadowStart
 from changestream.schema.history_settings import HistorySettings
 from changestream.schema.shadow import ShadowServer, remove_stale
 from changestream.schema.startup import (
+    SCANNED_TYPES,
     open_history,
     open_history_at,
     scan_queries,
@@ -173,4 +174,5 @@ class HistoryOpener:
         return scan_queries(LiveSource(source.connection, begin,
                                        server_id=scan_server_id(source.server_id),
                                        blocking=False, verify_checksums=source.verify_checksums,
-                                       decoder=EventDecoder()), head)
+                                       decoder=EventDecoder(), wanted_types=SCANNED_TYPES,
+                                       skip_begin_commit=True, until=head), head)

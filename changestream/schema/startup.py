@@ -277,6 +277,10 @@ def scan_server_id(server_id: int) -> int:
     return server_id + 1 if server_id < 0xFFFFFFFF else server_id - 1
 
 
+# The events scan_queries looks at: what a source may leave out for it.
+SCANNED_TYPES = frozenset({et.QUERY, et.MARIADB_QUERY_COMPRESSED, et.FORMAT_DESCRIPTION})
+
+
 def scan_queries(source: LiveSource | FileSource, head: tuple[str, int]) -> Iterator[QueryEvent]:
     """The QUERY events ``source`` (not blocking) reads before ``head``; no other event is
     decoded but each file's FORMAT_DESCRIPTION, nor the BEGIN and COMMIT around each

@@ -99,13 +99,25 @@ class LiveSource:
     behind row events; often the bigger part of a binlog's bytes) when nobody reads them.
     MariaDB 11.4+ writes the events inside a transaction with ``end_log_pos`` 0 (unless
     ``binlog_legacy_event_pos`` is on): their offsets are counted on from the event before,
-    so from such a server ANNOTATE_ROWS events are always asked for, and left out here."""
+    so from such a server ANNOTATE_ROWS events are always asked for, and left out here.
+
+    ``wanted_types`` (event type codes) and ``skip_begin_commit`` speed up a reader that
+    looks at few events (the schema history's scan for DDL): other types, and the bare
+    BEGIN and COMMIT QUERY events, are mostly left out unread. Not all of them: an event in
+    an unusual packet takes the general path, so such a reader still checks each type.
+    With them, ``until`` (a position) ends the stream soon after the events read pass it:
+    on a busy server, the next event such a reader wants may be far ahead."""
 
     def __init__(self, connection: dict[str, Any], start: StartPosition | None = None, *,
                  server_id: int = 0x3EADBEEF, blocking: bool = True,
                  heartbeat_seconds: float = 5.0, verify_checksums: bool = True,
-                 decoder: EventDecoder | None = None, annotations: bool = True):
+                 decoder: EventDecoder | None = None, annotations: bool = True,
+                 wanted_types: frozenset[int] | None = None, skip_begin_commit: bool = False,
+                 until: tuple[str, int] | None = None):
         self.connection_settings = dict(connection)
+        self.wanted_types = wanted_types
+        self.skip_begin_commit = skip_begin_commit
+        self.until = until
         self.annotations = annotations
         self.start = start or StartPosition()
         self.server_id = server_id
@@ -295,16 +307,27 @@ class LiveSource:
         drop_annotations = self._counts_offsets and not self.annotations
         annotate = et.MARIADB_ANNOTATE_ROWS
         framer = _FRAMING.dump_events if _FRAMING is not None else None
-        dropped = annotate if drop_annotations else -1
+        kept = bytearray(1 if self.wanted_types is None or code in self.wanted_types else 0
+                         for code in range(256))
+        if drop_annotations:
+            kept[annotate] = 0
+        until_file, until_pos = self.until or (None, 0)
+        decoder = self.decoder
+        bracket_tail = -1 if not self.skip_begin_commit or decoder is None else \
+            4 if decoder.checksum_alg == CHECKSUM_CRC32 else 0
         while True:
             start, n = 0, len(buf)
             while n - start >= 4:
                 if framer is not None and not big:
                     # Many ordinary events at once; the packet it stops at is read below.
-                    events, start, log_pos = framer(buf, start, self.file or "", dropped)
+                    events, start, log_pos = framer(buf, start, self.file or "", kept,
+                                                   bracket_tail)
                     if log_pos:
                         self.pos = log_pos
                     yield from events
+                    if until_file is not None and self.pos >= until_pos and \
+                            self.file == until_file:
+                        return
                     if n - start < 4:
                         break
                 length = buf[start] | buf[start + 1] << 8 | buf[start + 2] << 16

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from changestream.schema.startup import scan_queries
+from changestream.schema.startup import SCANNED_TYPES, scan_queries
 from changestream.sources.files import FileSource
 from changestream.sources.live import LiveSource, StartPosition
 
@@ -43,11 +43,15 @@ def test_the_scan_yields_each_statement_but_begin_and_commit_up_to_the_head(
     connection = {"host": "127.0.0.1", "port": server.port, "user": "root", "password": ""}
     live = LiveSource(connection, StartPosition("file", file=start[0], pos=start[1]),
                       blocking=False, server_id=4242)
+    # As the schema history's opener reads: most events left out unread, ending at the head.
+    filtered = LiveSource(connection, StartPosition("file", file=start[0], pos=start[1]),
+                          blocking=False, server_id=4243, wanted_types=SCANNED_TYPES,
+                          skip_begin_commit=True, until=head)
     paths = server.binlog_files()
     files = FileSource(paths, start_file=start[0], start_pos=start[1])
     # A file source names its events' files by path, and so does the head it is given.
     head_path = str(next(p for p in paths if p.name == head[0]))
-    for source, end in ((live, head), (files, (head_path, head[1]))):
+    for source, end in ((live, head), (filtered, head), (files, (head_path, head[1]))):
         queries = [e.query for e in scan_queries(source, end)]
         assert [q for q in queries if q.startswith(("CREATE", "ALTER", "RENAME"))] == DDL, \
             queries

@@ -15,7 +15,8 @@ except ImportError:  # the Python paths only
 else:
     names = ["changestream.native.json_text", "changestream.native.binlog_values",
              "changestream.native.framing", "changestream.snapshot._text_rows",
-             "changestream.parallel._segment_rows", "changestream.sinks.spark._arrow_walk",
+             "changestream.parallel._segment_rows", "changestream.parallel._plain_walk",
+             "changestream.sinks.spark._arrow_walk",
              "changestream.sinks.spark._snapshot_frames"]
     libraries: dict[str, list[str]] = {}
     # libzstd's header comes with Debian's libzstd-dev (the install script installs it).

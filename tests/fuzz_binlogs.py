@@ -193,8 +193,9 @@ def read_packets(data: bytes, base_file: str, checksum_alg: int, verify: bool,
         decoder = EventDecoder(verify_checksums=verify, checksum_alg=checksum_alg)
         source = LiveSource({}, blocking=False, verify_checksums=verify, decoder=decoder)
         source.file, source.pos = base_file, 4
-        return route(source._read(_Connection(reader), idle=False),  # type: ignore[arg-type]
-                     decoder, spill, workers=workers)
+        batches = source._read_batches(_Connection(reader), idle=False)  # type: ignore[arg-type]
+        return route((raw for batch in batches if batch for raw in batch), decoder, spill,
+                     workers=workers)
     finally:
         reader.close()
         thread.join()

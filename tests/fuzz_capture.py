@@ -51,10 +51,10 @@ class _Recording:
 class _RecordingSource(LiveSource):
     recording: _Recording | None = None
 
-    def _read(self, conn: Any, idle: bool) -> Iterator[RawEvent | None]:
+    def _read_batches(self, conn: Any, idle: bool) -> Iterator[list[RawEvent] | None]:
         self.recording = _Recording(conn._sock)
         conn._sock = self.recording
-        return super()._read(conn, idle)
+        return super()._read_batches(conn, idle)
 
 
 def record_capture(path: Path) -> Path:

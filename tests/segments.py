@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from changestream.decoding import event_types as et
 from changestream.decoding.event_decoder import EventDecoder
+from changestream.decoding.events import TableMapEvent
 from changestream.model.errors import ChangestreamError
 from changestream.native import compiled
+from changestream.parallel import segments
 from changestream.parallel.decode_workers import Segment, WorkerSettings, _Worker
 from changestream.parallel.segments import Segmenter
 from changestream.sources.files import FileSource
@@ -45,12 +50,114 @@ class _Raw:
 
 
 def worker_segments(paths: Sequence[Path], start: int = 4) -> list[Segment]:
-    """The segments the router would hand its decode workers for these binlog files."""
+    """The segments the router would hand its decode workers for these binlog files
+    (after checking the segmenter's compiled walk routes them as its Python loop does)."""
     pool = _Collected()
     source = FileSource(paths, start_file=paths[0].name, start_pos=start)
     for _ in Segmenter(EventDecoder(), pool).events(_Raw(source)):  # type: ignore[arg-type]
         pass
+    walk = compiled_walk()
+    if walk is not None:
+        events = [raw for raw in FileSource(paths, start_file=paths[0].name,
+                                            start_pos=start).raw_events() if raw is not None]
+        for seed, options in enumerate(({}, {"transaction_bytes": 2_000}, {"snapshot": True},
+                                        {"ready": False}, {"filters": True})):
+            assert routed(events, seed, walk, **options) == \
+                routed(events, seed, None, **options), options
     return pool.segments
+
+
+def compiled_walk() -> Any:
+    """The segmenter's compiled walk; ``None`` where it was not built, or a failure when the
+    test run must have everything (``CHANGESTREAM_REQUIRE_SERVERS=1``)."""
+    module = compiled("changestream.parallel._plain_walk")
+    if module is None and os.environ.get("CHANGESTREAM_REQUIRE_SERVERS") == "1" \
+            and os.environ.get("CHANGESTREAM_PURE_PYTHON") != "1":
+        raise AssertionError("the segmenter's compiled walk is not built "
+                             "(bash scripts/install.sh builds it with Cython)")
+    return module
+
+
+class _Kept:
+    """A snapshot's coordinator whose tracked tables change as events are read."""
+
+    def __init__(self) -> None:
+        self.tracked: set[tuple[str, str]] = set()
+        self.version = 0
+
+
+class _Batches:
+    """Events in lists of random sizes, now and then idle, as a live source reads them;
+    a snapshot's tracked tables (every table the events map) come and go between lists."""
+
+    def __init__(self, events: list[RawEvent], seed: int, kept: _Kept | None,
+                 decoder: EventDecoder | None = None):
+        self.events, self.rng, self.kept = events, random.Random(seed), kept
+        self.mapped = _mapped(events) if kept is not None or decoder is not None else set()
+        self.decoder = decoder  # whose table filter changes between lists
+
+    def raw_batches(self) -> Iterator[list[RawEvent] | None]:
+        i = 0
+        while i < len(self.events):
+            size = self.rng.choice((1, 2, 3, 7, 50, 1000))
+            yield list(self.events[i:i + size])
+            i += size
+            if self.kept is not None and self.rng.random() < 0.3:
+                self.kept.version += 1
+                self.kept.tracked = set() if self.kept.tracked else self.mapped
+            if self.decoder is not None and self.rng.random() < 0.3:
+                self.decoder.table_filter = _leaving_out(
+                    self.mapped if self.rng.random() < 0.5 else set())
+            if self.rng.random() < 0.1:
+                yield None
+
+
+def _leaving_out(tables: set[tuple[str, str]]) -> Any:
+    """A table filter (a new one each time: the segmenter tells filters apart by identity)."""
+    return lambda database, table: (database, table) not in tables
+
+
+def _mapped(events: list[RawEvent]) -> set[tuple[str, str]]:
+    """Half the tables the events' TABLE_MAPs name."""
+    decoder = EventDecoder()
+    names: set[tuple[str, str]] = set()
+    for raw in events:
+        if raw.data[4] in (et.FORMAT_DESCRIPTION, et.TABLE_MAP):
+            with contextlib.suppress(ChangestreamError):
+                event = decoder.decode(raw.data, raw.file, raw.offset)
+                if isinstance(event, TableMapEvent):
+                    names.add((event.schema.database, event.schema.table))
+    return set(sorted(names)[::2])
+
+
+def routed(events: list[RawEvent], seed: int, walk: Any, *, ready: bool = True,
+           snapshot: bool = False, transaction_bytes: int = 4 << 20, filters: bool = False
+           ) -> tuple[list[Any], list[Any]]:
+    """What the segmenter makes of ``events`` with ``walk`` (the compiled walk's module,
+    or ``None``: its Python loop alone), in lists cut with ``seed``: the events decoded
+    here (type and place, or the error) and the segments (file, bytes, offsets, schemas)."""
+    saved = segments._WALK
+    segments._WALK = walk
+    pool = _Collected()
+    pool.ready = ready
+    kept = _Kept() if snapshot else None
+    out: list[Any] = []
+    try:
+        # Small segments: the limits are met on small files too.
+        decoder = EventDecoder()
+        segmenter = Segmenter(decoder, pool, segment_events=40, segment_bytes=20_000,
+                              transaction_bytes=transaction_bytes, kept_here=kept)
+        batches = _Batches(events, seed, kept, decoder if filters else None)
+        for item in segmenter.events(batches):
+            out.append(None if item is None else
+                       (type(item).__name__, item.header.file, item.header.offset))
+    except ChangestreamError as exc:
+        out.append(str(exc))
+    finally:
+        segments._WALK = saved
+    return out, [(s.file, s.data, list(s.offsets), s.payloads,
+                  sorted((k, v.table) for k, v in (s.schemas or {}).items()))
+                 for s in pool.segments]
 
 
 def compare_worker_paths(segments: list[Segment], change_filter: ChangeFilter | None = None,

@@ -41,12 +41,55 @@ _ANNOTATIONS = frozenset({et.ROWS_QUERY, et.MARIADB_ANNOTATE_ROWS})
 # it), and the event types it lets through as they are: rows events and annotations.
 _PAYLOADS = compiled("changestream.native.zstd_frames")
 _ROW_FLAGS = bytes(1 if code in _ROW_TYPES else 0 for code in range(256))
+_WALK = compiled("changestream.parallel._plain_walk")
 
 
 class RawSource(Protocol):
     """Raw events, and ``None`` whenever the source is idle."""
 
     def raw_stream(self) -> Iterator[RawEvent | None]: ...
+
+
+class RawBatchSource(Protocol):
+    """Raw events in lists as they were read (many at once: the segmenter's compiled walk
+    takes a list's common case in one call), and ``None`` whenever the source is idle."""
+
+    def raw_batches(self) -> Iterator[list[RawEvent] | None]: ...
+
+
+def _batches(source: RawSource | RawBatchSource) -> Iterator[list[RawEvent] | None]:
+    if hasattr(source, "raw_batches"):
+        return source.raw_batches()
+    # One at a time: such a source may act as each event is taken (a unit's names).
+    return (None if raw is None else [raw] for raw in source.raw_stream())
+
+
+class _PythonWalk:
+    """What :class:`changestream.parallel._plain_walk.PlainWalk` holds, without it: the
+    loop takes every event itself."""
+
+    def __init__(self, decoder: EventDecoder, names_logged: dict[bytes, bool | None],
+                 kept: Any, annotations: bool, transaction_bytes: int, segment_events: int,
+                 segment_bytes: int):
+        self.names_logged = names_logged
+        self.kept = kept
+        self.kept_version: Any = -1
+        # Schemas resolved here for TABLE_MAPs that do not log them whole (None: a table
+        # nobody reads), valid for the decoder's table_maps_epoch and table filter.
+        self.resolved: dict[bytes, TableSchema | None] = {}
+        self.epoch = -1
+        self.filter: Any = None
+        self.pending_schemas: dict[bytes, TableSchema] = {}  # the next segment's
+        self.current: list[RawEvent] = []  # the open transaction a worker may take
+        self.size = 0
+        self.pending: list[RawEvent] = []  # the next segment's events
+        self.pending_bytes = 0
+        self.due = False
+
+    def walk(self, batch: list[RawEvent], i: int, tail: int, query_post: int,
+             table_map_post: int, can_open: bool) -> int:
+        """Takes none: the loop takes each event."""
+        return i
 
 
 class SegmentTaker(Protocol):
@@ -75,22 +118,18 @@ class Segmenter:
         # A snapshot's coordinator: the tables it tracks (``tracked``, changing ``version``)
         # are decoded here, where their keys are noted.
         self.kept_here = kept_here
-        self._kept_version = -1
         self.workers = workers
         self.segment_events = segment_events
         self.segment_bytes = segment_bytes
         self.transaction_bytes = transaction_bytes
         self._format_description: RawEventData | None = None
-        self._pending: list[RawEvent] = []
-        self._pending_bytes = 0
         self._pending_payloads = False  # some pending transaction came compressed
         self._names_logged: dict[bytes, bool | None] = {}
-        # Schemas resolved here for TABLE_MAPs that do not log them whole (None: a table
-        # nobody reads), valid for the decoder's table_maps_epoch and table filter.
-        self._resolved: dict[bytes, TableSchema | None] = {}
-        self._epoch = -1
-        self._filter: Any = None
-        self._pending_schemas: dict[bytes, TableSchema] = {}
+        # The open transaction, the pending segment, and which version of kept_here's
+        # tables _names_logged is for: shared with the compiled walk.
+        self._walk = (_WALK.PlainWalk if _WALK is not None else _PythonWalk)(
+            decoder, self._names_logged, kept_here, annotations, transaction_bytes,
+            segment_events, segment_bytes)
         self._layout_of: Any = None  # the FORMAT_DESCRIPTION _layout_cache is of
         self._layout_cache = (0, 0, 0)
         # Bytes decoded here while the workers start: up to a segment's worth (a first
@@ -99,83 +138,102 @@ class Segmenter:
         self._before_ready = segment_bytes
         self._zstd = zstandard.ZstdDecompressor()
 
-    def events(self, source: RawSource) -> Iterator[Event | SegmentTicket | None]:
+    def events(self, source: RawSource | RawBatchSource
+               ) -> Iterator[Event | SegmentTicket | None]:
         """Route ``source``'s events (see the class docstring)."""
         decode = self.decoder.decode
         annotations = self.annotations
-        current: list[RawEvent] = []  # the open transaction a worker may take
-        size = 0
+        w = self._walk
+        walk = w.walk if _WALK is not None else None
         try:
-            for raw in source.raw_stream():
-                if raw is None:
-                    if self._pending:
+            for batch in _batches(source):
+                if batch is None:
+                    if w.pending:
                         yield self._submit()
                     yield None
                     continue
-                data = raw.data
-                code = data[4]
-                if current:
-                    if code in _ANNOTATIONS and not annotations:
-                        continue  # read by no one: not copied and sent to a worker
-                    if code in _ROW_TYPES or (code == et.TABLE_MAP
-                                              and self._worker_table(raw)):
-                        current.append(raw)
-                        size += len(data)
-                        if size <= self.transaction_bytes:
+                i, n = 0, len(batch)
+                while i < n:
+                    if walk is not None:
+                        tail, query_post, table_map_post = self._layout()
+                        i = walk(batch, i, tail, query_post, table_map_post,
+                                 self.workers.ready or self._before_ready <= 0)
+                        if w.due:
+                            yield self._submit()
                             continue
-                    elif code == et.QUERY and len(current) == 1 and \
-                            current[0].data[4] != et.MARIADB_GTID and \
-                            self._query_kind(data) == BEGIN:
-                        current.append(raw)
-                        size += len(data)
-                        continue
-                    elif (closing := self._closing_size(raw, len(current))) is not None:
-                        current.append(raw)
-                        if self._pending and self._pending[0].file != raw.file:
-                            yield self._submit()
-                        self._close(current, size + closing)
-                        current = []
-                        if len(self._pending) >= self.segment_events or \
-                                self._pending_bytes >= self.segment_bytes:
-                            yield self._submit()
-                        continue
-                    elif code in _HEARTBEATS:
-                        continue
-                    else:
-                        current.append(raw)
-                    # Not a worker's after all: everything of it is decoded here.
-                    if self._pending:
-                        yield self._submit()
-                    for held in current:
-                        yield decode(held.data, held.file, held.offset)
-                    current = []
-                    continue
-                if opens_plain_group(data) and (self.workers.ready or
-                                                self._before_ready <= 0):
-                    current = [raw]
-                    size = len(data)
-                    continue
-                if code == et.FORMAT_DESCRIPTION:
-                    self._format_description = (raw.file, raw.offset, data)
-                if self._pending and code not in _HEARTBEATS:
-                    yield self._submit()
-                if self._before_ready > 0:
-                    self._before_ready -= len(data)
-                yield decode(data, raw.file, raw.offset)
+                        if i == n:
+                            break
+                    raw = batch[i]
+                    i += 1
+                    yield from self._route(raw, decode, annotations)
         except SourceError:
             # Whole transactions read before the source failed are still delivered.
-            if self._pending:
+            if w.pending:
                 yield self._submit()
             raise
-        if self._pending:
+        if w.pending:
             yield self._submit()
-        if current:  # the source ended inside a transaction: as without workers
-            for held in current:
+        if w.current:  # the source ended inside a transaction: as without workers
+            for held in w.current:
                 yield decode(held.data, held.file, held.offset)
 
+    def _route(self, raw: RawEvent, decode: Any, annotations: bool
+               ) -> Iterator[Event | SegmentTicket]:
+        """One event the compiled walk did not take (every event without it)."""
+        w = self._walk
+        data = raw.data
+        code = data[4]
+        current = w.current
+        if current:
+            if code in _ANNOTATIONS and not annotations:
+                return  # read by no one: not copied and sent to a worker
+            if code in _ROW_TYPES or (code == et.TABLE_MAP and self._worker_table(raw)):
+                current.append(raw)
+                w.size += len(data)
+                if w.size <= self.transaction_bytes:
+                    return
+            elif code == et.QUERY and len(current) == 1 and \
+                    current[0].data[4] != et.MARIADB_GTID and \
+                    self._query_kind(data) == BEGIN:
+                current.append(raw)
+                w.size += len(data)
+                return
+            elif (closing := self._closing_size(raw, len(current))) is not None:
+                current.append(raw)
+                if w.pending and w.pending[0].file != raw.file:
+                    yield self._submit()
+                self._close(current, w.size + closing)
+                w.current = []
+                if len(w.pending) >= self.segment_events or \
+                        w.pending_bytes >= self.segment_bytes:
+                    yield self._submit()
+                return
+            elif code in _HEARTBEATS:
+                return
+            else:
+                current.append(raw)
+            # Not a worker's after all: everything of it is decoded here.
+            if w.pending:
+                yield self._submit()
+            w.current = []
+            for held in current:
+                yield decode(held.data, held.file, held.offset)
+            return
+        if opens_plain_group(data) and (self.workers.ready or self._before_ready <= 0):
+            w.current = [raw]
+            w.size = len(data)
+            return
+        if code == et.FORMAT_DESCRIPTION:
+            self._format_description = (raw.file, raw.offset, data)
+        if w.pending and code not in _HEARTBEATS:
+            yield self._submit()
+        if self._before_ready > 0:
+            self._before_ready -= len(data)
+        yield decode(data, raw.file, raw.offset)
+
     def _close(self, transaction: list[RawEvent], size: int) -> None:
-        self._pending.extend(transaction)
-        self._pending_bytes += size
+        self._walk.pending.extend(transaction)
+        self._walk.pending_bytes += size
         self._pending_payloads |= transaction[-1].data[4] == et.TRANSACTION_PAYLOAD
 
     def _closing_size(self, raw: RawEvent, held: int) -> int | None:
@@ -223,15 +281,16 @@ class Segmenter:
 
     def _submit(self) -> SegmentTicket:
         assert self._format_description is not None, "events before FORMAT_DESCRIPTION"
-        pending = self._pending
+        w = self._walk
+        pending = w.pending
         last = pending[-1]
         segment = Segment(self._format_description, pending[0].file,
                           b"".join([r.data for r in pending]),
                           array.array("q", [r.offset for r in pending]),
-                          self._pending_payloads, self._pending_schemas or None)
-        self._pending_schemas = {}
-        self._pending = []
-        self._pending_bytes = 0
+                          self._pending_payloads, w.pending_schemas or None)
+        w.pending_schemas = {}
+        w.pending = []
+        w.pending_bytes = 0
         self._pending_payloads = False
         return self.workers.submit(segment, (last.file, last.offset + len(last.data)))
 
@@ -270,11 +329,12 @@ class Segmenter:
         if logged is not None:
             return logged
         decoder = self.decoder
-        if decoder.table_maps_epoch != self._epoch or decoder.table_filter is not self._filter:
-            self._resolved.clear()  # a DDL or a new table filter since they were resolved
-            self._epoch, self._filter = decoder.table_maps_epoch, decoder.table_filter
-        if key in self._resolved:
-            schema = self._resolved[key]
+        w = self._walk
+        if decoder.table_maps_epoch != w.epoch or decoder.table_filter is not w.filter:
+            w.resolved.clear()  # a DDL or a new table filter since they were resolved
+            w.epoch, w.filter = decoder.table_maps_epoch, decoder.table_filter
+        if key in w.resolved:
+            schema = w.resolved[key]
         else:
             event = decoder.decode(data, raw.file, raw.offset)  # its errors as without workers
             if not isinstance(event, TableMapEvent):
@@ -283,11 +343,11 @@ class Segmenter:
             wanted = decoder.table_filter is None or decoder.table_filter(table.database,
                                                                          table.table)
             schema = table if wanted else None  # a table nobody reads needs no names
-            if len(self._resolved) > 4096:
-                self._resolved.clear()
-            self._resolved[key] = schema
+            if len(w.resolved) > 4096:
+                w.resolved.clear()
+            w.resolved[key] = schema
         if schema is not None:
-            self._pending_schemas[key] = schema
+            w.pending_schemas[key] = schema
         return True
 
     def _key(self, data: bytes, body_end: int | None = None) -> bytes:
@@ -307,9 +367,9 @@ class Segmenter:
         if key is None:  # the caller may have it already
             key = self._key(data, body_end)
         kept = self.kept_here
-        if kept is not None and kept.version != self._kept_version:
+        if kept is not None and kept.version != self._walk.kept_version:
             self._names_logged.clear()
-            self._kept_version = kept.version
+            self._walk.kept_version = kept.version
         if key in self._names_logged:
             return self._names_logged[key]
         known: bool | None

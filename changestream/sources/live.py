@@ -211,6 +211,14 @@ class LiveSource:
     def raw_events(self, idle: bool = False) -> Iterator[RawEvent | None]:
         """The events' bytes as the server sends them (with ``idle``: ``None`` whenever
         everything received so far has been handed out)."""
+        for batch in self.raw_batches(idle):
+            if batch is None:
+                yield None
+            else:
+                yield from batch
+
+    def raw_batches(self, idle: bool = False) -> Iterator[list[RawEvent] | None]:
+        """:meth:`raw_events` in lists, as many at a time as were framed at once."""
         conn = self._connect()
         self._conn = conn
         try:
@@ -237,7 +245,7 @@ class LiveSource:
             file, pos = self._resolve_start(conn)
             self._send_dump(conn, file, pos)
             self.file, self.pos = file or None, pos
-            yield from self._read(conn, idle)
+            yield from self._read_batches(conn, idle)
         finally:
             self._conn = None
             with contextlib.suppress(Exception):
@@ -285,7 +293,8 @@ class LiveSource:
             f"is {server}: the position was saved from another server's stream (two jobs "
             "sharing one position file or control namespace?)")
 
-    def _read(self, conn: pymysql.Connection[Any], idle: bool) -> Iterator[RawEvent | None]:
+    def _read_batches(self, conn: pymysql.Connection[Any], idle: bool
+                      ) -> Iterator[list[RawEvent] | None]:
         """The dump stream's events, read straight from the socket in large chunks.
 
         With ``idle``, ``None`` is yielded each time every byte received so far has been
@@ -324,7 +333,8 @@ class LiveSource:
                                                    bracket_tail)
                     if log_pos:
                         self.pos = log_pos
-                    yield from events
+                    if events:
+                        yield events
                     if until_file is not None and self.pos >= until_pos and \
                             self.file == until_file:
                         return
@@ -348,7 +358,7 @@ class LiveSource:
                     else:
                         offset = self._offset_without_log_pos(event)
                     if not (drop_annotations and event[4] == annotate):
-                        yield RawEvent(self.file or "", offset, event)
+                        yield [RawEvent(self.file or "", offset, event)]
                     continue
                 payload = bytes(buf[body:start])
                 if length == 0xFFFFFF:
@@ -365,7 +375,7 @@ class LiveSource:
                     return
                 if isinstance(raw, RawEvent) and not (
                         drop_annotations and raw.data[4] == annotate):
-                    yield raw
+                    yield [raw]
             if start:
                 del buf[:start]
             if self._stop.is_set():

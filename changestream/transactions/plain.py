@@ -18,19 +18,19 @@ from changestream.decoding.events import FL_COMPLETED_XA, FL_PREPARED_XA, FL_STA
 MYSQL_GTID_EVENTS = frozenset({et.GTID, et.ANONYMOUS_GTID, et.GTID_TAGGED})
 
 # A MariaDB GTID event's flags byte follows its sequence number and domain id.
-_MARIADB_FLAGS_AT = HEADER_SIZE + 12
-_NOT_PLAIN = FL_STANDALONE | FL_PREPARED_XA | FL_COMPLETED_XA
+MARIADB_FLAGS_AT = HEADER_SIZE + 12
+NOT_PLAIN = FL_STANDALONE | FL_PREPARED_XA | FL_COMPLETED_XA
 
 
 def mariadb_group_is_plain(flags: int) -> bool:
     """Whether a MariaDB GTID event with ``flags`` begins a plain transaction (not a
     statement standing alone, not XA)."""
-    return not flags & _NOT_PLAIN
+    return not flags & NOT_PLAIN
 
 
 def opens_plain_group(data: bytes) -> bool:
     """Whether the event in ``data`` is a GTID event that begins a plain transaction."""
     code = data[4]
     return code in MYSQL_GTID_EVENTS or (
-        code == et.MARIADB_GTID and len(data) > _MARIADB_FLAGS_AT
-        and mariadb_group_is_plain(data[_MARIADB_FLAGS_AT]))
+        code == et.MARIADB_GTID and len(data) > MARIADB_FLAGS_AT
+        and mariadb_group_is_plain(data[MARIADB_FLAGS_AT]))

@@ -135,9 +135,9 @@ def _stream(data: bytes, framing: Any, seed: int, **options: Any) -> tuple[list[
 
     out: list[RawEvent] = []
     try:
-        for raw in source._read(_Conn(), idle=False):  # type: ignore[arg-type]
-            assert raw is not None
-            out.append(raw)
+        for batch in source._read_batches(_Conn(), idle=False):  # type: ignore[arg-type]
+            assert batch
+            out.extend(batch)
     except ChangestreamError as exc:
         return out, f"{exc} / {source.file}:{source.pos}"
     finally:

@@ -33,8 +33,8 @@ def _read(data: bytes) -> list[RawEvent]:
     source = LiveSource({}, blocking=False, decoder=EventDecoder(checksum_alg=CHECKSUM_OFF))
     source.file, source.pos = "mariadb-bin.000001", 4
     try:
-        return [e for e in source._read(_Connection(reader), idle=False)  # type: ignore[arg-type]
-                if e is not None]
+        return [e for batch in source._read_batches(_Connection(reader),  # type: ignore[arg-type]
+                                                    idle=False) if batch for e in batch]
     finally:
         reader.close()
 

@@ -46,5 +46,8 @@ class SourceStream:
     def raw_stream(self) -> Iterator[RawEvent | None]:
         return self.source.raw_events(idle=True)
 
+    def raw_batches(self) -> Iterator[list[RawEvent] | None]:
+        return self.source.raw_batches(idle=True)
+
     def stop(self) -> None:
         self.source.stop()

@@ -95,6 +95,18 @@ def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | Non
     With ``follow`` and ``idle``, ``None`` is yielded each time the reader reaches what has
     been written so far, before it waits for more.
     """
+    for batch in read_raw_batches(path, start, follow=follow, poll_interval=poll_interval,
+                                  idle=idle):
+        if batch is None:
+            yield None
+        else:
+            yield from batch
+
+
+def read_raw_batches(path: Path, start: int = 4, *, follow: threading.Event | None = None,
+                     poll_interval: float = 0.2, idle: bool = False
+                     ) -> Iterator[list[RawEvent] | None]:
+    """:func:`read_raw_events` in lists: as many at a time as were framed at once."""
     name = str(path)
     with _open(path) as f:
         magic = _read(f, 4, name, 0)
@@ -102,7 +114,7 @@ def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | Non
             raise BinlogError(f"not a binlog file: starts with {magic.hex() or 'nothing'}, "
                               f"expected {BINLOG_MAGIC.hex()}", name, 0)
         if follow is None:
-            yield from _read_whole(f, name, start)
+            yield from _whole_batches(f, name, start)
             return
         offset = 4
         while True:
@@ -129,7 +141,7 @@ def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | Non
                     f"file ends inside a {et.event_type_name(header[4])} event: its header "
                     f"says {size} bytes, {HEADER_SIZE + len(rest)} are there", name, offset)
             if offset >= start or header[4] == et.FORMAT_DESCRIPTION:
-                yield RawEvent(name, offset, header + rest)
+                yield [RawEvent(name, offset, header + rest)]
             if offset < start and header[4] == et.FORMAT_DESCRIPTION and start > offset + size:
                 if isinstance(f, gzip.GzipFile):
                     _skip(f, start - offset - size, name, offset)
@@ -145,8 +157,8 @@ def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | Non
 _CHUNK = 1 << 20
 
 
-def _read_whole(f: BinaryIO, name: str, start: int) -> Iterator[RawEvent]:
-    """``read_raw_events`` for a file that is not followed: read in chunks of a megabyte
+def _whole_batches(f: BinaryIO, name: str, start: int) -> Iterator[list[RawEvent]]:
+    """``read_raw_batches`` for a file that is not followed: read in chunks of a megabyte
     and cut into events, rather than two reads per event."""
     framer = _FRAMING.file_events if _FRAMING is not None else None
     buf = _read(f, _CHUNK, name, 4)
@@ -155,7 +167,8 @@ def _read_whole(f: BinaryIO, name: str, start: int) -> Iterator[RawEvent]:
     while True:
         if framer is not None:  # many events at once; what it leaves is handled below
             events, p, offset = framer(buf, p, name, offset, start)
-            yield from events
+            if events:
+                yield events
         avail = len(buf) - p
         if avail < HEADER_SIZE:
             more = _read(f, _CHUNK, name, offset)
@@ -181,7 +194,7 @@ def _read_whole(f: BinaryIO, name: str, start: int) -> Iterator[RawEvent]:
             continue
         code = buf[p + 4]
         if offset >= start or code == et.FORMAT_DESCRIPTION:
-            yield RawEvent(name, offset, buf[p:p + size])
+            yield [RawEvent(name, offset, buf[p:p + size])]
         if offset < start and code == et.FORMAT_DESCRIPTION and start > offset + size:
             if isinstance(f, gzip.GzipFile):
                 _skip(f, start - offset - size, name, offset)
@@ -269,6 +282,14 @@ class FileSource:
     def raw_events(self, idle: bool = False) -> Iterator[RawEvent | None]:
         """The raw events of every file in order (with ``idle`` and ``follow``: ``None``
         whenever the reader has caught up with the writer for now)."""
+        for batch in self.raw_batches(idle):
+            if batch is None:
+                yield None
+            else:
+                yield from batch
+
+    def raw_batches(self, idle: bool = False) -> Iterator[list[RawEvent] | None]:
+        """:meth:`raw_events` in lists, as many at a time as were framed at once."""
         files = binlog_files(self.paths)
         if self.start_file is not None:
             names = [binlog_name(f.name) for f in files]
@@ -283,10 +304,10 @@ class FileSource:
             first = False
             follow = self._stop if self.follow and not files else None
             last: RawEvent | None = None
-            for raw in read_raw_events(path, start, follow=follow, idle=idle):
-                if raw is not None:
-                    last = raw
-                yield raw
+            for batch in read_raw_batches(path, start, follow=follow, idle=idle):
+                if batch:
+                    last = batch[-1]
+                yield batch
             if self.follow and not files and not self._stop.is_set():
                 rotated_to = _rotate_target(last) if last is not None else None
                 files = self._wait_for_next_file(path, rotated_to)

@@ -68,13 +68,18 @@ def worker_segments(paths: Sequence[Path], start: int = 4) -> list[Segment]:
 
 
 def compiled_walk() -> Any:
-    """The segmenter's compiled walk; ``None`` where it was not built, or a failure when the
-    test run must have everything (``CHANGESTREAM_REQUIRE_SERVERS=1``)."""
-    module = compiled("changestream.parallel._plain_walk")
+    """The segmenter's compiled walk (see :func:`required_module`)."""
+    return required_module("changestream.parallel._plain_walk", "the segmenter's compiled walk")
+
+
+def required_module(name: str, what: str) -> Any:
+    """A compiled module; when it was not built, ``None``, or a failure when the test run
+    must have everything (``CHANGESTREAM_REQUIRE_SERVERS=1``)."""
+    module = compiled(name)
     if module is None and os.environ.get("CHANGESTREAM_REQUIRE_SERVERS") == "1" \
             and os.environ.get("CHANGESTREAM_PURE_PYTHON") != "1":
-        raise AssertionError("the segmenter's compiled walk is not built "
-                             "(bash scripts/install.sh builds it with Cython)")
+        raise AssertionError(f"{what} is not built (bash scripts/install.sh builds it with "
+                             "Cython)")
     return module
 
 
@@ -193,14 +198,9 @@ def _assembled(general: _Worker, fast: _Worker, segment: Segment) -> tuple[Any, 
 
 
 def compiled_encoder() -> Any:
-    """The compiled fast path's module; when it was not built, ``None``, or a failure when
-    the test run must have everything (``CHANGESTREAM_REQUIRE_SERVERS=1``)."""
-    module = compiled("changestream.parallel._segment_rows")
-    if module is None and os.environ.get("CHANGESTREAM_REQUIRE_SERVERS") == "1" \
-            and os.environ.get("CHANGESTREAM_PURE_PYTHON") != "1":
-        raise AssertionError("the compiled decode worker path is not built "
-                             "(bash scripts/install.sh builds it with Cython)")
-    return module
+    """The compiled fast path's module (see :func:`required_module`)."""
+    return required_module("changestream.parallel._segment_rows",
+                           "the compiled decode worker path")
 
 
 def compare_arrow_paths(segments: list[Segment], change_filter: ChangeFilter | None = None

@@ -18,7 +18,7 @@ from changestream.decoding.events import Event, RotateEvent
 from changestream.model.changes import binlog_name, binlog_order
 from changestream.model.errors import BinlogError, SourceError, TruncatedBinlogError
 from changestream.native import compiled
-from changestream.sources.raw import BINLOG_MAGIC, RawEvent
+from changestream.sources.raw import BINLOG_MAGIC, RawEvent, one_by_one
 
 log = logging.getLogger("changestream")
 _SIZE = struct.Struct("<I").unpack_from
@@ -95,12 +95,8 @@ def read_raw_events(path: Path, start: int = 4, *, follow: threading.Event | Non
     With ``follow`` and ``idle``, ``None`` is yielded each time the reader reaches what has
     been written so far, before it waits for more.
     """
-    for batch in read_raw_batches(path, start, follow=follow, poll_interval=poll_interval,
-                                  idle=idle):
-        if batch is None:
-            yield None
-        else:
-            yield from batch
+    return one_by_one(read_raw_batches(path, start, follow=follow,
+                                       poll_interval=poll_interval, idle=idle))
 
 
 def read_raw_batches(path: Path, start: int = 4, *, follow: threading.Event | None = None,
@@ -282,11 +278,7 @@ class FileSource:
     def raw_events(self, idle: bool = False) -> Iterator[RawEvent | None]:
         """The raw events of every file in order (with ``idle`` and ``follow``: ``None``
         whenever the reader has caught up with the writer for now)."""
-        for batch in self.raw_batches(idle):
-            if batch is None:
-                yield None
-            else:
-                yield from batch
+        return one_by_one(self.raw_batches(idle))
 
     def raw_batches(self, idle: bool = False) -> Iterator[list[RawEvent] | None]:
         """:meth:`raw_events` in lists, as many at a time as were framed at once."""

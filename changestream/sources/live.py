@@ -39,7 +39,7 @@ from changestream.model.errors import (
 from changestream.model.gtid import is_mariadb_gtid
 from changestream.native import compiled
 from changestream.sources.binlog_head import binlog_head
-from changestream.sources.raw import RawEvent
+from changestream.sources.raw import RawEvent, one_by_one
 from changestream.sources.tls import open_connection
 
 log = logging.getLogger("changestream")
@@ -211,11 +211,7 @@ class LiveSource:
     def raw_events(self, idle: bool = False) -> Iterator[RawEvent | None]:
         """The events' bytes as the server sends them (with ``idle``: ``None`` whenever
         everything received so far has been handed out)."""
-        for batch in self.raw_batches(idle):
-            if batch is None:
-                yield None
-            else:
-                yield from batch
+        return one_by_one(self.raw_batches(idle))
 
     def raw_batches(self, idle: bool = False) -> Iterator[list[RawEvent] | None]:
         """:meth:`raw_events` in lists, as many at a time as were framed at once."""

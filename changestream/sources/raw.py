@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import NamedTuple
 
 BINLOG_MAGIC = b"\xfebin"
@@ -13,3 +14,12 @@ class RawEvent(NamedTuple):
     file: str
     offset: int
     data: bytes
+
+
+def one_by_one(batches: Iterator[list[RawEvent] | None]) -> Iterator[RawEvent | None]:
+    """A source's lists of events (``None``: idle) as single events."""
+    for batch in batches:
+        if batch is None:
+            yield None
+        else:
+            yield from batch

@@ -507,7 +507,11 @@ def measure(shape: Shape, rows: int, work: Path, readers: tuple[str, ...] = DEFA
         if "changestream_pure" in runs and "changestream_files" in runs:
             figures["compiled_equals_pure"] = same_records(outputs["files"], outputs["pure"])
         if "changestream_live" in runs and "changestream_files" in runs:
-            figures["live_equals_files"] = same_records(outputs["live"], outputs["files"])
+            figures["live_equals_files"] = same_records(
+                outputs["live"], outputs["files"]) if shape.metadata == "FULL" else (
+                "not compared: without column names in the binlog and no server to ask, "
+                "the file reader names them @1, @2, ... (the files hold no CREATE TABLE "
+                "before the start)")
         figures["repeat"] = repeat
     results: dict[str, Any] = {}
     for name, run in runs.items():

@@ -192,10 +192,12 @@ def _whole_batches(f: BinaryIO, name: str, start: int) -> Iterator[list[RawEvent
         if offset >= start or code == et.FORMAT_DESCRIPTION:
             yield [RawEvent(name, offset, buf[p:p + size])]
         if offset < start and code == et.FORMAT_DESCRIPTION and start > offset + size:
-            if isinstance(f, gzip.GzipFile):
-                _skip(f, start - offset - size, name, offset)
-            else:
+            # To ``start`` from the file's beginning: ``f`` is already past what ``buf`` holds.
+            try:
                 f.seek(start)
+            except EOFError as exc:  # a gzip'd file cut short
+                raise TruncatedBinlogError(f"gzip'd file ends early: {exc}", name,
+                                           offset) from None
             offset = start
             buf, p = _read(f, _CHUNK, name, offset), 0
             continue

@@ -204,3 +204,21 @@ def test_a_dump_stream_read_for_few_types_leaves_out_the_others(relative: str) -
     read, ended = _stream(data, framing, 0, until=(middle.file, middle.offset))
     assert ended.startswith("ended at"), ended
     assert middle in read and read == everything[:len(read)]
+
+
+@pytest.mark.parametrize("framing", ["compiled", "python"])
+def test_a_gzipped_file_read_from_inside_is_the_plain_file_read_from_there(
+        framing: str, tmp_path: Path) -> None:
+    """A start inside a gzip'd binlog (a backfill unit's, a run's position) gives the events
+    the same file unpacked gives from there: its FORMAT_DESCRIPTION, then from the start."""
+    framer = _framing() if framing == "compiled" else None
+    packed = CORPUS / "osheroff/mysql-bin.sakila.gz"
+    plain = tmp_path / "mysql-bin.sakila"
+    plain.write_bytes(gzip.decompress(packed.read_bytes()))
+    offsets = [raw.offset for raw in _read(plain, 4, None)[0]]
+    for start in (offsets[1], offsets[len(offsets) // 3], offsets[-1], 5_000_000):
+        got, error = _read(packed, start, framer)
+        want = _read(plain, start, framer)
+        assert error is None and want[1] is None
+        assert [(r.offset, r.data) for r in got] == [(r.offset, r.data) for r in want[0]]
+        assert len(got) > 1 or start > offsets[-1], start

@@ -97,3 +97,26 @@ def test_local_masters_give_their_cores_clusters_none(master: str,
 def test_an_unknown_place_is_refused_naming_the_option() -> None:
     with pytest.raises(ConfigError, match=r"--decode-on 'gpu' is not one of auto, local, spark"):
         BackfillSettings(decode_on="gpu")
+
+
+@pytest.mark.parametrize("relative", ["osheroff/mysql-bin.checksum-crc32",
+                                      "osheroff/mysql-bin.sakila.gz"])
+def test_a_units_lists_of_events_are_its_events_one_by_one(relative: str) -> None:
+    """A unit's events in lists as read (what the segmenter's compiled walk takes) are its
+    events one at a time: from its start to before its end, its file's FORMAT_DESCRIPTION
+    first."""
+    from changestream.decoding.event_decoder import EventDecoder
+    from changestream.sinks.backfill.planning import BackfillUnit
+    from changestream.sinks.backfill.unit_events import UnitSource
+    from changestream.sources.files import FileSource
+
+    path = str(CORPUS / relative)
+    offsets = [raw.offset for raw in FileSource([path]).raw_events() if raw is not None]
+    middle, later = offsets[len(offsets) // 3], offsets[2 * len(offsets) // 3]
+    for start, end in ((4, None), (middle, later), (middle, None), (4, middle)):
+        source = UnitSource(BackfillUnit(0, path, start, end), EventDecoder(), None)
+        one_by_one = list(source.raw_stream())
+        batches = list(source.raw_batches())
+        assert [raw for batch in batches for raw in batch] == one_by_one, (start, end)
+        assert all(batches) and one_by_one[-1].offset < (end or 1 << 62)
+        assert len(batches) < len(one_by_one) // 4, "read one at a time"

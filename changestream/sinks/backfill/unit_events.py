@@ -30,7 +30,7 @@ from changestream.parallel.inline_workers import InlineWorkers
 from changestream.parallel.segments import Segmenter
 from changestream.sinks.spark.frames import Span
 from changestream.sinks.spark.worker_encoding import ARROW_FRAMES
-from changestream.sources.files import read_raw_events
+from changestream.sources.files import read_raw_batches, read_raw_events
 from changestream.sources.raw import RawEvent
 from changestream.transactions.filters import ChangeFilter
 
@@ -64,6 +64,23 @@ class UnitSource:
             if names is not None and names.advance(raw.file, raw.offset):
                 self.decoder.forget_table_maps()  # a DDL took effect: names may have changed
             yield raw
+
+    def raw_batches(self) -> Iterator[list[RawEvent]]:
+        """:meth:`raw_stream` in lists as read (the segmenter's compiled walk takes many
+        events per call), where no schema history is followed: its changes must be applied
+        event by event, so with ``names`` they come one at a time."""
+        if self.names is not None:
+            yield from ([raw] for raw in self.raw_stream())
+            return
+        end = self.unit.end
+        for batch in read_raw_batches(Path(self.unit.path), self.unit.start):
+            if batch and end is not None and batch[-1].offset >= end:
+                kept = [raw for raw in batch if raw.offset < end]
+                if kept:
+                    yield kept
+                return
+            if batch:
+                yield batch
 
 
 def unit_events(unit: BackfillUnit, decoder: EventDecoder, names: NamesAtPosition | None,

@@ -22,7 +22,7 @@ from changestream.decoding.statements import BEGIN, COMMIT
 from changestream.model.errors import ChangestreamError
 from changestream.native import compiled
 from changestream.sources import files, live
-from changestream.sources.files import read_raw_events
+from changestream.sources.files import FileSource, read_raw_events
 from changestream.sources.raw import RawEvent
 from tests.corpus.reference import CORPUS, corpus_params
 
@@ -222,3 +222,7 @@ def test_a_gzipped_file_read_from_inside_is_the_plain_file_read_from_there(
         assert error is None and want[1] is None
         assert [(r.offset, r.data) for r in got] == [(r.offset, r.data) for r in want[0]]
         assert len(got) > 1 or start > offsets[-1], start
+    # A run resuming inside the packed file, as from a saved position.
+    resumed = FileSource([packed], start_file=packed.name, start_pos=offsets[100])
+    assert [(r.offset, r.data) for r in resumed.raw_events() if r is not None] == \
+        [(r.offset, r.data) for r in _read(plain, offsets[100], None)[0]]

@@ -6,6 +6,9 @@ tests hold both to it). Built by the install script; without it the Python path 
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.long cimport PyLong_FromLongLong
+from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
 
@@ -37,6 +40,9 @@ cdef class RowEncoder:
     cdef Buffer out
     cdef Py_ssize_t* starts  # where each column's JSON is in the row's (for the key's)
     cdef Py_ssize_t* ends
+    cdef int* key_at  # a column's place in the key, or -1
+    cdef char* key_int  # the column's key converter is int: read in C when it fits
+    cdef Py_ssize_t nkey
 
     def __init__(self, bytes kinds, tuple prefixes, tuple writers, tuple key_columns,
                  tuple key_converters, tuple pk_columns, tuple pk_prefixes):
@@ -51,12 +57,26 @@ cdef class RowEncoder:
         self.out = Buffer()
         self.starts = <Py_ssize_t*>calloc(max(self.ncols, 1), sizeof(Py_ssize_t))
         self.ends = <Py_ssize_t*>calloc(max(self.ncols, 1), sizeof(Py_ssize_t))
-        if self.starts == NULL or self.ends == NULL:
+        self.key_at = <int*>malloc(max(self.ncols, 1) * sizeof(int))
+        self.key_int = <char*>calloc(max(self.ncols, 1), 1)
+        if self.starts == NULL or self.ends == NULL or self.key_at == NULL or \
+                self.key_int == NULL:
             raise MemoryError()
+        cdef Py_ssize_t j
+        for j in range(self.ncols):
+            self.key_at[j] = -1
+        self.nkey = len(key_columns)
+        for j in range(self.nkey):
+            if self.key_at[<Py_ssize_t>key_columns[j]] != -1:
+                raise ValueError("a key column named twice")
+            self.key_at[<Py_ssize_t>key_columns[j]] = <int>j
+            self.key_int[<Py_ssize_t>key_columns[j]] = key_converters[key_columns[j]] is int
 
     def __dealloc__(self):
         free(self.starts)
         free(self.ends)
+        free(self.key_at)
+        free(self.key_int)
 
     def __call__(self, bytes buf, Py_ssize_t i):
         cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(buf)
@@ -66,7 +86,12 @@ cdef class RowEncoder:
         cdef bint null, generic
         cdef Buffer out = self.out
         cdef bytes piece
-        cdef list values = [None] * self.ncols
+        cdef object value
+        cdef tuple key = PyTuple_New(self.nkey)
+        cdef Py_ssize_t at
+        for at in range(self.nkey):  # a key column that is NULL (a unique key's) stays None
+            Py_INCREF(None)
+            PyTuple_SET_ITEM(key, at, None)
         out.size = 0
         for j in range(self.ncols):
             i = text_value(b, i, size, &start, &n)
@@ -74,8 +99,15 @@ cdef class RowEncoder:
             if null:
                 n = 0
             kind = self.kinds[j]
-            if not null and self.key_converters[j] is not None:
-                values[j] = PyBytes_FromStringAndSize(<const char*>b + start, n)
+            if not null and self.key_at[j] >= 0:
+                value = _int_text(b + start, n) if self.key_int[j] else None
+                if value is None:
+                    value = self.key_converters[j](
+                        PyBytes_FromStringAndSize(<const char*>b + start, n))
+                at = self.key_at[j]
+                Py_DECREF(None)  # the None put there above
+                Py_INCREF(value)
+                PyTuple_SET_ITEM(key, at, value)
             if kind == K_SKIP:
                 continue
             out.put_bytes(<bytes>self.prefixes[j])
@@ -140,9 +172,25 @@ cdef class RowEncoder:
             pk = PyBytes_FromStringAndSize(out.data, out.size)
         else:
             pk = b"null"
-        key = tuple([None if values[j] is None else self.key_converters[j](values[j])
-                     for j in self.key_columns])
         return key, (after, pk)
+
+
+cdef object _int_text(const unsigned char* text, Py_ssize_t n):
+    """The integer a column's text is, as ``int(text)`` reads it, when it is plain digits
+    (a minus sign first) of up to 18; ``None`` for anything else (``int`` reads it)."""
+    cdef Py_ssize_t k = 0
+    cdef long long value = 0
+    cdef bint negative = n > 0 and text[0] == 45
+    if negative:
+        k = 1
+    if n - k < 1 or n - k > 18:
+        return None
+    while k < n:
+        if text[k] < 48 or text[k] > 57:
+            return None
+        value = value * 10 + (text[k] - 48)
+        k += 1
+    return PyLong_FromLongLong(-value if negative else value)
 
 
 cdef inline Py_ssize_t _digits(Py_ssize_t value, char* into) noexcept nogil:

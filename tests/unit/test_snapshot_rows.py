@@ -127,6 +127,26 @@ def test_a_row_is_written_as_a_record_writes_the_decoders_values(
         assert key == (int(row[0] or 0), converter(COLUMNS[16])(row[16]))
 
 
+def test_keys_of_every_kind_are_the_values_the_python_reader_gives() -> None:
+    """The compiled reader reads integer keys in C when they fit: the same values (and
+    types) as ``int`` of the text, NULL as None, the others through their converter."""
+    needs_compiled()
+    key = ("big", "id", "text", "y", "amount")
+    python = row_readers.encoded_reader(SCHEMA, key, compiled=False)
+    fast = row_readers.encoded_reader(SCHEMA, key, compiled=True)
+    edges = [b"0", b"-0", b"7", b"-7", b"999999999999999999", b"-999999999999999999",
+             b"1000000000000000000", b"-1000000000000000000", b"18446744073709551615",
+             b"-9223372036854775808", b"00042", b"-00042"]
+    made = rows(200, seed=11)
+    for n, edge in enumerate(edges):
+        made[n][0], made[n][1] = edge, edges[-1 - n]
+    for row in made:
+        buf = text_row(row)
+        got, want = fast(buf, 0), python(buf, 0)
+        assert got == want, row
+        assert [type(v) for v in got[0]] == [type(v) for v in want[0]], row
+
+
 @pytest.mark.parametrize("path", ["python", "compiled"])
 def test_text_that_is_not_utf8_is_refused_as_decoding_refuses_it(path: str) -> None:
     if path == "compiled":

@@ -14,7 +14,8 @@ from cpython.object cimport PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdint cimport uint32_t
-from libc.string cimport memcmp
+
+from changestream.native.binlog_values cimport query_is
 
 from changestream.sources.raw import RawEvent
 
@@ -81,24 +82,6 @@ def file_events(const unsigned char[::1] buf, Py_ssize_t p, str name, long long 
     return events, p, offset
 
 
-cdef inline bint _begin_or_commit(const unsigned char* event, Py_ssize_t size,
-                                  int tail) noexcept nogil:
-    """Whether the QUERY event ``event`` (``size`` bytes, ``tail`` of them a checksum) is
-    a bare BEGIN or COMMIT, as every server of the dump protocol writes them (a 13-byte
-    post-header: binlog version 4)."""
-    cdef Py_ssize_t start, end
-    if size < HEADER_SIZE + 13:
-        return False
-    start = HEADER_SIZE + 13 + (event[HEADER_SIZE + 11] | (<Py_ssize_t>event[HEADER_SIZE + 12]
-                                                           << 8)) + event[HEADER_SIZE + 8] + 1
-    end = size - tail
-    if end - start == 5:
-        return memcmp(event + start, b"BEGIN", 5) == 0
-    if end - start == 6:
-        return memcmp(event + start, b"COMMIT", 6) == 0
-    return False
-
-
 def dump_events(const unsigned char[::1] buf, Py_ssize_t p, str name,
                 const unsigned char[::1] kept, int bracket_tail):
     """The ordinary events of a binlog dump stream's packets in ``buf`` from ``p``:
@@ -129,8 +112,11 @@ def dump_events(const unsigned char[::1] buf, Py_ssize_t p, str name,
         p = body + length
         last = log_pos
         event = data + body + 1
-        if not kept[event[4]] or (bracket_tail >= 0 and event[4] == QUERY
-                                  and _begin_or_commit(event, length - 1, bracket_tail)):
+        # (a bare BEGIN or COMMIT: the dump protocol's servers write a 13-byte QUERY
+        # post-header, binlog version 4)
+        if not kept[event[4]] or (bracket_tail >= 0 and event[4] == QUERY and (
+                query_is(event, length - 1 - bracket_tail, 13, b"BEGIN", 5)
+                or query_is(event, length - 1 - bracket_tail, 13, b"COMMIT", 6))):
             continue
         events.append(_raw_event(name, <long long>log_pos - length + 1, event, length - 1))
     return events, p, last

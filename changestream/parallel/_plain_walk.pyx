@@ -13,7 +13,8 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
-from libc.string cimport memcmp
+
+from changestream.native.binlog_values cimport query_is
 
 from changestream.decoding import event_types as et
 from changestream.transactions.plain import MARIADB_FLAGS_AT, MYSQL_GTID_EVENTS, NOT_PLAIN
@@ -48,20 +49,6 @@ def _kinds() -> bytes:
 cdef bytes _KINDS = _kinds()
 cdef Py_ssize_t _FLAGS_AT = MARIADB_FLAGS_AT
 cdef int _NOT_PLAIN = NOT_PLAIN
-
-
-cdef inline bint _bare(const unsigned char* event, Py_ssize_t size, int tail, int post,
-                       const char* word, Py_ssize_t length) noexcept:
-    """Whether the QUERY event's statement is exactly ``word``: where
-    :func:`changestream.decoding.query_kind.query_kind` finds it (``post``: the QUERY
-    post-header length)."""
-    cdef Py_ssize_t start, status = 0
-    if size < HEADER_SIZE + (post if post > 13 else 13):
-        return False
-    if post >= 13:
-        status = event[HEADER_SIZE + 11] | (<Py_ssize_t>event[HEADER_SIZE + 12] << 8)
-    start = HEADER_SIZE + post + status + event[HEADER_SIZE + 8] + 1
-    return size - tail - start == length and memcmp(event + start, word, length) == 0
 
 
 cdef class PlainWalk:
@@ -174,7 +161,7 @@ cdef class PlainWalk:
                 i += 1
                 continue
             if kind == QUERY and PyList_GET_SIZE(current) == 1 and \
-                    _bare(data, length, tail, query_post, b"BEGIN", 5):
+                    query_is(data, length - tail, query_post, b"BEGIN", 5):
                 first = <const unsigned char*><const char*><bytes>PyTuple_GET_ITEM(
                     <object>PyList_GET_ITEM(current, 0), 2)
                 if kinds[first[4]] == MARIADB_GTID:
@@ -184,7 +171,7 @@ cdef class PlainWalk:
                 i += 1
                 continue
             if kind == XID or (kind == QUERY and
-                               _bare(data, length, tail, query_post, b"COMMIT", 6)):
+                               query_is(data, length - tail, query_post, b"COMMIT", 6)):
                 if self.pending and <object>PyTuple_GET_ITEM(
                         <object>PyList_GET_ITEM(self.pending, 0), 0) != \
                         <object>PyTuple_GET_ITEM(raw, 0):

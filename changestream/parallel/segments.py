@@ -86,11 +86,6 @@ class _PythonWalk:
         self.pending_bytes = 0
         self.due = False
 
-    def walk(self, batch: list[RawEvent], i: int, tail: int, query_post: int,
-             table_map_post: int, can_open: bool) -> int:
-        """Takes none: the loop takes each event."""
-        return i
-
 
 class SegmentTaker(Protocol):
     """Where the segmenter hands segments: the decode worker processes
@@ -144,7 +139,7 @@ class Segmenter:
         decode = self.decoder.decode
         annotations = self.annotations
         w = self._walk
-        walk = w.walk if _WALK is not None else None
+        walk = getattr(w, "walk", None)  # none without the compiled walk
         try:
             for batch in _batches(source):
                 if batch is None:

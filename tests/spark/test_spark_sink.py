@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -258,6 +259,41 @@ def test_iceberg_makes_its_own_tables_with_their_columns_and_properties(
             CONTROL_TABLE_PROPERTIES, table
     assert [r["digest"] for r in spark.table(f"{catalog}._changestream.schema_states")
             .collect()] == ["d1"]
+
+
+class _LookedUpAfterEverySet:
+    """A session whose catalogs another thread looks up after every ``conf.set``: the
+    worst interleaving of a sink opening on a session somebody else uses (Spark builds a
+    catalog at its first lookup and keeps it)."""
+
+    def __init__(self, spark: Any, catalog: str):
+        self._spark, self._catalog = spark, catalog
+        self.conf = self
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._spark.conf.get(key, default)
+
+    def set(self, key: str, value: str) -> None:
+        self._spark.conf.set(key, value)
+        # Before the catalog is there, its name reads as a namespace of Spark's own: refused.
+        with contextlib.suppress(Exception):
+            self._spark.catalog.tableExists(f"{self._catalog}.shop.nothing")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._spark, name)
+
+
+def test_iceberg_opens_on_a_session_looked_up_while_its_catalog_is_set(
+        spark: Any, tmp_path: Any, catalog: str) -> None:
+    """The catalog's options are set before the key that names its class: a lookup in
+    between does not build a catalog without them (with no ``type``, a Hive one that
+    cannot connect)."""
+    sink = make_sink("spark:iceberg", warehouse=str(tmp_path), spark=spark, catalog=catalog)
+    sink.spark = _LookedUpAfterEverySet(spark, catalog)
+    assert sink.open() is None
+    assert spark.catalog.tableExists(f"{catalog}._changestream.batches")
+    assert (tmp_path / "_changestream" / "batches" / "metadata").is_dir()
+    sink.close()
 
 
 @pytest.mark.parametrize("writer", WRITERS)

@@ -47,6 +47,16 @@ class LandedBatch:
     stages: dict[str, float] = field(default_factory=dict)  # seconds per landing stage
 
 
+def plugin_keys_last(conf: Mapping[str, str]) -> list[str]:
+    """``conf``'s keys with each catalog's own key (``spark.sql.catalog.NAME``) after its
+    options (``spark.sql.catalog.NAME.*``).
+
+    Spark builds a catalog on its first lookup and keeps it for the session: a lookup from
+    another thread between the class key and the options would build and keep the catalog
+    without them (an Iceberg catalog with no ``type`` is a Hive one)."""
+    return sorted(conf, key=lambda key: any(other.startswith(key + ".") for other in conf))
+
+
 class SparkSinkBase:
     """The session and options every Spark sink has (see :func:`~.sink.SparkSink`):
     ``spark`` is a session to use, else one is started (``master``, default
@@ -97,7 +107,8 @@ class SparkSinkBase:
                     # Spark builds a catalog once per session: a new warehouse needs a new name.
                     raise SinkError(f"spark sink: this Spark session has {key}={current}; "
                                     f"pass another catalog= for {value}")
-                self.spark.conf.set(key, value)
+            for key in plugin_keys_last(catalog_conf):
+                self.spark.conf.set(key, catalog_conf[key])
         require_utc(self.spark)
 
     @property

@@ -49,8 +49,8 @@ Shapes (``--shapes``, all by default):
 - ``l`` the ``k`` workload on MySQL 9.7
 
 It prints rows/s, rows per CPU-second (user + system time of the reader and its children)
-and peak memory (RSS of the reader and its children, sampled), and the ratios of
-changestream's live run to each peer; ``--json`` writes the figures::
+and peak memory (PSS of the reader and its children, sampled; RSS before 2026-11-28), and
+the ratios of changestream's live run to each peer; ``--json`` writes the figures::
 
     .venv/bin/python bench/throughput.py [--rows 200000] [--shapes a,b,...,l] [--json F]
     .venv/bin/python bench/throughput.py --shapes e --readers changestream_live,debezium
@@ -297,18 +297,32 @@ def _mixed_ops(server: EmbeddedServer, cur: Any, kinds: list[str], rows: int,
     return start
 
 
+def _memory_kb(pid: int) -> int:
+    """The memory of process ``pid`` in kB: its PSS (each shared page counted once over the
+    processes that share it: a forked decode worker shares most of the router's pages, so
+    RSS would count them twice), its RSS where the kernel gives no PSS."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
 def _tree_rss(pid: int) -> int:
-    """RSS (kB) of ``pid`` and its descendants."""
+    """Memory (kB, :func:`_memory_kb`) of ``pid`` and its descendants."""
     total = 0
     pending = [pid]
     while pending:
         p = pending.pop()
         try:
-            with open(f"/proc/{p}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-                        break
+            total += _memory_kb(p)
             with open(f"/proc/{p}/task/{p}/children") as f:
                 pending.extend(int(c) for c in f.read().split())
         except (FileNotFoundError, ProcessLookupError, ValueError):

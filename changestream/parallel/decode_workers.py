@@ -34,7 +34,7 @@ from changestream.model.errors import ChangestreamError, SourceError
 from changestream.parallel.channel import Channel
 from changestream.parallel.encodings import Payload, load_encoding
 from changestream.parallel.payloads import unpacked_segment
-from changestream.parallel.processes import reap, start_python
+from changestream.parallel.processes import HelperProcess, reap, start_python
 from changestream.parallel.segment_encoder import EncodedTransaction
 from changestream.transactions.assembler import TransactionAssembler
 from changestream.transactions.filters import ChangeFilter
@@ -133,7 +133,7 @@ class DecodeWorkers:
         self.ready = not decode_here_while_starting
         self._started = 0
         self._connections: list[Channel] = []
-        self._processes: list[subprocess.Popen[bytes]] = []
+        self._processes: list[HelperProcess] = []
         for i in range(count):
             connection, process = _start_worker(i, settings, run_changes)
             self._connections.append(connection)
@@ -380,7 +380,7 @@ class _Worker:
 
 
 def _start_worker(index: int, settings: WorkerSettings, run_changes: int
-                  ) -> tuple[Channel, subprocess.Popen[bytes]]:
+                  ) -> tuple[Channel, HelperProcess]:
     """A worker process (:func:`~changestream.parallel.processes.start_python` on
     :func:`worker_main`) and the connection to it, its settings sent."""
     connection, process = start_python("changestream.parallel.decode_workers", "worker_main",

@@ -246,9 +246,10 @@ class Router:
         saved = self.store.load() if self.store else None
         if self._servers is not None:
             self._servers.start(None)  # the schema history's start may ask it at once
-        # The decode workers start first: each is a new interpreter with its imports (a
-        # tenth of a second or more), which runs beside the sink's open (a Spark sink's
-        # catalog calls) and the start point's lookups instead of after them.
+        # The decode workers start first, while this process may still have one thread and
+        # can fork them (parallel/processes.py); else each is a new interpreter with its
+        # imports (a tenth of a second or more), which runs beside the sink's open (a Spark
+        # sink's catalog calls) and the start point's lookups instead of after them.
         self._workers = decode_workers_for(self.settings, self.sink, self._message_changes())
         self._shadow_start = self._prestart_shadow(saved)
         opening = time.monotonic()

@@ -14,14 +14,13 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
 import threading
 import time
 from typing import TYPE_CHECKING, Protocol
 
 from changestream.model.errors import SinkError, SourceError
 from changestream.parallel.channel import Channel
-from changestream.parallel.processes import reap, start_python
+from changestream.parallel.processes import HelperProcess, reap, start_python
 from changestream.transactions.filters import ChangeFilter
 
 from .decoding import ERROR, UnitManifest, decode_unit, read_error, read_manifest, unit_folder
@@ -109,7 +108,7 @@ class LocalDecodeJob:
         self._lock = threading.Lock()
         self._done = {unit.index: threading.Event() for unit in units}
         self._failures: dict[int, str] = {}
-        self._children: list[subprocess.Popen[bytes]] = []
+        self._children: list[HelperProcess] = []
         self._channels: list[Channel] = []
         self._threads: list[threading.Thread] = []
         _clear_errors(units, staging)
@@ -129,7 +128,7 @@ class LocalDecodeJob:
         with self._lock:
             return self._todo.pop() if self._todo and not self._failures else None
 
-    def _feed(self, channel: Channel, process: subprocess.Popen[bytes]) -> None:
+    def _feed(self, channel: Channel, process: HelperProcess) -> None:
         """Hand units to one process until none are left (or one failed)."""
         while (unit := self._next()) is not None:
             try:

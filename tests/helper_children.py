@@ -33,3 +33,14 @@ def block(fd: int) -> None:
     """Say it started, then sleep past any test's patience."""
     Channel.of_fd(fd).send("started")
     time.sleep(120)
+
+
+def arrow(fd: int) -> None:
+    """Build and sum an Arrow array (the allocator the parent's pyarrow started), send it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    channel = Channel.of_fd(fd)
+    channel.send(pc.sum(pa.array(range(1_000_000), pa.int64())).as_py())
+    with contextlib.suppress(EOFError):
+        channel.recv()

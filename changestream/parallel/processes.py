@@ -91,12 +91,23 @@ _RESET_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1,
                   signal.SIGUSR2}
 
 
+#: Threads a fork leaves behind safely: jemalloc's (pyarrow's allocator) takes its locks
+#: around a fork and starts its background thread again in the child when needed.
+_FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
+
+
 def _one_thread() -> bool:
     """Whether this process runs one thread (of any kind: the JVM's gateway and native
-    libraries start threads Python's ``threading`` does not list)."""
+    libraries start threads Python's ``threading`` does not list) besides those in
+    :data:`_FORK_SAFE_THREADS`."""
     try:
-        return len(os.listdir("/proc/self/task")) == 1
-    except OSError:  # no /proc: not known, so not
+        tasks = os.listdir("/proc/self/task")
+        others = 0
+        for task in tasks:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                others += f.read().strip() not in _FORK_SAFE_THREADS
+        return others == 1
+    except OSError:  # no /proc, or a thread gone meanwhile: not known, so not
         return False
 
 

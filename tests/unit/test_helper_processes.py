@@ -150,3 +150,22 @@ def test_a_child_ended_as_it_starts_never_runs_the_parents_handlers(tmp_path: Pa
                           else []}))
         """, tmp_path)
     assert found == {"statuses": [-15], "handler_ran_in": []}
+
+
+def test_pyarrows_allocator_thread_does_not_keep_a_process_from_forking(
+        tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    found = _parent("""
+        import pyarrow  # starts jemalloc's background thread
+        threads = [open(f"/proc/self/task/{t}/comm").read().strip()
+                   for t in os.listdir("/proc/self/task")]
+        channel, process = start_python("tests.helper_children", "arrow", "t")
+        total = channel.recv()
+        channel.close()
+        print(json.dumps({"threads": sorted(threads), "total": total,
+                          "forked": isinstance(process, ForkedProcess),
+                          "status": process.wait(10)}))
+        """, tmp_path)
+    assert "jemalloc_bg_thd" in found["threads"]
+    assert found["forked"] and found["status"] == 0
+    assert found["total"] == sum(range(1_000_000))

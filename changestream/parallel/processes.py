@@ -1,10 +1,10 @@
 """Helper processes started on a function, each with a
 :class:`~changestream.parallel.channel.Channel` to it, and their ending.
 
-A process with one thread forks them: a child has the parent's modules already (a new
-interpreter spent ~0.18 s of CPU on its imports, twice on two CPUs, while the router
-started). Once the process has other threads (a fork would copy locks they hold) or
-``CHANGESTREAM_SPAWN_HELPERS`` is set, each is a plain new interpreter.
+A process with one thread (jemalloc's aside) forks them: a child has the parent's modules
+already (a new interpreter spent ~0.18 s of CPU on its imports, twice on two CPUs, while
+the router started). Once the process has other threads (a fork would copy locks they
+hold) or ``CHANGESTREAM_SPAWN_HELPERS`` is set, each is a plain new interpreter.
 
 Not multiprocessing's processes: those start its resource tracker beside them (another
 interpreter) and import the parent's main module into each child, which runs a script
@@ -51,6 +51,7 @@ class ForkedProcess:
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
+        """Its exit code once it has exited (negative: the signal that ended it)."""
         if self.returncode is None:
             try:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
@@ -62,6 +63,7 @@ class ForkedProcess:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
+        """Its exit code, waited for up to ``timeout`` seconds (``TimeoutExpired``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.0005
         while self.poll() is None:

@@ -1,6 +1,8 @@
-"""The text protocol's length-encoded values (a result row of the MySQL client protocol):
-the one reader the snapshot's compiled row paths share (``snapshot._text_rows``,
-``sinks.spark._snapshot_frames``)."""
+"""The text protocol's length-encoded values (a result row of the MySQL client protocol)
+and its integers' text: the one reader the snapshot's compiled row paths share
+(``snapshot._text_rows``, ``sinks.spark._snapshot_frames``)."""
+
+from libc.stdint cimport uint64_t
 
 
 cdef inline Py_ssize_t text_value(const unsigned char* b, Py_ssize_t i, Py_ssize_t size,
@@ -28,3 +30,26 @@ cdef inline Py_ssize_t text_value(const unsigned char* b, Py_ssize_t i, Py_ssize
         raise ValueError("a row ends inside a value")
     n[0] = length
     return start[0] + length
+
+
+cdef inline bint text_integer(const unsigned char* s, Py_ssize_t n, bint* negative,
+                              uint64_t* value) noexcept:
+    """Decimal integer text (a minus sign, up to 20 digits, leading zeros allowed) as its
+    sign and magnitude; false for any other text, or one past 64 bits."""
+    cdef Py_ssize_t k = 0
+    cdef uint64_t v = 0, before
+    negative[0] = n > 0 and s[0] == 45
+    if negative[0]:
+        k = 1
+    if k >= n:
+        return False
+    while k < n:
+        if s[k] < 48 or s[k] > 57:
+            return False
+        before = v
+        v = v * 10 + (s[k] - 48)
+        if v // 10 != before:  # past 64 bits
+            return False
+        k += 1
+    value[0] = v
+    return True

@@ -9,11 +9,12 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.long cimport PyLong_FromLongLong
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from libc.stdint cimport uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
 
 from changestream.native.json_text cimport Buffer, put_text, valid_utf8
-from changestream.native.text_protocol cimport text_value
+from changestream.native.text_protocol cimport text_integer, text_value
 
 # Column kinds (row_readers.KINDS names them).
 cdef enum:
@@ -177,20 +178,14 @@ cdef class RowEncoder:
 
 cdef object _int_text(const unsigned char* text, Py_ssize_t n):
     """The integer a column's text is, as ``int(text)`` reads it, when it is plain digits
-    (a minus sign first) of up to 18; ``None`` for anything else (``int`` reads it)."""
-    cdef Py_ssize_t k = 0
-    cdef long long value = 0
-    cdef bint negative = n > 0 and text[0] == 45
-    if negative:
-        k = 1
-    if n - k < 1 or n - k > 18:
+    (a minus sign first) that fit 64 signed bits; ``None`` for anything else (``int``
+    reads it)."""
+    cdef bint negative
+    cdef uint64_t magnitude
+    if not text_integer(text, n, &negative, &magnitude) or \
+            magnitude > 0x7FFFFFFFFFFFFFFF:
         return None
-    while k < n:
-        if text[k] < 48 or text[k] > 57:
-            return None
-        value = value * 10 + (text[k] - 48)
-        k += 1
-    return PyLong_FromLongLong(-value if negative else value)
+    return PyLong_FromLongLong(-<long long>magnitude if negative else <long long>magnitude)
 
 
 cdef inline Py_ssize_t _digits(Py_ssize_t value, char* into) noexcept nogil:

@@ -19,7 +19,7 @@ from libc.string cimport memcpy
 
 from changestream.native.binlog_values cimport int128_t
 from changestream.native.json_text cimport valid_utf8
-from changestream.native.text_protocol cimport text_value
+from changestream.native.text_protocol cimport text_integer, text_value
 from changestream.sinks.spark._arrow_walk cimport Column
 
 # How a column's text becomes its Arrow value (snapshot_frames.py numbers them alike).
@@ -82,7 +82,7 @@ cdef class KeyedRows:
             k = slots[j] - 1
             if k < 0 or n < 0:
                 continue
-            if integers[k] and _integer(b + start, n, &negative, &u) == _OK and \
+            if integers[k] and text_integer(b + start, n, &negative, &u) and \
                     u <= 0x7FFFFFFFFFFFFFFF:
                 value = -<int64_t>u if negative else <int64_t>u
             else:
@@ -96,28 +96,6 @@ cdef class KeyedRows:
 
 cdef inline bint _digit(unsigned char c) noexcept:
     return 48 <= c <= 57
-
-
-cdef int _integer(const unsigned char* s, Py_ssize_t n, bint* negative,
-                  uint64_t* value) noexcept:
-    """Decimal integer text (a sign, up to 20 digits, leading zeros allowed)."""
-    cdef Py_ssize_t k = 0
-    cdef uint64_t v = 0, before
-    negative[0] = n > 0 and s[0] == 45
-    if negative[0]:
-        k = 1
-    if k >= n:
-        return _BAD
-    while k < n:
-        if not _digit(s[k]):
-            return _BAD
-        before = v
-        v = v * 10 + (s[k] - 48)
-        if v / 10 != before:  # past 64 bits
-            return _BAD
-        k += 1
-    value[0] = v
-    return _OK
 
 
 cdef int _decimal(const unsigned char* s, Py_ssize_t n, int scale, int128_t* out) noexcept:
@@ -288,12 +266,12 @@ cdef class ChunkColumns:
         cdef double d = 0
         cdef float f
         if kind == T_INT:
-            result = _integer(s, n, &negative, &u)
+            result = _OK if text_integer(s, n, &negative, &u) else _BAD
             if result == _OK:
                 v = <int64_t>(<uint64_t>0 - u) if negative else <int64_t>u
                 memcpy(column.fixed(), &v, column.width)  # little-endian: the low bytes
         elif kind == T_UINT128:
-            result = _integer(s, n, &negative, &u)
+            result = _OK if text_integer(s, n, &negative, &u) else _BAD
             if result == _OK and not negative:
                 unscaled = <int128_t>u
                 memcpy(column.fixed(), &unscaled, 16)

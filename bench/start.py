@@ -4,8 +4,10 @@ time goes.
 Starts a private MariaDB, writes one small transaction, then runs ``--repeat`` new
 processes of ``changestream run --until caught-up`` from just before it into a JSON-lines
 file, and prints for each the time to the first record (from the process's start to the
-record in the file) and to its exit, beside a plain interpreter's start and the time the
-command's imports take (``python -c "import changestream.cli.run"``), medians::
+record in the file) and to its exit, beside a plain interpreter's start, the time the
+libraries a run needs take to import alone (PyMySQL, ``ssl``, orjson, pykka: the floor)
+and the time the command's imports take (``python -c "import changestream.cli.run"``),
+medians::
 
     python bench/start.py --repeat 5
 """
@@ -21,6 +23,9 @@ import time
 from pathlib import Path
 
 from changestream.devserver import EmbeddedMariaDB
+
+#: What a run imports that is not changestream's: the floor of its start.
+LIBRARIES = "pymysql, ssl, orjson, pykka"
 
 
 def _timed(command: list[str]) -> float:
@@ -67,9 +72,12 @@ def main() -> int:
         interpreter = [_timed([sys.executable, "-c", "pass"]) for _ in range(args.repeat)]
         imports = [_timed([sys.executable, "-c", "import changestream.cli.run"])
                    for _ in range(args.repeat)]
+        libraries = [_timed([sys.executable, "-c", f"import {LIBRARIES}"])
+                     for _ in range(args.repeat)]
     median = statistics.median
     print(f"medians of {args.repeat} new processes:")
     print(f"  interpreter alone          {median(interpreter):.3f} s")
+    print(f"  + the libraries alone ({LIBRARIES}) {median(libraries):.3f} s")
     print(f"  + the run command's imports {median(imports):.3f} s")
     print(f"  to the first record         {median(r[0] for r in runs):.3f} s")
     print(f"  to the process's exit       {median(r[1] for r in runs):.3f} s")

@@ -3,10 +3,11 @@ and how a failed one is retried."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from changestream.delivery.adapter import capabilities_of
+from changestream.model.record import record
 from changestream.model.setting import not_negative, positive, positive_seconds, setting
 
 DEFAULT_BATCH_CHANGES = 10_000
@@ -17,7 +18,7 @@ def _max_changes(value: int) -> str | None:
         f"must be positive (or 0: the sink's default), got {value}"
 
 
-@dataclass(slots=True)
+@record
 class BatchSettings:
     """The ``[batch]`` section: when a micro-batch is cut (whichever comes first) and how a
     failed one is retried. ``max_changes`` 0: the sink adapter's ``batch_changes`` if it

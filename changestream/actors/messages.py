@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from changestream.decoding.events import Event
 from changestream.model.changes import EncodedRun, Position, TransactionPart
+from changestream.model.record import record
 from changestream.transactions.filters import ChangeFilter
 
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from changestream.snapshot.coordinator import ChunkOffer
 
 
-@dataclass(slots=True)
+@record
 class TablesSwitch:
     """Tables added or paused while running, at this point of the stream (a transaction
     boundary): the filter from here on, the changes the positions keep from here on
@@ -27,7 +27,7 @@ class TablesSwitch:
     snapshot: dict[str, Any] | None = None
 
 
-@dataclass(slots=True)
+@record
 class EventBatch:
     """Events for the Transaction actor, in binlog order, with the tickets of segments
     handed to decode workers, snapshot chunks and table switches in their places."""
@@ -35,19 +35,19 @@ class EventBatch:
     events: Sequence[Event | SegmentTicket | ChunkOffer | TablesSwitch]
 
 
-@dataclass(slots=True)
+@record
 class ResetOpenTransaction:
     """The source reconnects at the last transaction boundary: drop a half-read one."""
 
 
-@dataclass(slots=True)
+@record
 class EndOfStream:
     """The source has ended (or the router stops): deliver what is pending, then finish."""
 
     reason: str = "end of source"
 
 
-@dataclass(slots=True)
+@record
 class Parts:
     """Committed transactions (or parts of a big one) for the Sink actor, and the position
     after the last transaction completed among them (``None`` if none completed).
@@ -58,12 +58,12 @@ class Parts:
     reply_to: Any = None  # a pykka.ActorRef
 
 
-@dataclass(slots=True)
+@record
 class PartsTaken:
     """The Sink actor has taken a :class:`Parts` message: its sender may send another."""
 
 
-@dataclass(slots=True)
+@record
 class SegmentDone:
     """A decode worker's answer for its oldest segment: the runs of transactions it
     encoded, or the error that stopped it."""
@@ -72,14 +72,14 @@ class SegmentDone:
     answer: Any  # changestream.parallel.decode_workers.SegmentResult or an exception
 
 
-@dataclass(slots=True)
+@record
 class CaughtUp:
     """The source has nothing more to read right now: everything read before it has been
     sent on. Sent down the pipeline (listener, Transaction actor, Sink actor) when the
     reader goes idle, so a batch is not kept waiting for more."""
 
 
-@dataclass(slots=True)
+@record
 class Tick:
     """Time has passed (a timer the Sink actor set when its batch would be old enough):
     it looks again whether the batch is due."""

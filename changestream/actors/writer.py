@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -19,6 +19,7 @@ from changestream.delivery.adapter import CutsBack, SinkAdapter, capabilities_of
 from changestream.delivery.position_store import PositionStore
 from changestream.model.changes import Batch, EncodedRun, Position, TransactionPart
 from changestream.model.errors import SinkError, SinkStoppedError
+from changestream.model.record import record
 from changestream.observe.metrics import count_tables
 from changestream.observe.stats import DeliveryCounters
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("changestream")
 
 
-@dataclass(slots=True)
+@record
 class WriteBatch:
     """A batch's parts and the position after it (``None``: it ends inside a transaction),
     from the Sink actor ``reply_to``."""
@@ -40,7 +41,7 @@ class WriteBatch:
     reply_to: Any  # a pykka.ActorRef
 
 
-@dataclass(slots=True)
+@record
 class Written:
     """The Writer actor has finished a batch (``error``: what stopped it)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from changestream.decoding import event_types as et
 from changestream.decoding.boundary import BoundaryType, TransactionBoundaryParser, classify_query
@@ -18,9 +18,10 @@ from changestream.decoding.events import (
     TransactionPayloadEvent,
     XaPrepareEvent,
 )
+from changestream.model.record import record
 
 
-@dataclass(slots=True)
+@record
 class TransactionSummary:
     """One transaction (or standalone statement) as found in a binlog."""
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from changestream.model.record import record
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class TableName:
     database: str | None
     table: str
@@ -23,7 +25,7 @@ class TableName:
         return f"{self.database}.{self.table}" if self.database else self.table
 
 
-@dataclass(slots=True)
+@record
 class DdlStatement:
     """A DDL statement as changestream understands it.
 

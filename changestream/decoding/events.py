@@ -9,6 +9,7 @@ from typing import Any
 from changestream.decoding import event_types as et
 from changestream.decoding.table_schema import TableSchema
 from changestream.model.gtid import mariadb_gtid
+from changestream.model.record import record
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -49,7 +50,7 @@ class EventHeader:
         )
 
 
-@dataclass(slots=True)
+@record
 class Event:
     """An event changestream keeps only the header of (INTVAR, STOP, ignorable unknowns ...)."""
 
@@ -60,7 +61,7 @@ class Event:
         return self.header.type_name
 
 
-@dataclass(slots=True)
+@record
 class FormatDescriptionEvent(Event):
     binlog_version: int
     server_version: str
@@ -74,13 +75,13 @@ class FormatDescriptionEvent(Event):
         return "mariadb" in self.server_version.lower()
 
 
-@dataclass(slots=True)
+@record
 class RotateEvent(Event):
     position: int
     next_file: str
 
 
-@dataclass(slots=True)
+@record
 class QueryEvent(Event):
     thread_id: int
     exec_time: int
@@ -95,12 +96,12 @@ class QueryEvent(Event):
     schema_change: Any = None
 
 
-@dataclass(slots=True)
+@record
 class XidEvent(Event):
     xid: int
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class XaId:
     """An XA transaction id: format id, global transaction id and branch qualifier."""
 
@@ -112,13 +113,13 @@ class XaId:
         return f"X'{self.gtrid.hex()}',X'{self.bqual.hex()}',{self.format_id}"
 
 
-@dataclass(slots=True)
+@record
 class XaPrepareEvent(Event):
     one_phase: bool
     xid: XaId
 
 
-@dataclass(slots=True)
+@record
 class GtidEvent(Event):
     """MySQL's GTID, ANONYMOUS_GTID and GTID_TAGGED events with the whole body decoded.
 
@@ -158,7 +159,7 @@ FL_PREPARED_XA = 64
 FL_COMPLETED_XA = 128
 
 
-@dataclass(slots=True)
+@record
 class MariadbGtidEvent(Event):
     """MariaDB's GTID event: starts every event group (MariaDB writes no BEGIN)."""
 
@@ -194,7 +195,7 @@ class MariadbGtidEvent(Event):
         return bool(self.flags2 & FL_COMPLETED_XA)
 
 
-@dataclass(slots=True)
+@record
 class MariadbGtidListEvent(Event):
     """The GTID state at the start of a MariaDB binlog: ``[(domain, server, seq_no)]``."""
 
@@ -205,42 +206,42 @@ class MariadbGtidListEvent(Event):
         return ",".join(f"{d}-{s}-{n}" for d, s, n in self.gtids)
 
 
-@dataclass(slots=True)
+@record
 class PreviousGtidsEvent(Event):
     gtid_set: str
 
 
-@dataclass(slots=True)
+@record
 class BinlogCheckpointEvent(Event):
     file_name: str
 
 
-@dataclass(slots=True)
+@record
 class RowsQueryEvent(Event):
     """The statement behind the next rows events (MySQL ROWS_QUERY, MariaDB ANNOTATE_ROWS)."""
 
     query: str
 
 
-@dataclass(slots=True)
+@record
 class IncidentEvent(Event):
     incident: int
     message: str
 
 
-@dataclass(slots=True)
+@record
 class HeartbeatEvent(Event):
     log_file: str
 
 
-@dataclass(slots=True)
+@record
 class TableMapEvent(Event):
     table_id: int
     flags: int
     schema: TableSchema
 
 
-@dataclass(slots=True)
+@record
 class RowsEvent(Event):
     """Row changes of one table; ``rows`` holds value lists (insert/delete) or
     ``(before, after)`` pairs (update), full width, with ``ABSENT`` for columns not logged."""
@@ -260,7 +261,7 @@ class RowsEvent(Event):
         return bool(self.flags & 1)
 
 
-@dataclass(slots=True)
+@record
 class TransactionPayloadEvent(Event):
     """A zstd-compressed transaction (MySQL 8.0.20+) and its decoded inner events."""
 
@@ -270,7 +271,7 @@ class TransactionPayloadEvent(Event):
     events: list[Event] = field(default_factory=list)
 
 
-@dataclass(slots=True)
+@record
 class UnknownEvent(Event):
     """An event type changestream does not know, skipped because the server flagged it
     ignorable."""
@@ -278,7 +279,7 @@ class UnknownEvent(Event):
     raw: bytes = b""
 
 
-@dataclass(slots=True)
+@record
 class UserVarEvent(Event):
     name: str
     is_null: bool

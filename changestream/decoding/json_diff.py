@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from changestream.decoding.json_binary import JsonBinaryError, decode_json_at
 from changestream.decoding.packed import read_packed_int
+from changestream.model.record import record
 
 __all__ = [
     "INSERT",
@@ -39,7 +39,7 @@ REMOVE = "remove"
 _OPERATIONS = (REPLACE, INSERT, REMOVE)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class JsonDiff:
     """One logical JSON diff: ``operation`` at ``path`` (MySQL path syntax, e.g. ``$.a[1]``).
 

@@ -9,7 +9,8 @@ replays each DDL under it (see :mod:`changestream.schema.shadow`).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+
+from changestream.model.record import record
 
 _U16 = struct.Struct("<H").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
@@ -48,7 +49,7 @@ _SQL_MODES = {
 }
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class QueryStatus:
     """What a QUERY event says about its session; ``None`` where it said nothing."""
 

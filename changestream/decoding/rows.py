@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 from changestream.decoding import field_types as ft
@@ -12,6 +11,7 @@ from changestream.decoding.packed import read_packed_int
 from changestream.decoding.row_compiler import ImageReader, RowsReader, compile_readers
 from changestream.decoding.row_values import ValueReader, value_reader
 from changestream.decoding.table_schema import TableSchema
+from changestream.model.record import record
 
 PARTIAL_JSON_UPDATES = 1
 
@@ -31,7 +31,7 @@ class _Absent:
 ABSENT: Any = _Absent()
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class PartialJson:
     """A JSON after-image logged as a diff against a before-image that was not logged."""
 
@@ -42,7 +42,7 @@ class RowsFormatError(ValueError):
     """The row images do not fit the table's schema."""
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class RowsBody:
     """The decoded part of a rows event after its post-header."""
 

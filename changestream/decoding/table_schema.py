@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from changestream.decoding import field_types as ft
+from changestream.model.record import record
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class Column:
     """One column of a table as logged.
 
@@ -58,7 +59,7 @@ def may_hold_address(schema: TableSchema) -> bool:
                and c.max_length in (4, 16) and c.text_type is None for c in schema.columns)
 
 
-@dataclass(slots=True)
+@record
 class TableSchema:
     """A table's columns and key as known when a rows event is decoded."""
 

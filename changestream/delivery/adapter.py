@@ -10,11 +10,11 @@ reads nothing else of it (docs/sinks.md, "Writing a sink adapter")."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from changestream.model.changes import Batch, Position
 from changestream.model.errors import ConfigError
+from changestream.model.record import record
 
 __all__ = ["DEFAULT_CAPABILITIES", "CutsBack", "KeepsHistory", "SetsPosition", "SinkAdapter",
            "SinkCapabilities", "capabilities_of"]
@@ -40,7 +40,7 @@ class SinkAdapter(Protocol):
 
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class SinkCapabilities:
     """What a sink adapter offers beyond ``open``/``write``/``close``, declared once as its
     ``capabilities`` attribute (docs/sinks.md has the table). Each default is what a plain

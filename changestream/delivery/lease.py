@@ -23,11 +23,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from changestream.model.errors import ChangestreamError, ConfigError
+from changestream.model.record import record
 
 log = logging.getLogger("changestream")
 
@@ -36,7 +36,7 @@ class LeaseLostError(ChangestreamError):
     """Another router took this job's lease over: this one must not write any more."""
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class LeaseState:
     """What the lease file says (``released``: its holder stopped cleanly and gave it up)."""
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
+
+from changestream.model.record import record
 
 if TYPE_CHECKING:
     from changestream.decoding.table_schema import TableSchema
@@ -31,7 +33,7 @@ def binlog_order(file: str, pos: int) -> tuple[str, int, int]:
     return (base, int(number), pos) if number.isdigit() else (file, 0, pos)
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class Position:
     """A transaction boundary in the binlog: where the router resumes.
 
@@ -87,7 +89,7 @@ class Position:
         return (*binlog_order(self.file, self.pos), chunks)
 
 
-@dataclass(slots=True)
+@record
 class TransactionInfo:
     """What every change of a transaction carries about it.
 
@@ -107,7 +109,7 @@ class TransactionInfo:
     end: int
 
 
-@dataclass(slots=True)
+@record
 class Change:
     """One row change or DDL statement.
 
@@ -135,7 +137,7 @@ class Change:
     session_database: str | None = None
 
 
-@dataclass(slots=True)
+@record
 class TransactionPart:
     """Some or all changes of one committed transaction, in order.
 
@@ -170,7 +172,7 @@ class TransactionPart:
         return (info.end - info.start) * len(self.changes) // max(info.size, 1)
 
 
-@dataclass(slots=True)
+@record
 class EncodedRun:
     """Whole transactions, in order, whose change records a decode worker has already
     encoded (see ``changestream.parallel.decode_workers``). Only sinks that declare an
@@ -200,7 +202,7 @@ def transaction_parts(parts: Iterable[TransactionPart | EncodedRun]) -> list[Tra
     return out
 
 
-@dataclass(slots=True)
+@record
 class Batch:
     """What a sink adapter writes at once: parts of committed transactions in commit order.
 

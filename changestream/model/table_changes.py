@@ -9,11 +9,12 @@ asked not to). Names are ``db.table`` (patterns such as ``shop.*`` too)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from changestream.model.record import record
 
-@dataclass(frozen=True, slots=True)
+
+@record(frozen=True)
 class TableChanges:
     """Tables ``added`` to and ``paused`` in the configured set (see the module docstring)."""
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from changestream.model.changes import Position
+from changestream.model.record import record
 from changestream.observe.metrics import RouterMetrics
 
 
-@dataclass(slots=True)
+@record
 class ReadCounters:
     """What the listener has read. Its thread alone writes them, each value whole; anyone
     may read them."""
@@ -35,7 +36,7 @@ class ReadCounters:
         return max(0.0, time.time() - self.last_event_ts)
 
 
-@dataclass(slots=True)
+@record
 class DeliveryCounters:
     """What the Writer actor has made durable. It alone writes them, under ``lock``, so a
     reader holding the lock sees a batch's counts and position together."""
@@ -56,7 +57,7 @@ class DeliveryCounters:
             return self.delivered
 
 
-@dataclass(slots=True)
+@record
 class RefillCounters:
     """Tables read again after a DDL (:mod:`changestream.schema.refill`), written by the
     router's snapshot room."""
@@ -65,7 +66,7 @@ class RefillCounters:
     refills_skipped: int = 0  # such DDL whose table was not read again
 
 
-@dataclass(slots=True)
+@record
 class RouterStats:
     """The stages' counters side by side: ``reading`` (the listener), ``delivery`` (the
     Writer actor) and ``refill`` (the snapshots)."""

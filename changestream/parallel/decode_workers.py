@@ -20,7 +20,7 @@ import struct
 import subprocess
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import zstandard
@@ -31,6 +31,7 @@ from changestream.decoding.events import EventHeader
 from changestream.decoding.table_schema import TableSchema, may_hold_address
 from changestream.model.changes import Change, TransactionPart, binlog_name
 from changestream.model.errors import ChangestreamError, SourceError
+from changestream.model.record import record
 from changestream.parallel.channel import Channel
 from changestream.parallel.encodings import Payload, load_encoding
 from changestream.parallel.payloads import unpacked_segment
@@ -50,7 +51,7 @@ RawEventData = tuple[str, int, bytes]
 """``(file, offset, bytes)`` of one whole event."""
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class WorkerSettings:
     """What a worker must know to assemble and encode as the router would."""
 
@@ -64,7 +65,7 @@ class WorkerSettings:
     spill_dir: str | None
 
 
-@dataclass(slots=True)
+@record
 class Segment:
     """Whole transactions of one binlog ``file`` for a worker: their events one after the
     other in ``data``, each one's offset in the file, and the FORMAT_DESCRIPTION event of
@@ -81,7 +82,7 @@ class Segment:
     schemas: dict[bytes, TableSchema] | None = None
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class SegmentTicket:
     """A segment handed to worker ``worker``; its answer comes through
     :meth:`DecodeWorkers.answer_to`."""
@@ -92,7 +93,7 @@ class SegmentTicket:
     timestamp: int = 0  # of the segment's last event (for seconds behind the source)
 
 
-@dataclass(slots=True)
+@record
 class WorkerRun:
     """Whole transactions a worker assembled, in order: their records, how many changes
     and transactions, the last commit time, every GTID (also of transactions with nothing
@@ -112,7 +113,7 @@ class WorkerRun:
 SegmentResult = list[WorkerRun]
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class FilterUpdate:
     """Decode the segments after this one by ``change_filter`` (tables added or paused
     while running); a worker does not answer it."""

@@ -15,7 +15,6 @@ import array
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import zstandard
 
@@ -24,6 +23,7 @@ from changestream.decoding.compression import inner_event_bounds, unpack_transac
 from changestream.decoding.event_decoder import HEADER_SIZE
 from changestream.decoding.events import EventHeader
 from changestream.model.errors import BinlogError
+from changestream.model.record import record
 from changestream.transactions.plain import MYSQL_GTID_EVENTS
 
 _U32 = struct.Struct("<I")
@@ -61,7 +61,7 @@ def plain_payload_size(body: bytes, file: str, offset: int, zstd: zstandard.Zstd
     return len(data)
 
 
-@dataclass(slots=True)
+@record
 class UnpackedSegment:
     """A segment's events with each TRANSACTION_PAYLOAD replaced by the events in it (each
     given a checksum when the file's events have one), and, per transaction in order, where

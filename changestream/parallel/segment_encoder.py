@@ -7,15 +7,15 @@ the general path, the one Python walk, which gives the same records or the error
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 from typing import Any
 
 from changestream.decoding.event_decoder import EventDecoder
+from changestream.model.record import record
 from changestream.native import compiled
 from changestream.transactions.filters import ChangeFilter
 
 
-@dataclass(slots=True)
+@record
 class EncodedTransaction:
     """A transaction a worker encoded: how many records it has (they follow those of the
     transaction before it), its GTID, its commit time, and where it ends in its file."""

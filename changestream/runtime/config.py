@@ -15,13 +15,14 @@ import dataclasses
 import ipaddress
 import os
 import typing
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from changestream.actors.batch_settings import BatchSettings
 from changestream.model.errors import ConfigError
+from changestream.model.record import record
 from changestream.model.setting import check_of, parse_flag, seconds
 from changestream.runtime.config_sections import (
     ControlConfig,
@@ -41,7 +42,7 @@ from changestream.snapshot.settings import SnapshotSettings
 ENV_PREFIX = "CHANGESTREAM"
 
 
-@dataclass(slots=True)
+@record
 class Config:
     """The whole configuration; see ``config/changestream.toml`` for every key."""
 

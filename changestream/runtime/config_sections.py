@@ -5,10 +5,11 @@ them (:mod:`changestream.runtime.config_render`). Checks that need two keys are 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from changestream.model.modes import LOG_LEVELS, RecordFormat, Until
+from changestream.model.record import record
 from changestream.model.setting import (
     positive,
     positive_seconds,
@@ -53,7 +54,7 @@ SINK_OPTIONS_DOC = (
     'jvm_class_cache = "~/.cache/changestream/jvm"')
 
 
-@dataclass(slots=True)
+@record
 class SourceConfig:
     """The ``[source]`` section: the server (or binlog files) read, and how."""
 
@@ -98,7 +99,7 @@ class SourceConfig:
     tls: TlsConfig = field(default_factory=TlsConfig)
 
 
-@dataclass(slots=True)
+@record
 class StartConfig:
     """The ``[start]`` section: where reading begins and ends, and the position kept."""
 
@@ -117,7 +118,7 @@ class StartConfig:
         "repairs)."))
 
 
-@dataclass(slots=True)
+@record
 class FilterConfig:
     """The ``[filter]`` section: the tables and columns delivered."""
 
@@ -130,7 +131,7 @@ class FilterConfig:
         'Columns left out of every change, as "db.table.column" patterns.'))
 
 
-@dataclass(slots=True)
+@record
 class TransactionsConfig:
     """The ``[transactions]`` section: how transactions are held."""
 
@@ -147,7 +148,7 @@ class TransactionsConfig:
         "at all."))
 
 
-@dataclass(slots=True)
+@record
 class SinkConfig:
     """The ``[sink]`` section: where changes go (docs/sinks.md)."""
 
@@ -159,7 +160,7 @@ class SinkConfig:
     options: dict[str, Any] = setting(factory=dict, doc=SINK_OPTIONS_DOC)
 
 
-@dataclass(slots=True)
+@record
 class ControlConfig:
     """The ``[control]`` section: the HTTP control endpoint (docs/operations.md)."""
 
@@ -175,7 +176,7 @@ class ControlConfig:
     token_file: str = setting("")
 
 
-@dataclass(slots=True)
+@record
 class FailoverConfig:
     """The ``[failover]`` section: moving to another server of ``source.url``."""
 
@@ -192,7 +193,7 @@ class FailoverConfig:
         "writable (the new primary): then it goes on from that one as after a loss."))
 
 
-@dataclass(slots=True)
+@record
 class StandbyConfig:
     """The ``[standby]`` section: a standby router (docs/operations.md#standby-router)."""
 
@@ -209,7 +210,7 @@ class StandbyConfig:
         "the writer stops."))
 
 
-@dataclass(slots=True)
+@record
 class LogConfig:
     """The ``[log]`` section."""
 

@@ -9,9 +9,9 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from changestream.model.record import record
 from changestream.model.setting import check_section, positive_seconds, setting
 
 log = logging.getLogger("changestream")
@@ -22,7 +22,7 @@ def _not_blank(value: str) -> str | None:
         if value and not value.strip() else None
 
 
-@dataclass(slots=True)
+@record
 class HeartbeatSettings:
     """The ``[heartbeat]`` section: the statement run to keep quiet servers writing
     (``statement`` ""; off) and how often."""

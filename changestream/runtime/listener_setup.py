@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pykka
@@ -14,6 +13,7 @@ import pykka
 from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import Event
 from changestream.delivery.flow import Credits
+from changestream.model.record import record
 from changestream.observe.stats import RouterStats
 from changestream.parallel.decode_workers import DecodeWorkers
 from changestream.schema.column_info import ColumnInfo
@@ -37,7 +37,7 @@ SourceFactory = Callable[[StartPosition | None, EventDecoder], Source]
 """``(where to resume, or None for the configured start, decoder) -> source``."""
 
 
-@dataclass(slots=True)
+@record
 class ListenerSettings:
     """How the listener batches (``batch_events`` events or ``batch_bytes`` bytes at a
     transaction boundary) and how long it reconnects to a ``live`` server."""
@@ -48,7 +48,7 @@ class ListenerSettings:
     live: bool = True
 
 
-@dataclass(slots=True)
+@record
 class Downstream:
     """Where the listener's batches go (the Transaction actor, a credit taken per batch)
     and how it reports (the router's stats, its stop event, its error callback)."""
@@ -60,7 +60,7 @@ class Downstream:
     on_error: Callable[[BaseException], None]
 
 
-@dataclass(slots=True)
+@record
 class Reading:
     """What the listener reads and decodes with: the source (``open_source``), column
     names (``column_info``), the decode workers, the tables whose rows are decoded

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import pymysql
 
 from changestream.model.errors import SourceError
+from changestream.model.record import record
 from changestream.schema.shadow import shadow_problem
 
 log = logging.getLogger("changestream")
@@ -20,7 +20,7 @@ class PreflightError(SourceError):
     """The server is not set up for change data capture; the message says what to change."""
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class Finding:
     """One check's result: ``level`` is ``ok``, ``warning`` or ``error``."""
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.adapter import capabilities_of
 from changestream.model.errors import ConfigError
+from changestream.model.record import record
 from changestream.model.setting import check_key, default_of
 from changestream.parallel.decode_workers import DecodeWorkers, WorkerSettings
 from changestream.runtime.config import Config
@@ -30,7 +31,7 @@ from changestream.transactions.filters import ChangeFilter
 log = logging.getLogger("changestream")
 
 
-@dataclass(slots=True)
+@record
 class RouterSettings:
     """Everything the router needs besides its sink adapter (see config/ for each key)."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from changestream.decoding import field_types as ft
@@ -21,6 +21,7 @@ from changestream.decoding.events import EventHeader, QueryEvent
 from changestream.decoding.query_status import parse_query_status
 from changestream.decoding.table_schema import Column, TableSchema, may_hold_address
 from changestream.model.errors import ConfigError, SourceError
+from changestream.model.record import record
 from changestream.schema.definition import (
     ADDRESS_TYPES,
     LOGGED_AS,
@@ -38,7 +39,7 @@ class SchemaMismatchError(SourceError):
     """A logged row does not fit the table's known columns, even after reading them again."""
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class CatalogColumn:
     """One column as ``information_schema.COLUMNS`` describes it."""
 

@@ -8,11 +8,12 @@ key, and the ``SHOW CREATE TABLE`` text that recreates it on the shadow server.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from changestream.decoding import field_types as ft
 from changestream.decoding.table_schema import Column, TableSchema
+from changestream.model.record import record
 
 TableKey = tuple[str, str]
 """``(database, table)``."""
@@ -27,7 +28,7 @@ def type_labels(column_type: str) -> tuple[str, ...]:
     return tuple(m.replace("''", "'") for m in re.findall(r"'((?:[^']|'')*)'", inside))
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class ColumnDefinition:
     """One column as ``information_schema.COLUMNS`` describes it."""
 
@@ -64,7 +65,7 @@ class ColumnDefinition:
                    bool(data.get("invisible")))
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class TableDefinition:
     """A table at one point of the binlog."""
 

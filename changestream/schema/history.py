@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import orjson
 
 from changestream.model.changes import binlog_order
+from changestream.model.record import record
 from changestream.schema.definition import TableDefinition, TableKey
 
 HISTORY_FORMAT = 1
 
 
-@dataclass(slots=True)
+@record
 class SchemaState:
     """Databases (their CREATE DATABASE text) and tables, at one position."""
 
@@ -59,7 +60,7 @@ class SchemaState:
         return cls(dict(data.get("databases") or {}), tables)
 
 
-@dataclass(slots=True)
+@record
 class SchemaChangeSet:
     """What one DDL statement changed: new definitions, ``None`` for what it removed."""
 

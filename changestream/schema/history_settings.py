@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from changestream.model.modes import HISTORY_MODES, HistoryMode
+from changestream.model.record import record
 from changestream.model.setting import check_section, setting
 
 
@@ -22,7 +21,7 @@ def _history_mode(value: str) -> str | None:
         f"{value!r} is not one of {', '.join(HISTORY_MODES)}"
 
 
-@dataclass(slots=True)
+@record
 class HistorySettings:
     """The ``[schema]`` section: the schema history (docs/schema-history.md)."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from changestream.decoding.event_decoder import EventDecoder
 from changestream.decoding.events import EventHeader
 from changestream.model.changes import Position
 from changestream.model.errors import ConfigError
+from changestream.model.record import record
 from changestream.schema.column_info import CatalogLookup, ColumnInfo
 from changestream.schema.deferred_shadow import ShadowStart
 from changestream.schema.history_settings import HistorySettings
@@ -57,7 +58,7 @@ def opens_at_start(settings: HistorySettings, saved: Position | None, wanted: bo
         saved is not None and saved.schema_history is not None)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class HistorySource:
     """The server a schema history reads: ``connection`` (PyMySQL's arguments), ``connect``
     (a connection, with the router's error messages), the router's replica ``server_id``

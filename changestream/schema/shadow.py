@@ -17,13 +17,13 @@ import shlex
 import shutil
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pymysql
 
 from changestream.decoding.query_status import QueryStatus
+from changestream.model.record import record
 from changestream.schema.catalog import collation_ids, quote, read_definition
 from changestream.schema.definition import TableDefinition, TableKey
 
@@ -65,7 +65,7 @@ class ShadowError(Exception):
         self.code = code
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class ShadowSettings:
     """How to run the shadow server.
 

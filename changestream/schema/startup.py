@@ -16,7 +16,6 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pymysql
@@ -30,6 +29,7 @@ from changestream.decoding.query_status import parse_query_status
 from changestream.decoding.statements import BEGIN, COMMIT
 from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConfigError
+from changestream.model.record import record
 from changestream.schema.catalog import collation_ids, quote, read_definition
 from changestream.schema.deferred_shadow import DeferredShadow, ShadowStart, restore
 from changestream.schema.definition import TableDefinition, TableKey
@@ -55,7 +55,7 @@ QueryScan = Callable[[StartPosition, tuple[str, int]], Iterator[QueryEvent]]
 """``(from, to) -> the QUERY events of the binlog between the two positions``."""
 
 
-@dataclass(slots=True)
+@record
 class OpenedHistory:
     """What :func:`open_history` gives the router: a tracker, or none and whether to open
     one when the first rows without logged column names come (``lazy``)."""

@@ -9,13 +9,13 @@ by every version).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from changestream.model.record import record
 from changestream.schema.catalog import quote
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class ChunkQuery:
     """How to read ``database.table`` in chunks of ``limit`` rows ordered by ``key``, only
     the rows ``where`` holds for (an SQL condition; ``None``: all)."""

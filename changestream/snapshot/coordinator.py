@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from changestream.decoding.ddl import parse_ddl
@@ -25,13 +25,14 @@ from changestream.model.changes import (
     TransactionPart,
     binlog_order,
 )
+from changestream.model.record import record
 from changestream.snapshot.encodings import SNAPSHOT_OP
 from changestream.snapshot.progress import SnapshotProgress
 from changestream.snapshot.reader import ReadChunk, TablePlan
 from changestream.snapshot.window import ChangedKeys
 
 
-@dataclass(slots=True)
+@record
 class ChunkOffer:
     """A chunk read, on its way into the stream."""
 

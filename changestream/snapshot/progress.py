@@ -9,8 +9,10 @@ them, and given back to it as they were.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
+
+from changestream.model.record import record
 
 
 def encode_key(values: tuple[Any, ...] | None) -> list[Any] | None:
@@ -27,7 +29,7 @@ def decode_key(values: list[Any] | None) -> tuple[Any, ...] | None:
     return tuple(base64.b64decode(v["b64"]) if isinstance(v, dict) else v for v in values)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class SnapshotProgress:
     """``id`` names the snapshot (its records' transaction ids start with it); ``tables``
     (``db.table``) are still to do, the current one first; ``after`` is the key of the last

@@ -14,7 +14,7 @@ import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import pymysql
@@ -23,6 +23,7 @@ import pymysql.converters
 from changestream.decoding.table_schema import TableSchema
 from changestream.model.changes import binlog_order
 from changestream.model.errors import SourceError
+from changestream.model.record import record
 from changestream.schema.catalog import collation_ids, quote, read_definition, unique_key
 from changestream.schema.definition import definition_schema
 from changestream.snapshot import result_set
@@ -38,7 +39,7 @@ _DEFINITION_CHANGED = 1412  # "Table definition has changed, please retry transa
 _ENCODERS = {k: v for k, v in pymysql.converters.conversions.items() if isinstance(k, type)}
 
 
-@dataclass(slots=True)
+@record
 class TablePlan:
     """How one table is read: its shape, its chunk query (``None`` without a key), the
     server's estimate of its rows, the columns the filter leaves out, and how a row of
@@ -113,7 +114,7 @@ def _row_reader(schema: TableSchema, key: tuple[str, ...], excluded: frozenset[s
     return None, read
 
 
-@dataclass(slots=True)
+@record
 class ReadChunk:
     """Rows read (``(key in the decoder's values, row)``, the row as the plan's
     ``read_row`` gives it), the key of the last one as the server gave it (where the next

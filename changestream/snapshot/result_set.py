@@ -11,12 +11,12 @@ cursor. Errors are PyMySQL's own (a connection lost: ``OperationalError`` 2013).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import pymysql
 from pymysql.constants import CLIENT, COMMAND
 
+from changestream.model.record import record
 from changestream.snapshot.row_readers import native
 
 Row = TypeVar("Row")
@@ -37,7 +37,7 @@ def supported(conn: Any) -> bool:
         and not conn.client_flag & CLIENT.DEPRECATE_EOF)
 
 
-@dataclass(slots=True)
+@record
 class ResultRows(Generic[Row]):
     """A result's rows (as the row function read them) and where the last one is (to read
     it again another way; ``None``: no rows)."""

@@ -3,11 +3,11 @@ effect for a source and a start."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from changestream.model.errors import ConfigError
 from changestream.model.modes import SNAPSHOT_MODES, SnapshotMode
+from changestream.model.record import record
 from changestream.model.setting import check_section, positive, setting
 
 
@@ -16,7 +16,7 @@ def _snapshot_mode(value: str | None) -> str | None:
         f"{value!r} is not one of {', '.join(SNAPSHOT_MODES)} (or \"\": unset)"
 
 
-@dataclass(slots=True)
+@record
 class SnapshotSettings:
     """The ``[snapshot]`` section: the mode (see :mod:`changestream.snapshot.planning`;
     ``""``: unset), rows per chunk, the tables, refills after a DDL

@@ -16,7 +16,6 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pymysql
@@ -37,6 +36,7 @@ from changestream.model.errors import (
     SourceError,
 )
 from changestream.model.gtid import is_mariadb_gtid
+from changestream.model.record import record
 from changestream.native import compiled
 from changestream.sources.binlog_head import binlog_head
 from changestream.sources.raw import RawEvent, one_by_one
@@ -59,7 +59,7 @@ _CONNECTION_ENDED = frozenset({1053, 1317, 1927, 2013})
 _HEARTBEATS = frozenset({et.HEARTBEAT, et.HEARTBEAT_V2})
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class StartPosition:
     """Where a live source begins: ``earliest``, ``latest``, a ``file`` and ``pos``, or a
     ``gtid`` set (MySQL) or GTID state (MariaDB)."""

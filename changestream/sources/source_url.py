@@ -7,14 +7,15 @@ GTID when it is lost (:mod:`changestream.sources.failover`)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from changestream.model.errors import ConfigError
+from changestream.model.record import record
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class SourceSpec:
     """Where the binlog comes from: a server (``connection`` for PyMySQL) or files.
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import functools
 import ssl
-from dataclasses import dataclass
 from typing import Any
 
 import pymysql
 
 from changestream.model.errors import ConfigError
 from changestream.model.modes import TlsMode
+from changestream.model.record import record
 from changestream.model.setting import setting
 
 
-@dataclass(slots=True)
+@record
 class TlsConfig:
     """TLS to the server: ``mode`` is one of preferred (the default: encrypted when the
     server offers TLS, certificate not checked), disabled, required (encrypted, certificate

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from fnmatch import translate
 
 from changestream.decoding.ddl import DdlStatement
+from changestream.model.record import record
 
 
 def _compile(patterns: Sequence[str], parts: int) -> re.Pattern[str] | None:
@@ -31,7 +32,7 @@ def _compile(patterns: Sequence[str], parts: int) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{r})" for r in regexes))
 
 
-@dataclass(slots=True)
+@record
 class ChangeFilter:
     """Include/exclude patterns for tables and columns (see the module docstring)."""
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from changestream.model.changes import Change, TransactionInfo
+from changestream.model.record import record
 from changestream.transactions.spill import SpillFile
 
 
@@ -33,7 +34,7 @@ def gtid_commit_time(original_commit_ts: int | None,
     return utc_time(ts / 1e6) if ts else None
 
 
-@dataclass(slots=True)
+@record
 class Group:
     """The transaction being read."""
 
@@ -60,7 +61,7 @@ class Group:
         self.changes = []
 
 
-@dataclass(slots=True)
+@record
 class Finished:
     """A group that ended: its changes to deliver (if any) and what it does to the position."""
 

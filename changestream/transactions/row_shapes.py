@@ -7,13 +7,12 @@ from the decoded values (no column left out, no two columns of the same name).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from changestream.decoding.table_schema import TableSchema
+from changestream.model.record import record
 from changestream.transactions.filters import ChangeFilter
 
 
-@dataclass(slots=True)
+@record
 class SchemaShape:
     """What building a change's images of ``schema`` takes."""
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 from changestream.decoding.table_schema import TableSchema
 from changestream.model.changes import Position, binlog_order
 from changestream.model.errors import ConfigError, SinkError
+from changestream.model.record import record
 from changestream.runtime.settings import RouterSettings
 from changestream.snapshot.reader import ChunkReader, TablePlan
 from changestream.sources.source_url import parse_source_url
@@ -45,7 +46,7 @@ class MirrorTarget(Protocol):
         """Keys given in the decoder's values, as the mirror holds them."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Difference:
     """A key whose row differs: ``missing`` from the mirror, ``extra`` in the mirror (the
     source has no such row), or ``differs`` in ``columns``."""
@@ -59,7 +60,7 @@ class Difference:
                 "columns": list(self.columns)}
 
 
-@dataclass(slots=True)
+@record
 class VerifyReport:
     """What verifying one table found."""
 

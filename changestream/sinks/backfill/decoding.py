@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 import pyarrow as pa
@@ -29,6 +29,7 @@ from changestream.decoding.event_decoder import EventDecoder
 from changestream.model.changes import Change, Position, TransactionPart
 from changestream.model.errors import BinlogError, ChangestreamError
 from changestream.model.gtid import parse_gtid_progress
+from changestream.model.record import record
 from changestream.parallel.decode_workers import SegmentResult
 from changestream.sinks.spark.frames import TableRun, WorkerFrames, decode_runs, table_runs
 from changestream.sinks.spark.types import signature
@@ -43,7 +44,7 @@ MANIFEST = "manifest.pkl"
 ERROR = "error.txt"
 
 
-@dataclass(slots=True)
+@record
 class StagedPiece:
     """Rows of one table and shape, staged as one file; ``first``/``last``: the
     positions after the first and last transaction they hold."""
@@ -58,7 +59,7 @@ class StagedPiece:
     last: Position
 
 
-@dataclass(slots=True)
+@record
 class DdlItem:
     """A DDL statement of the unit, at the position after it."""
 
@@ -66,7 +67,7 @@ class DdlItem:
     position: Position
 
 
-@dataclass(slots=True)
+@record
 class UnitManifest:
     """What a unit's task staged, and where the unit ends."""
 

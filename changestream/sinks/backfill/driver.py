@@ -16,13 +16,14 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from changestream.model.changes import Position
 from changestream.model.errors import ChangestreamError, ConfigError, SinkError
 from changestream.model.modes import HISTORY_MODES
+from changestream.model.record import record
 from changestream.sinks.spark import positions
 from changestream.sinks.spark.iceberg.ddl import mirrored_ddl
 from changestream.sinks.spark.session import proleptic_parquet
@@ -49,7 +50,7 @@ CHANGELOG_COMMIT_ROWS = 1_000_000
 IDLE_COMMIT_ROWS = 100_000
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class BackfillSettings:
     """How a backfill cuts and stages its work."""
 
@@ -76,7 +77,7 @@ class BackfillSettings:
                               f"one of {', '.join(HISTORY_MODES)}")
 
 
-@dataclass(slots=True)
+@record
 class BackfillReport:
     """What a backfill did."""
 

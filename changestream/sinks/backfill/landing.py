@@ -12,11 +12,12 @@ last transaction, so a restarted backfill skips what a table has (see
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from changestream.model.changes import Position
 from changestream.model.errors import SinkError
+from changestream.model.record import record
 from changestream.sinks.spark import positions
 from changestream.sinks.spark.frames import Span, TableRun
 from changestream.sinks.spark.iceberg import IcebergLanding
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-@dataclass(slots=True)
+@record
 class StagedRun(TableRun):
     """Staged pieces of one table and shape, in binlog order."""
 

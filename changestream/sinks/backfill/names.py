@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,6 +28,7 @@ from changestream.decoding.table_schema import TableSchema
 from changestream.devserver import ServerNotAvailableError, ServerStartError
 from changestream.model.changes import binlog_name, binlog_order
 from changestream.model.errors import ConfigError
+from changestream.model.record import record
 from changestream.schema.column_info import ColumnInfo
 from changestream.schema.history import SchemaChangeSet, SchemaHistory, SchemaState
 from changestream.schema.shadow import ShadowServer, ShadowSettings
@@ -62,7 +63,7 @@ def files_flavor_and_names(paths: Iterable[str]) -> tuple[str, bool]:
     return flavor or "mysql", named
 
 
-@dataclass(slots=True)
+@record
 class RecordedHistory:
     """What the DDL of the files changed, in binlog order, from an empty state."""
 
@@ -126,7 +127,7 @@ def _queries(paths: list[str]) -> Iterator[QueryEvent]:
                     yield event
 
 
-@dataclass(slots=True)
+@record
 class _HistoryOnly:
     """What :class:`ColumnInfo` reads of a tracker: its history (no DDL is applied
     through it; the recorded changes are)."""
@@ -134,7 +135,7 @@ class _HistoryOnly:
     history: SchemaHistory
 
 
-@dataclass(slots=True)
+@record
 class UnitNames:
     """The schema history one unit needs: the state at its start, the changes inside it."""
 

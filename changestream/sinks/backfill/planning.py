@@ -14,7 +14,7 @@ import glob
 import hashlib
 import json
 import struct
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from changestream.decoding import event_types as et
@@ -23,6 +23,7 @@ from changestream.decoding.events import GtidEvent, PreviousGtidsEvent
 from changestream.model.changes import binlog_name
 from changestream.model.errors import BinlogError, SourceError, TruncatedBinlogError
 from changestream.model.gtid import MysqlGtidSet
+from changestream.model.record import record
 from changestream.sources.files import _file_order, _open, binlog_files
 from changestream.sources.raw import BINLOG_MAGIC
 
@@ -30,7 +31,7 @@ _SIZE = struct.Struct("<I").unpack_from
 _MYSQL_GTID_TYPES = (et.GTID, et.ANONYMOUS_GTID, et.GTID_TAGGED)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class BackfillUnit:
     """Events ``[start, end)`` of binlog file ``path`` (``end`` ``None``: to its end);
     ``gtid_set``: the GTID set before ``start`` when the unit begins inside the file."""

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from changestream.delivery.adapter import SinkCapabilities
 from changestream.model.changes import Position
 from changestream.model.errors import SinkError
+from changestream.model.record import record
 
 from .options import class_cache, flag
 from .worker_encoding import ARROW_FRAMES
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 BATCH_CHANGES = 100_000
 
 
-@dataclass(slots=True)
+@record
 class BatchInfo:
     """What a callback learns about a batch besides its DataFrames."""
 
@@ -36,7 +37,7 @@ class BatchInfo:
     ddl: list[str] = field(default_factory=list)
 
 
-@dataclass(slots=True)
+@record
 class LandedBatch:
     """What the sink did with the last batch (for metrics and tests)."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -21,6 +21,7 @@ import pyarrow as pa
 from changestream.decoding.table_schema import TableSchema
 from changestream.model.changes import Change, EncodedRun, Position, TransactionPart
 from changestream.model.errors import SinkError
+from changestream.model.record import record
 
 from .types import (
     METADATA,
@@ -41,7 +42,7 @@ if TYPE_CHECKING:  # the decode workers import this module without PySpark
 BEFORE_PREFIX = "__before_"
 
 
-@dataclass(slots=True)
+@record
 class Span:
     """``rows`` consecutive rows of a run from one transaction, which ends at ``position``
     (``None`` while that transaction is not complete); ``snapshot``: rows a snapshot read."""
@@ -51,7 +52,7 @@ class Span:
     snapshot: bool = False
 
 
-@dataclass(slots=True)
+@record
 class TableRun:
     """Consecutive changes of one table with one shape, in commit order, as Arrow data.
 
@@ -192,7 +193,7 @@ Part = TransactionPart | EncodedRun
 worker made into Arrow frames (:func:`encode_runs`)."""
 
 
-@dataclass(slots=True)
+@record
 class WorkerFrames:
     """Whole transactions a decode worker made into Arrow frames, read back
     (:func:`decode_runs`): per table run its schema, spans and frame (a backfill's task

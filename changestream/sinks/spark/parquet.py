@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +33,7 @@ from changestream.model.changes import (
     ddl_database,
 )
 from changestream.model.errors import SinkError
+from changestream.model.record import record
 
 from . import positions
 from .frames import TableRun, metadata_arrays
@@ -63,7 +63,7 @@ NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _TEMPORARY = re.compile(r"^\s*DROP\s+TEMPORARY\b", re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Mark:
     """A changelog row saying what a DDL did to a table: ``op`` is ``truncate``, ``drop``
     or ``rename``; ``change`` is the DDL (its metadata is the row's)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +24,7 @@ from changestream.decoding.json_binary import JSON_NULL
 from changestream.decoding.table_schema import Column, TableSchema
 from changestream.encoding.records import json_default
 from changestream.encoding.temporal_text import time_text
+from changestream.model.record import record
 
 if TYPE_CHECKING:
     from pyspark.sql import types as T
@@ -39,7 +39,7 @@ MAX_DECIMAL_PRECISION = 38
 PARQUET_DICTIONARY_PAGE_BYTES = 64 << 10
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class FieldMapping:
     """How one column lands: its Spark type, Arrow type, and value conversion."""
 

@@ -14,8 +14,10 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
+
+from changestream.model.record import record
 
 from ..positions import PROPERTY
 from ..session import jvm_of
@@ -30,7 +32,7 @@ logger = logging.getLogger("changestream.sinks.spark")
 MIN_ORPHAN_AGE = 24 * 3600.0
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class MaintenanceSettings:
     """What ``maintain_catalog`` does (ages in seconds)."""
 
@@ -48,7 +50,7 @@ class MaintenanceSettings:
                              "belong to a write still in flight)")
 
 
-@dataclass(slots=True)
+@record
 class TableUpkeep:
     """What maintenance did to one table."""
 

@@ -4,16 +4,17 @@ by the Spark options' shared rules (:mod:`..options`)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
 from changestream.model.errors import SinkError
+from changestream.model.record import record
 
 from ..options import age, flag
 from .names import CONTROL_NAMESPACE
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class IcebergOptions:
     """What docs/sinks.md ("Options") describes, parsed: ``jar`` (the Iceberg runtime
     jar), ``append_new_keys``, ``arrow_appends``, ``position_deletes`` (``mirror_deletes

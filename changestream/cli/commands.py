@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -142,22 +142,24 @@ def add_schema_parser(sub: argparse._SubParsersAction) -> None:
     add_parser(sub)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="changestream",
-                                     description="MySQL/MariaDB change-data-capture router")
-    parser.add_argument("--version", action=_PrintVersion)
-    sub = parser.add_subparsers(dest="command", required=True)
+def _add_inspect(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="list the transactions in binlog files")
     p.add_argument("paths", nargs="+", metavar="FILE|DIR")
     p.add_argument("--format", choices=("text", "jsonl"), default="text")
     p.add_argument("--no-verify", action="store_true", help="do not verify CRC32 checksums")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
     p.set_defaults(func=cmd_inspect)
+
+
+def _add_extract(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("extract", help="cut one transaction out as a standalone binlog")
     p.add_argument("--gtid", required=True)
     p.add_argument("paths", nargs="+", metavar="FILE|DIR")
     p.add_argument("-o", "--output", required=True)
     p.set_defaults(func=cmd_extract)
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run the router: binlog changes into a sink",
                        description="Options given here override the configuration file, "
                        "which overrides the defaults (see config/changestream.toml).")
@@ -215,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-json", action="store_true", help="log one JSON object per line")
     p.add_argument("-v", "--verbose", action="count", default=0)
     p.set_defaults(func=cmd_run)
+
+
+def _add_config(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("config", help="configuration tools")
     config_sub = p.add_subparsers(dest="config_command", required=True)
     c = config_sub.add_parser("check", help="validate a configuration file and print it "
@@ -224,25 +229,62 @@ def build_parser() -> argparse.ArgumentParser:
     c = config_sub.add_parser("defaults", help="print a configuration file with every key "
                               "at its default, each explained (config/changestream.toml)")
     c.set_defaults(func=cmd_config_defaults)
-    add_schema_parser(sub)
-    from changestream.cli.maintain import add_parser as add_maintain_parser
 
-    add_maintain_parser(sub)
-    from changestream.cli.verify import add_parser as add_verify_parser
 
-    add_verify_parser(sub)
-    from changestream.cli.backfill import add_parser as add_backfill_parser
+def _add_maintain(sub: argparse._SubParsersAction) -> None:
+    from changestream.cli.maintain import add_parser
 
-    add_backfill_parser(sub)
-    from changestream.cli.control_requests import add_parser as add_snapshot_parser
+    add_parser(sub)
 
-    add_snapshot_parser(sub)
+
+def _add_verify(sub: argparse._SubParsersAction) -> None:
+    from changestream.cli.verify import add_parser
+
+    add_parser(sub)
+
+
+def _add_backfill(sub: argparse._SubParsersAction) -> None:
+    from changestream.cli.backfill import add_parser
+
+    add_parser(sub)
+
+
+def _add_control_requests(sub: argparse._SubParsersAction) -> None:
+    from changestream.cli.control_requests import add_parser
+
+    add_parser(sub)
+
+
+def _add_quickstart(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("quickstart", help="a private MariaDB, a sample workload, the router "
                        "landing it into local Spark (Iceberg) tables, and the result shown")
     p.add_argument("--dir", default="changestream-quickstart",
                    help="folder for the server, the warehouse and the position (emptied first)")
     p.add_argument("--rows", type=int, default=200, help="orders in the sample workload")
     p.set_defaults(func=cmd_quickstart)
+
+
+#: Each command and what adds its parser (``snapshot`` and ``tables`` come together).
+COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
+    "inspect": _add_inspect, "extract": _add_extract, "run": _add_run, "config": _add_config,
+    "schema": add_schema_parser, "maintain": _add_maintain, "verify": _add_verify,
+    "backfill": _add_backfill, "snapshot": _add_control_requests,
+    "tables": _add_control_requests, "quickstart": _add_quickstart,
+}
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. Given the arguments, only the command they name gets its
+    parser (building all eleven took a few milliseconds of every start); without one, or
+    with an unknown one, all do, for the help and the error."""
+    parser = argparse.ArgumentParser(prog="changestream",
+                                     description="MySQL/MariaDB change-data-capture router")
+    parser.add_argument("--version", action=_PrintVersion)
+    sub = parser.add_subparsers(dest="command", required=True)
+    named = next((a for a in argv or () if not a.startswith("-")), None)
+    adders = [COMMANDS[named]] if named in COMMANDS else COMMANDS.values()
+    for add in dict.fromkeys(adders):
+        add(sub)
     return parser
 
 
@@ -250,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     fewer_malloc_arenas()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
+    args = build_parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
     try:
         return int(args.func(args))
     except BrokenPipeError:

@@ -6,6 +6,7 @@ import dataclasses
 import math
 import pickle
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -123,32 +124,27 @@ def test_dataclass_functions_and_pickling_work() -> None:
     assert not hasattr(Point(1), "__dict__")
 
 
-@record
-class Built:
-    name: str
-    items: list[int] = field(default_factory=list)
-    size: int = 3
-    seen: dict[str, int] = field(init=False, default_factory=dict)
-    mark: str = field(init=False, default="m")
-    doubled: int = field(init=False)
-    flag: bool = field(default=False, kw_only=True)
+def _built(decorate: Any) -> Any:
+    """The same class body under ``decorate``: ``@record`` and the dataclass it replaces."""
 
-    def __post_init__(self) -> None:
-        self.doubled = self.size * 2
+    @decorate
+    class Built:
+        name: str
+        items: list[int] = field(default_factory=list)
+        size: int = 3
+        seen: dict[str, int] = field(init=False, default_factory=dict)
+        mark: str = field(init=False, default="m")
+        doubled: int = field(init=False)
+        flag: bool = field(default=False, kw_only=True)
+
+        def __post_init__(self) -> None:
+            self.doubled = self.size * 2
+
+    return Built
 
 
-@dataclass(slots=True)
-class BuiltDataclass:
-    name: str
-    items: list[int] = field(default_factory=list)
-    size: int = 3
-    seen: dict[str, int] = field(init=False, default_factory=dict)
-    mark: str = field(init=False, default="m")
-    doubled: int = field(init=False)
-    flag: bool = field(default=False, kw_only=True)
-
-    def __post_init__(self) -> None:
-        self.doubled = self.size * 2
+Built = _built(record)
+BuiltDataclass = _built(dataclass(slots=True))
 
 
 @record(frozen=True)

@@ -4,6 +4,7 @@ same JSON text byte for byte, or no text where the Python reader refuses the byt
 
 from __future__ import annotations
 
+import math
 import random
 import struct
 import zlib
@@ -92,6 +93,39 @@ def test_doubles() -> None:
     # Python's shortest form without an exponent is written here, the rest by orjson.
     plain = sum(1 for v in values if "e" not in repr(v) and "n" not in repr(v))
     assert written == plain > 5000
+
+
+def _doubles_in_plain_range(rng: random.Random) -> list[float]:
+    """Doubles repr writes without an exponent: random bits, random values, values of a few
+    decimals, powers of two and of ten and their neighbours."""
+    values: list[float] = []
+    for _ in range(60000):
+        bits = rng.randint(1023 - 14, 1023 + 49) << 52 | rng.getrandbits(52)
+        values.append(struct.unpack("<d", struct.pack("<Q", bits))[0])
+    values += [rng.uniform(1e-4, 1e15) * rng.choice((1, -1)) for _ in range(30000)]
+    values += [round(rng.uniform(0, 10 ** rng.randint(0, 14)), rng.randint(0, 10))
+               for _ in range(30000)]
+    values += [rng.randint(1, 10**15 - 1) / 10 ** rng.randint(0, 18) for _ in range(30000)]
+    for k in range(-14, 50):
+        values += [2.0**k, math.nextafter(2.0**k, 0), math.nextafter(2.0**k, math.inf)]
+    for k in range(-4, 16):
+        below = above = 10.0**k
+        for _ in range(30):
+            values += [below, above]
+            below, above = math.nextafter(below, 0), math.nextafter(above, math.inf)
+    return [v for v in values if 1e-4 <= abs(v) < 1e15]
+
+
+def test_doubles_by_integers_are_repr() -> None:
+    """The integer path (no Python dtoa) writes repr's text, and takes nearly every value:
+    it leaves only what it cannot be sure of (ties, 16 digits at a power of two)."""
+    values = _doubles_in_plain_range(random.Random(11))
+    texts = [native.short_double_text(v) for v in values]
+    for value, text in zip(values, texts):
+        assert text is None or text == repr(value), repr(value)
+    left = sum(text is None for text in texts)
+    assert left < len(values) / 1000, (left, len(values))
+    assert native.short_double_text(1e15) is None and native.short_double_text(1e-5) is None
 
 
 @pytest.mark.parametrize("fsp", range(7))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -136,10 +137,13 @@ class _PrintVersion(argparse.Action):
         parser.exit()
 
 
-def add_schema_parser(sub: argparse._SubParsersAction) -> None:
-    from changestream.cli.schema import add_parser
+def _parser_in(module: str) -> Callable[[argparse._SubParsersAction], None]:
+    """What adds the parser(s) ``module``'s ``add_parser`` makes, imported only then."""
 
-    add_parser(sub)
+    def add(sub: argparse._SubParsersAction) -> None:
+        importlib.import_module(module).add_parser(sub)
+
+    return add
 
 
 def _add_inspect(sub: argparse._SubParsersAction) -> None:
@@ -231,30 +235,6 @@ def _add_config(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=cmd_config_defaults)
 
 
-def _add_maintain(sub: argparse._SubParsersAction) -> None:
-    from changestream.cli.maintain import add_parser
-
-    add_parser(sub)
-
-
-def _add_verify(sub: argparse._SubParsersAction) -> None:
-    from changestream.cli.verify import add_parser
-
-    add_parser(sub)
-
-
-def _add_backfill(sub: argparse._SubParsersAction) -> None:
-    from changestream.cli.backfill import add_parser
-
-    add_parser(sub)
-
-
-def _add_control_requests(sub: argparse._SubParsersAction) -> None:
-    from changestream.cli.control_requests import add_parser
-
-    add_parser(sub)
-
-
 def _add_quickstart(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("quickstart", help="a private MariaDB, a sample workload, the router "
                        "landing it into local Spark (Iceberg) tables, and the result shown")
@@ -265,11 +245,14 @@ def _add_quickstart(sub: argparse._SubParsersAction) -> None:
 
 
 #: Each command and what adds its parser (``snapshot`` and ``tables`` come together).
+_control_requests = _parser_in("changestream.cli.control_requests")
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "inspect": _add_inspect, "extract": _add_extract, "run": _add_run, "config": _add_config,
-    "schema": add_schema_parser, "maintain": _add_maintain, "verify": _add_verify,
-    "backfill": _add_backfill, "snapshot": _add_control_requests,
-    "tables": _add_control_requests, "quickstart": _add_quickstart,
+    "schema": _parser_in("changestream.cli.schema"),
+    "maintain": _parser_in("changestream.cli.maintain"),
+    "verify": _parser_in("changestream.cli.verify"),
+    "backfill": _parser_in("changestream.cli.backfill"),
+    "snapshot": _control_requests, "tables": _control_requests, "quickstart": _add_quickstart,
 }
 
 

@@ -105,7 +105,7 @@ cdef extern from *:
 
     /* repr(x) into out (32 bytes) and its length, or 0: left to Python. */
     static int cs_short_double(double x, char *out) {
-        static const uint64_t LOW17 = 10000000000000000ULL, HIGH17 = 100000000000000000ULL;
+        /* 10^15, 10^16, 10^17: where forms of 15, 16 and 17 digits end */
         static const uint64_t TENS[3] = {1000000000000000ULL, 10000000000000000ULL,
                                         100000000000000000ULL};
         double ax = fabs(x);
@@ -122,8 +122,8 @@ cdef extern from *:
         for (tries = 0; ; tries++) {  /* the decimal exponent of the 17-digit form */
             if (tries > 3 || exp10 < -4 || exp10 > 14) return 0;
             if (!cs_rounded(f, e, 16 - exp10, &n, &s, &d, &tie)) return 0;
-            if (d >= HIGH17) exp10++;
-            else if (d < LOW17) exp10--;
+            if (d >= TENS[2]) exp10++;
+            else if (d < TENS[1]) exp10--;
             else break;
         }
         for (digits = 15; digits <= 17; digits++) {

@@ -16,6 +16,7 @@ import pytest
 from changestream.model.errors import SinkError
 from changestream.sinks.spark import SparkSink
 from changestream.sinks.spark.iceberg.maintenance import (
+    MaintenanceError,
     MaintenanceSettings,
     maintain_catalog,
     maintain_table,
@@ -185,3 +186,30 @@ def test_ages_and_the_command_refuse_bad_input_clearly() -> None:
     assert done.returncode == 2
     assert "maintain looks after the tables of a spark:iceberg sink" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_table_that_cannot_be_maintained_does_not_stop_the_others(
+        spark: Any, tmp_path: Path) -> None:
+    """One table's manifest list is unreadable: the error names the table and the step,
+    and every other table is maintained before it is raised."""
+    catalog = "broken"
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    sink.open()
+    _land(sink, Binlog(), 1, 4)
+    sink.close()
+    mirror = f"{catalog}.shop.items"
+    manifest_list = spark.sql(f"SELECT manifest_list FROM {mirror}.snapshots "
+                              "ORDER BY committed_at DESC LIMIT 1").collect()[0][0]
+    Path(manifest_list.removeprefix("file:")).write_bytes(b"not an Avro file at all")
+    spark.catalog.refreshTable(mirror)
+    heard: dict[str, Any] = {}
+    with pytest.raises(MaintenanceError) as failed:
+        maintain_catalog(spark, catalog, MaintenanceSettings(
+            expire_after=0, keep_snapshots=1, remove_orphans=False),
+            lambda upkeep: heard.setdefault(upkeep.table, upkeep))
+    assert str(failed.value).startswith("1 of ")
+    assert f"{catalog}.shop.items: compaction failed: " in str(failed.value)
+    assert "Not an Avro data file" in str(failed.value)
+    assert "shop.items" not in heard
+    changelog = heard["shop.items__changelog"]
+    assert changelog.snapshots_after < changelog.snapshots_before == 4

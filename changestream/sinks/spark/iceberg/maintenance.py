@@ -17,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from changestream.model.errors import SinkError
 from changestream.model.record import record
 
+from ..options import java_cause
 from ..positions import PROPERTY
 from ..session import jvm_of
 from .files import load_table, positioned_snapshot
@@ -147,26 +149,38 @@ def remove_dangling_equality_deletes(spark: SparkSession, full_name: str) -> int
     return len(dangling)
 
 
-#: How many times a compaction that a writer's commit conflicted with is tried.
+#: How many times a maintenance step that a writer's commit got in the way of is tried.
 COMPACTION_ATTEMPTS = 8
 
+#: What Iceberg says when a commit of the router in the meantime conflicts with a step
+#: (deleted rows of a file it rewrote, merged manifests it rewrote: Iceberg refuses the
+#: step's commit then), or when a step read metadata the router's commits were changing
+#: (seen once in hundreds of concurrent runs: an Avro manifest read as "Invalid sync!").
+_TRANSIENT = ("ValidationException", "found new position delete", "CommitFailedException",
+              "Invalid sync", "NotFoundException", "FileNotFoundException")
 
-def _retried(name: str, rewrite: Callable[[], Any]) -> Any:
-    """``rewrite()`` (a compaction procedure of table ``name``), tried again when a commit
-    of the router in the meantime conflicts with it (deleted rows of a file it rewrote, or
-    merged manifests it rewrote: Iceberg refuses the rewrite then), a little later each
-    time."""
+
+class MaintenanceError(SinkError):
+    """A maintenance step of one table failed, after its retries."""
+
+
+def _retried(spark: SparkSession, full: str, step: str, run: Callable[[], Any]) -> Any:
+    """``run()`` (maintenance step ``step`` of table ``full``), tried again a little later
+    each time, with the table read afresh, while it fails for a reason a concurrent
+    commit explains (``_TRANSIENT``); a :class:`MaintenanceError` naming the table and the
+    step when it still fails."""
     for attempt in range(COMPACTION_ATTEMPTS):
         try:
-            return rewrite()
+            return run()
         except Exception as exc:  # Py4JJavaError or pyspark's own
-            text = str(exc)
             if attempt == COMPACTION_ATTEMPTS - 1 or not any(
-                    w in text for w in ("ValidationException", "found new position delete",
-                                        "CommitFailedException")):
-                raise
-            logger.info("maintain: %s changed while it was compacted; trying again", name)
+                    w in str(exc) for w in _TRANSIENT):
+                raise MaintenanceError(f"{full.replace('`', '')}: {step} failed: "
+                                       f"{java_cause(exc)}") from exc
+            logger.info("maintain: %s changed during its %s (%s); trying again",
+                        full.replace("`", ""), step, java_cause(exc))
             time.sleep(0.25 * (attempt + 1))
+            spark.catalog.refreshTable(full)  # Spark's catalog caches the table
     return None
 
 
@@ -209,6 +223,19 @@ def _timestamp(millis: float) -> str:
         f".{int(millis) % 1000:03d}"
 
 
+def _expire(table: Any, settings: MaintenanceSettings) -> None:
+    """Expire the snapshots of Java table ``table`` that ``settings`` let go, with Iceberg's
+    core expiry on the driver (the Spark procedure's jobs cost seconds a table even when a
+    few files go)."""
+    table.refresh()
+    older_than = time.time() * 1000 - settings.expire_after * 1000
+    kept = newest_position_millis(table)
+    if kept is not None:
+        older_than = min(older_than, kept)  # expiry removes only snapshots older than this
+    table.expireSnapshots().expireOlderThan(int(older_than)) \
+        .retainLast(max(1, settings.keep_snapshots)).commit()
+
+
 def maintain_table(spark: SparkSession, catalog: str, name: str,
                    settings: MaintenanceSettings) -> TableUpkeep:
     """Compact, rewrite manifests, expire and remove orphans of table ``name``
@@ -228,32 +255,26 @@ def maintain_table(spark: SparkSession, catalog: str, name: str,
         # Files any delete applies to are rewritten without the deleted rows (the mirror's
         # batches add position deletes, or equality deletes in older mirrors), and deletes
         # no file needs any more are dropped.
-        rewritten = _retried(name, lambda: spark.sql(
+        rewritten = _retried(spark, full, "compaction", lambda: spark.sql(
             f"CALL {system}.rewrite_data_files(table => '{literal}', options => map("
             "'delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))").collect())
         upkeep.rewritten_files = int(rewritten[0][0]) if rewritten else 0
-        upkeep.deletes_removed = remove_dangling_equality_deletes(spark, full)
+        upkeep.deletes_removed = _retried(spark, full, "removal of dangling deletes",
+                                          lambda: remove_dangling_equality_deletes(spark, full))
         if _position_deletes(table):
             # Position deletes of rewritten files still "apply" by sequence number (the
             # rewrite keeps its starting one): this drops the rows that name no live file.
-            _retried(name, lambda: spark.sql(
+            _retried(spark, full, "rewrite of position deletes", lambda: spark.sql(
                 f"CALL {system}.rewrite_position_delete_files(table => '{literal}', "
                 "options => map('rewrite-all', 'true'))").collect())
-        _retried(name, lambda: spark.sql(
+        _retried(spark, full, "rewrite of manifests", lambda: spark.sql(
             f"CALL {system}.rewrite_manifests(table => '{literal}')").collect())
-    now_ms = time.time() * 1000
-    older_than = now_ms - settings.expire_after * 1000
-    kept = newest_position_millis(table)
-    if kept is not None:
-        older_than = min(older_than, kept)  # expiry removes only snapshots older than this
-    # Iceberg's core expiry, on the driver (the table was refreshed just above): the Spark
-    # procedure's jobs cost seconds a table even when a few files go.
-    table.expireSnapshots().expireOlderThan(int(older_than)) \
-        .retainLast(max(1, settings.keep_snapshots)).commit()
+    _retried(spark, full, "snapshot expiry", lambda: _expire(table, settings))
     if settings.remove_orphans:
-        orphans = spark.sql(
+        orphans = _retried(spark, full, "orphan removal", lambda: spark.sql(
             f"CALL {system}.remove_orphan_files(table => '{literal}', older_than => "
-            f"TIMESTAMP '{_timestamp(now_ms - settings.orphans_after * 1000)}')").collect()
+            f"TIMESTAMP '{_timestamp(time.time() * 1000 - settings.orphans_after * 1000)}')"
+        ).collect())
         upkeep.orphans_removed = len(orphans)
     upkeep.files_after, upkeep.snapshots_after = _figures(table)
     upkeep.seconds = round(time.monotonic() - began, 2)
@@ -263,13 +284,24 @@ def maintain_table(spark: SparkSession, catalog: str, name: str,
 def maintain_catalog(spark: SparkSession, catalog: str, settings: MaintenanceSettings,
                      report: Callable[[TableUpkeep], None] | None = None,
                      control_namespace: str = CONTROL_NAMESPACE) -> list[TableUpkeep]:
-    """Maintain every table changestream owns in ``catalog``; ``report`` hears of each."""
+    """Maintain every table changestream owns in ``catalog``; ``report`` hears of each.
+    A table whose upkeep fails does not stop the others': a :class:`MaintenanceError`
+    naming every such table and its error is raised once all were tried."""
     done = []
+    failed: list[str] = []
     for name in owned_tables(spark, catalog, control_namespace):
-        upkeep = maintain_table(spark, catalog, name, settings)
+        try:
+            upkeep = maintain_table(spark, catalog, name, settings)
+        except MaintenanceError as exc:
+            logger.warning("maintain: %s", exc)
+            failed.append(str(exc))
+            continue
         if report is not None:
             report(upkeep)
         done.append(upkeep)
+    if failed:
+        raise MaintenanceError(f"{len(failed)} of {len(failed) + len(done)} tables were not "
+                               "maintained (the others were): " + "; ".join(failed))
     return done
 
 

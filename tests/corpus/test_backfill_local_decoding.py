@@ -28,6 +28,7 @@ from tests.segments import FAST_PATH_FILES
 
 FILES = sorted(str(CORPUS / name) for name in FAST_PATH_FILES)
 UNSUPPORTED = str(CORPUS / "mariadb-test-data" / "binlog_old_version_4_1.000001")
+ZSTD_FRAME = b"\x28\xb5\x2f\xfd"  # the magic number every zstd frame starts with
 
 
 def _staged(manifest: UnitManifest) -> list[object]:
@@ -60,6 +61,13 @@ def test_helper_processes_stage_what_the_driver_would(tmp_path: Path) -> None:
     assert sum(m.rows for m in here) >= 8 and sum(len(m.items) for m in here) >= 6
     for unit, theirs, ours in zip(units[:-1], staged, here, strict=True):
         assert _staged(theirs) == _staged(ours), unit.describe()
+    # The helpers' pieces are not compressed (the driver maps them); decode_unit's default,
+    # a Spark task's on shared storage, are zstd.
+    helpers = sorted((tmp_path / "processes").rglob("*.arrow"))
+    tasks = sorted((tmp_path / "here").rglob("*.arrow"))
+    assert len(helpers) == len(tasks) >= 6
+    assert not any(ZSTD_FRAME in path.read_bytes() for path in helpers)
+    assert all(ZSTD_FRAME in path.read_bytes() for path in tasks)
 
 
 def test_a_decoding_process_that_dies_is_an_error_naming_its_unit(tmp_path: Path) -> None:

@@ -132,8 +132,10 @@ class LocalDecodeJob:
         """Hand units to one process until none are left (or one failed)."""
         while (unit := self._next()) is not None:
             try:
+                # Not compressed: the pieces are on this machine's disk, and the driver
+                # maps them rather than decompress them (decoding.py).
                 channel.send((unit, self.staging, self.chunk_changes, self.change_filter,
-                              self.names.get(unit.index)))
+                              self.names.get(unit.index), False))
                 failure = channel.recv()
             except (OSError, EOFError):
                 code = process.wait()

@@ -3,13 +3,16 @@ into Arrow and stage it.
 
 The unit's committed transactions are cut into table runs (one table, one shape, binlog
 order: :func:`~changestream.sinks.spark.frames.table_runs`) of up to ``chunk_changes``
-changes, and each run's Arrow frame is written as one file in Arrow's IPC format (zstd) into
-the unit's staging folder (:func:`write_piece`; 7x quicker to write and 3x to read than the
-Parquet it used to be, for 1.6x the size). DDL is kept in order between them. The unit's
-manifest, written last and renamed into place, lists them; a unit whose manifest exists is
-not decoded again. Plain DML transactions come as frames from a decode worker's compiled
-walk, in this process (:mod:`.unit_events`), and are staged as the general path would stage
-them.
+changes, and each run's Arrow frame is written as one file in Arrow's IPC format into the
+unit's staging folder (:func:`write_piece`; 7x quicker to write and 3x to read than the
+Parquet it used to be). Staged on this machine (helper processes) the files are not
+compressed: reading one back is a memory map, where zstd's decompression on a driver that
+shares its CPUs with the decoding took a fifth of a 300,000-change backfill; staged by
+Spark's executors (storage they share with the driver) they are zstd. DDL is kept in
+order between them. The unit's manifest, written last and renamed into place, lists them; a
+unit whose manifest exists is not decoded again. Plain DML transactions come as frames from
+a decode worker's compiled walk, in this process (:mod:`.unit_events`), and are staged as
+the general path would stage them.
 """
 
 from __future__ import annotations
@@ -100,11 +103,11 @@ def read_manifest(staging: str, index: int) -> UnitManifest | None:
 
 def decode_unit(unit: BackfillUnit, staging: str, chunk_changes: int = 50_000,
                 change_filter: ChangeFilter | None = None,
-                names: UnitNames | None = None) -> UnitManifest:
+                names: UnitNames | None = None, compress: bool = True) -> UnitManifest:
     """Decode and stage ``unit`` (see the module docstring), keeping the tables and columns
-    ``change_filter`` lets through, naming columns the files do not name from ``names``;
-    errors come back in the manifest's ``error`` rather than as a Spark task failure's Java
-    trace."""
+    ``change_filter`` lets through, naming columns the files do not name from ``names``,
+    its pieces zstd-compressed with ``compress``; errors come back in the manifest's
+    ``error`` rather than as a Spark task failure's Java trace."""
     done = read_manifest(staging, unit.index)
     if done is not None:
         return done
@@ -112,7 +115,8 @@ def decode_unit(unit: BackfillUnit, staging: str, chunk_changes: int = 50_000,
     shutil.rmtree(folder, ignore_errors=True)  # what a killed attempt left
     folder.mkdir(parents=True)
     try:
-        manifest = _Stager(unit, folder, chunk_changes, change_filter, names).run()
+        manifest = _Stager(unit, folder, chunk_changes, change_filter, names,
+                           compress).run()
     except ChangestreamError as exc:
         return _failed(unit, folder, f"{unit.describe()}: {exc}")
     except Exception as exc:  # a bug: the trace is what a report needs
@@ -127,9 +131,9 @@ def decode_unit(unit: BackfillUnit, staging: str, chunk_changes: int = 50_000,
     return manifest
 
 
-def write_piece(frame: pa.Table, path: Path) -> None:
-    """Stage ``frame`` at ``path`` (Arrow's IPC file format, zstd)."""
-    options = pa.ipc.IpcWriteOptions(compression="zstd")
+def write_piece(frame: pa.Table, path: Path, compress: bool = True) -> None:
+    """Stage ``frame`` at ``path`` (Arrow's IPC file format, zstd with ``compress``)."""
+    options = pa.ipc.IpcWriteOptions(compression="zstd" if compress else None)
     with pa.OSFile(str(path), "wb") as sink, \
             pa.ipc.new_file(sink, frame.schema, options=options) as writer:
         writer.write_table(frame)
@@ -160,9 +164,11 @@ def _failed(unit: BackfillUnit, folder: Path, error: str) -> UnitManifest:
 
 class _Stager:
     def __init__(self, unit: BackfillUnit, folder: Path, chunk_changes: int,
-                 change_filter: ChangeFilter | None, names: UnitNames | None = None):
+                 change_filter: ChangeFilter | None, names: UnitNames | None = None,
+                 compress: bool = True):
         self.unit = unit
         self.names = names
+        self.compress = compress
         self.change_filter = change_filter
         self.folder = folder
         self.chunk_changes = chunk_changes
@@ -274,7 +280,7 @@ class _Stager:
         rows = frame.num_rows
         path = self.folder / f"piece-{self.pieces:05d}.arrow"
         self.pieces += 1
-        write_piece(frame, path)
+        write_piece(frame, path, self.compress)
         first, last = spans[0].position, spans[-1].position
         assert first is not None and last is not None
         self.manifest.items.append(StagedPiece(

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("pyarrow")  # the Spark sink's extra: maintenance imports the writer's files
+
 from changestream.sinks.spark.iceberg import maintenance
 from changestream.sinks.spark.iceberg.maintenance import (
     COMPACTION_ATTEMPTS,

@@ -190,8 +190,9 @@ def test_ages_and_the_command_refuse_bad_input_clearly() -> None:
 
 def test_a_table_that_cannot_be_maintained_does_not_stop_the_others(
         spark: Any, tmp_path: Path) -> None:
-    """One table's manifest list is unreadable: the error names the table and the step,
-    and every other table is maintained before it is raised."""
+    """One table's manifest list is unreadable, another's metadata file is gone: the
+    error names each table (and the step that failed), and every other table is
+    maintained before it is raised."""
     catalog = "broken"
     sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
     sink.open()
@@ -202,14 +203,20 @@ def test_a_table_that_cannot_be_maintained_does_not_stop_the_others(
                               "ORDER BY committed_at DESC LIMIT 1").collect()[0][0]
     Path(manifest_list.removeprefix("file:")).write_bytes(b"not an Avro file at all")
     spark.catalog.refreshTable(mirror)
+    changelog_metadata = tmp_path / "shop" / "items__changelog" / "metadata"
+    current = (changelog_metadata / "version-hint.text").read_text().strip()
+    (changelog_metadata / f"v{current}.metadata.json").write_text("{not JSON")
+    spark.catalog.refreshTable(f"{catalog}.shop.items__changelog")
     heard: dict[str, Any] = {}
     with pytest.raises(MaintenanceError) as failed:
         maintain_catalog(spark, catalog, MaintenanceSettings(
             expire_after=0, keep_snapshots=1, remove_orphans=False),
             lambda upkeep: heard.setdefault(upkeep.table, upkeep))
-    assert str(failed.value).startswith("1 of ")
-    assert f"{catalog}.shop.items: compaction failed: " in str(failed.value)
-    assert "Not an Avro data file" in str(failed.value)
-    assert "shop.items" not in heard
-    changelog = heard["shop.items__changelog"]
-    assert changelog.snapshots_after < changelog.snapshots_before == 4
+    message = str(failed.value)
+    assert message.startswith(f"2 of {len(heard) + 2} tables were not maintained")
+    assert f"{catalog}.shop.items: compaction failed: " in message
+    assert "Not an Avro data file" in message
+    assert f"{catalog}.shop.items__changelog: " in message
+    assert "shop.items" not in heard and "shop.items__changelog" not in heard
+    batches = heard["_changestream.batches"]
+    assert batches.snapshots_after < batches.snapshots_before

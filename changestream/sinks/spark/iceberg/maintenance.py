@@ -10,6 +10,7 @@ current snapshot (compaction's own commits carry none).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -88,16 +89,28 @@ def _q(name: str) -> str:
 
 
 def owned_tables(spark: SparkSession, catalog: str,
-                 control_namespace: str = CONTROL_NAMESPACE) -> list[str]:
+                 control_namespace: str = CONTROL_NAMESPACE,
+                 unreadable: list[str] | None = None) -> list[str]:
     """``namespace.table`` of every table in ``catalog`` that changestream lands or keeps
-    (its own in ``control_namespace``)."""
+    (its own in ``control_namespace``); a table whose snapshots cannot be read to tell is
+    left out, and named with the reason in ``unreadable`` when given."""
     found: list[str] = []
     for row in spark.sql(f"SHOW NAMESPACES IN {_q(catalog)}").collect():
         namespace = row[0]
         for t in spark.sql(f"SHOW TABLES IN {_q(catalog)}.{_q(namespace)}").collect():
             name = f"{_q(namespace)}.{_q(t['tableName'])}"
-            if namespace == control_namespace or _carries_positions(spark, catalog, name):
+            if namespace == control_namespace:
                 found.append(name)
+                continue
+            try:
+                if _carries_positions(spark, catalog, name):
+                    found.append(name)
+            except Exception as exc:  # Py4J's or Spark's: its metadata is damaged
+                if unreadable is None:
+                    raise
+                unreadable.append(f"{catalog}.{namespace}.{t['tableName']}: cannot be read "
+                                  f"to tell whether changestream lands it: {java_cause(exc)}")
+                logger.warning("maintain: %s", unreadable[-1])
     return found
 
 
@@ -180,7 +193,8 @@ def _retried(spark: SparkSession, full: str, step: str, run: Callable[[], Any]) 
             logger.info("maintain: %s changed during its %s (%s); trying again",
                         full.replace("`", ""), step, java_cause(exc))
             time.sleep(0.25 * (attempt + 1))
-            spark.catalog.refreshTable(full)  # Spark's catalog caches the table
+            with contextlib.suppress(Exception):  # gone meanwhile: the next try says so
+                spark.catalog.refreshTable(full)  # Spark's catalog caches the table
     return None
 
 
@@ -285,16 +299,18 @@ def maintain_catalog(spark: SparkSession, catalog: str, settings: MaintenanceSet
                      report: Callable[[TableUpkeep], None] | None = None,
                      control_namespace: str = CONTROL_NAMESPACE) -> list[TableUpkeep]:
     """Maintain every table changestream owns in ``catalog``; ``report`` hears of each.
-    A table whose upkeep fails does not stop the others': a :class:`MaintenanceError`
-    naming every such table and its error is raised once all were tried."""
+    A table whose upkeep fails (or whose snapshots cannot be read to tell whether it is
+    changestream's) does not stop the others': a :class:`MaintenanceError` naming every
+    such table and its error is raised once all were tried."""
     done = []
     failed: list[str] = []
-    for name in owned_tables(spark, catalog, control_namespace):
+    for name in owned_tables(spark, catalog, control_namespace, failed):
         try:
             upkeep = maintain_table(spark, catalog, name, settings)
-        except MaintenanceError as exc:
-            logger.warning("maintain: %s", exc)
-            failed.append(str(exc))
+        except Exception as exc:  # a step's MaintenanceError, or Py4J's reading the table
+            failed.append(str(exc) if isinstance(exc, MaintenanceError)
+                          else f"{catalog}.{name.replace('`', '')}: {java_cause(exc)}")
+            logger.warning("maintain: %s", failed[-1])
             continue
         if report is not None:
             report(upkeep)

@@ -190,8 +190,8 @@ def test_ages_and_the_command_refuse_bad_input_clearly() -> None:
 
 def test_a_table_that_cannot_be_maintained_does_not_stop_the_others(
         spark: Any, tmp_path: Path) -> None:
-    """One table's manifest list is unreadable, another's metadata file is gone: the
-    error names each table (and the step that failed), and every other table is
+    """One table's manifest list is unreadable, another's current metadata file is not
+    JSON: the error names each table (and the step that failed), and every other table is
     maintained before it is raised."""
     catalog = "broken"
     sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)

@@ -166,11 +166,12 @@ def remove_dangling_equality_deletes(spark: SparkSession, full_name: str) -> int
 COMPACTION_ATTEMPTS = 8
 
 #: What Iceberg says when a commit of the router in the meantime conflicts with a step
-#: (deleted rows of a file it rewrote, merged manifests it rewrote: Iceberg refuses the
-#: step's commit then), or when a step read metadata the router's commits were changing
-#: (seen once in hundreds of concurrent runs: an Avro manifest read as "Invalid sync!").
-_TRANSIENT = ("ValidationException", "found new position delete", "CommitFailedException",
-              "Invalid sync", "NotFoundException", "FileNotFoundException")
+#: (a ValidationException: new position deletes of a file it rewrote, merged manifests it
+#: rewrote; or a CommitFailedException), or when a step read metadata the router's commits
+#: were changing (seen once, in one CI run: an Avro manifest read as "Invalid sync!";
+#: "NotFoundException" covers Java's FileNotFoundException too).
+_TRANSIENT = ("ValidationException", "CommitFailedException", "Invalid sync",
+              "NotFoundException")
 
 
 class MaintenanceError(SinkError):

@@ -6,6 +6,7 @@ import contextlib
 import os
 import random
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -206,14 +207,18 @@ def compiled_encoder() -> Any:
 def compare_arrow_paths(segments: list[Segment], change_filter: ChangeFilter | None = None
                         ) -> int | None:
     """Assert the compiled Arrow fast path gives the same runs (the Spark sink's frames:
-    schemas, spans, columns and types) as the general path for every segment; how many
-    segments it took (``None`` where it was not built)."""
+    schemas, spans, columns and types) as the general path for every segment, and that
+    each path's in-process frames (a backfill unit's worker) are what its bytes read back
+    as; how many segments it took (``None`` where it was not built)."""
     from changestream.sinks.spark.frames import decode_runs
-    from changestream.sinks.spark.worker_encoding import ARROW_FRAMES
+    from changestream.sinks.spark.worker_encoding import ARROW_FRAMES, IN_PROCESS_ARROW_FRAMES
 
     settings = WorkerSettings(change_filter, False, ARROW_FRAMES, True, 20_000, None)
     fast, general = _Worker(settings, 50), _Worker(settings, 50)
     general.encoder = None
+    in_process = replace(settings, record_format=IN_PROCESS_ARROW_FRAMES)
+    fast_here, general_here = _Worker(in_process, 50), _Worker(in_process, 50)
+    general_here.encoder = None
     if compiled("changestream.sinks.spark._arrow_walk") is None:
         compiled_encoder()  # fails when everything must be there
         return None
@@ -224,20 +229,29 @@ def compare_arrow_paths(segments: list[Segment], change_filter: ChangeFilter | N
             continue
         expected, got = both
         where = f"segment at {segment.file} offset {segment.offsets[0]}"
+        for here, runs in ((general_here, expected), (fast_here, got)):
+            _same_frames([run.records for run in here.assemble(segment, "T")],
+                         [decode_runs(run.records) for run in runs], f"{where}, in-process")
         assert len(got) == len(expected), where
         for mine, theirs in zip(got, expected, strict=True):
             assert (mine.changes, mine.transactions, mine.last_commit_ts, mine.gtids,
                     mine.file, mine.end, mine.tables) == (
                 theirs.changes, theirs.transactions, theirs.last_commit_ts, theirs.gtids,
                 theirs.file, theirs.end, theirs.tables), where
-            frames, wanted = decode_runs(mine.records), decode_runs(theirs.records)
-            assert [(s.qualified_name, s.columns, spans) for s, spans, _ in frames] == \
-                [(s.qualified_name, s.columns, spans) for s, spans, _ in wanted], where
-            for (_, _, frame), (_, _, table) in zip(frames, wanted, strict=True):
-                assert frame.schema == table.schema, where
-                if not frame.equals(table):
-                    for name in table.column_names:
-                        assert frame.column(name).to_pylist() == \
-                            table.column(name).to_pylist(), f"{where}: column {name}"
-                    raise AssertionError(f"{where}: frames differ")
+            _same_frames([decode_runs(mine.records)], [decode_runs(theirs.records)], where)
     return fast.fast_segments
+
+
+def _same_frames(got: list[Any], wanted: list[Any], where: str) -> None:
+    """Assert two lists of runs' frames (schema, spans, Arrow table) are equal."""
+    assert len(got) == len(wanted), where
+    for frames, expected in zip(got, wanted, strict=True):
+        assert [(s.qualified_name, s.columns, spans) for s, spans, _ in frames] == \
+            [(s.qualified_name, s.columns, spans) for s, spans, _ in expected], where
+        for (_, _, frame), (_, _, table) in zip(frames, expected, strict=True):
+            assert frame.schema == table.schema, where
+            if not frame.equals(table):
+                for name in table.column_names:
+                    assert frame.column(name).to_pylist() == \
+                        table.column(name).to_pylist(), f"{where}: column {name}"
+                raise AssertionError(f"{where}: frames differ")

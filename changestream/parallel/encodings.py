@@ -23,7 +23,9 @@ if TYPE_CHECKING:  # the snapshot's floor is above this one
     from changestream.snapshot.encodings import ChunkEncoding
 
 #: A run's records: ``payload(first transaction, after its last, first change, after its
-#: last)``, indices into the segment's transactions and changes.
+#: last)``, indices into the segment's transactions and changes (bytes for the router;
+#: a worker in the reader's own process may hand over objects instead:
+#: ``worker_encoding.InProcessArrowFrames``).
 Payload = Callable[[int, int, int, int], bytes]
 
 #: The encodings decode workers have built in: changestream's and the original JSON lines.

@@ -25,6 +25,7 @@ import time
 import traceback
 from dataclasses import field
 from pathlib import Path
+from typing import cast
 
 import pyarrow as pa
 
@@ -34,14 +35,14 @@ from changestream.model.errors import BinlogError, ChangestreamError
 from changestream.model.gtid import parse_gtid_progress
 from changestream.model.record import record
 from changestream.parallel.decode_workers import SegmentResult
-from changestream.sinks.spark.frames import TableRun, WorkerFrames, decode_runs, table_runs
+from changestream.sinks.spark.frames import TableRun, WorkerFrames, table_runs
 from changestream.sinks.spark.types import signature
 from changestream.transactions.assembler import TransactionAssembler
 from changestream.transactions.filters import ChangeFilter
 
 from .names import UnitNames
 from .planning import BackfillUnit
-from .unit_events import cut_frames, transaction_rows, unit_events
+from .unit_events import Frames, cut_frames, transaction_rows, unit_events
 
 MANIFEST = "manifest.pkl"
 ERROR = "error.txt"
@@ -239,7 +240,7 @@ class _Stager:
             assembler.note_delivered(run.gtids, run.file, run.end)
             if not run.changes:
                 continue
-            frames = decode_runs(run.records)
+            frames = cast(Frames, run.records)  # the in-process worker's own frames
             for end, rows in transaction_rows(frames):
                 self.manifest.transactions += 1
                 self.changes += rows

@@ -7,8 +7,9 @@ picks the plain DML transactions out of the raw events and hands them, in segmen
 worker: here one in this process
 (:class:`~changestream.parallel.inline_workers.InlineWorkers`: a unit's process is already
 one of several decoding at once), which writes the Spark sink's Arrow frames straight from
-their bytes (``ARROW_FRAMES``, its compiled walk, or its general path for a segment the walk
-refuses). Everything else is decoded here, in binlog order, for the task's own assembler:
+their bytes (``IN_PROCESS_ARROW_FRAMES``: its compiled walk, or its general path for a
+segment the walk refuses; the frames are handed over as they are, not encoded as for
+another process). Everything else is decoded here, in binlog order, for the task's own assembler:
 DDL, XA, transactions over 4 MB, tables named from the schema history inside MySQL's
 compressed transactions. With ``CHANGESTREAM_PURE_PYTHON=1`` or without the compiled walk,
 every event is decoded here.
@@ -29,7 +30,7 @@ from changestream.parallel.decode_workers import SegmentResult, SegmentTicket, W
 from changestream.parallel.inline_workers import InlineWorkers
 from changestream.parallel.segments import Segmenter
 from changestream.sinks.spark.frames import Span
-from changestream.sinks.spark.worker_encoding import ARROW_FRAMES
+from changestream.sinks.spark.worker_encoding import IN_PROCESS_ARROW_FRAMES
 from changestream.sources.files import read_raw_batches, read_raw_events
 from changestream.sources.raw import RawEvent
 from changestream.transactions.filters import ChangeFilter
@@ -38,7 +39,7 @@ from .names import NamesAtPosition
 from .planning import BackfillUnit
 
 Frames = list[tuple[TableSchema, list[Span], pa.Table]]
-"""A worker run's frames, read back (:func:`changestream.sinks.spark.frames.decode_runs`)."""
+"""A worker run's frames (its records, with ``IN_PROCESS_ARROW_FRAMES``)."""
 
 _WALK = "changestream.sinks.spark._arrow_walk"
 
@@ -94,7 +95,7 @@ def unit_events(unit: BackfillUnit, decoder: EventDecoder, names: NamesAtPositio
         for raw in source.raw_stream():
             yield decode(raw.data, raw.file, raw.offset)
         return
-    workers = InlineWorkers(WorkerSettings(change_filter, False, ARROW_FRAMES,
+    workers = InlineWorkers(WorkerSettings(change_filter, False, IN_PROCESS_ARROW_FRAMES,
                                            decoder.verify_checksums, 20_000, spill_dir))
     # Statement annotations are read by no one: frames have no statement column.
     for item in Segmenter(decoder, workers, annotations=False).events(source):

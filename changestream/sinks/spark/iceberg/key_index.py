@@ -180,7 +180,7 @@ def row_hashes(rows: pa.Table, row_schema: pa.Schema) -> pa.Table:
 
     What is hashed is each value's text (as Arrow casts it) behind its length, or a
     NULL's mark: a few passes of Arrow's kernels over each column, where a Python object
-    per value took three to four times as long (docs/performance.md). A column Arrow
+    per value took 2.5 to 4.5 times as long (docs/performance.md). A column Arrow
     cannot cast to text (a list) makes the row's values Python objects instead."""
     n = rows.num_rows
     present = set(rows.column_names)

@@ -18,6 +18,10 @@ from changestream.devserver.options import ServerOptions
 from changestream.devserver.programs import find_program, install_prefix
 from changestream.devserver.templates import data_template
 
+#: Options that shape the data files: ``mariadb-install-db`` is given them too.
+FILE_SHAPING_OPTIONS = ("--innodb-log-file-size=", "--innodb-page-size=",
+                        "--innodb-data-file-path=")
+
 __all__ = ["EmbeddedMariaDB"]
 
 
@@ -91,8 +95,16 @@ class EmbeddedMariaDB(EmbeddedServer):
         stat = Path(self.mariadbd).stat()
         return data_template("mariadb-templates", (
             self.mariadbd, stat.st_size, stat.st_mtime_ns, self.install_db, self.launcher,
-            self._user_args(), self._prefix_paths()), "mysql",
+            self._user_args(), self._prefix_paths(), self._file_args()), "mysql",
             lambda data_dir, scratch: self._install_db(data_dir, scratch / "tmp"))
+
+    def _file_args(self) -> list[str]:
+        """The server options that shape the files ``mariadb-install-db`` makes: it makes
+        them so (and each set has a template of its own), and the server takes the copy as
+        it is (a shadow server's 16 MB redo log was copied as the default 96 MB one and
+        resized at its start: 0.2 s of it)."""
+        return [arg for arg in self.extra_args
+                if arg.replace("_", "-").startswith(FILE_SHAPING_OPTIONS)]
 
     def _install_db(self, data_dir: Path, tmp_dir: Path) -> None:
         tmp_dir.mkdir(parents=True, exist_ok=True)
@@ -117,6 +129,7 @@ class EmbeddedMariaDB(EmbeddedServer):
             f"--datadir={data_dir}",
             f"--tmpdir={tmp_dir}",
             *self._user_args(),
+            *self._file_args(),
             *extra_options,
         ]
         result = subprocess.run(

@@ -71,3 +71,14 @@ def test_a_stopped_server_starts_again_on_the_same_data() -> None:
         server.start()
         assert server.execute("SHOW TABLES FROM kept") == [("t",)]
         assert len(server.binlog_files()) == 2
+
+
+def test_options_that_shape_the_data_files_make_the_template_so() -> None:
+    # The template is made with the server's own redo log size (a copy of the default
+    # 96 MB one would be resized at every start), and so is each server's copy.
+    with EmbeddedMariaDB(options={"innodb_log_file_size": "8M"}) as server:
+        assert server.execute("SELECT @@innodb_log_file_size") == [(8 * 1024 * 1024,)]
+        template = server._template()
+        assert (template / "ib_logfile0").stat().st_size == 8 * 1024 * 1024
+    with EmbeddedMariaDB() as default:
+        assert default._template() != template

@@ -194,6 +194,21 @@ public class DriverCommits {
         commit(append, properties);
     }
 
+    /** One commit of table that removes the data files named (one location a line) whole;
+     *  it fails (a ValidationException) when one of them is no longer live. */
+    public void deleteFiles(Table table, String locations) {
+        org.apache.iceberg.DeleteFiles delete = table.newDelete();
+        delete.scanManifestsWith(direct);
+        String[] lines = locations.split("\n");
+        for (int i = 0; i < lines.length; i++) {
+            if (lines[i].length() > 0) {
+                delete.deleteFile(lines[i]);
+            }
+        }
+        delete.validateFilesExist();
+        commit(delete, "");
+    }
+
     /**
      * One commit of table: the data files ("location\tsize\tpartition path" per line, the
      * partition path empty for an unpartitioned table) added; when deleteLocation is not

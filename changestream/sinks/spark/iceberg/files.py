@@ -122,22 +122,35 @@ def positioned_snapshot(table: Any, property_name: str, start: Any = None) -> An
     return None
 
 
-def live_rows(spark: SparkSession, name: str, columns: list[str]) -> list[dict[str, Any]] | None:
-    """The rows (``columns`` of them) of Iceberg table ``name`` as its current snapshot
-    holds them, read from its data files with Arrow: no Spark query (the first in a new
-    JVM is slow to plan). ``None`` when that cannot be done here: a file not on a local
-    file system, or delete files to merge (the caller asks Spark)."""
+def local_live_files(spark: SparkSession, name: str) -> tuple[Any, list[tuple[str, Path]]] | None:
+    """Iceberg table ``name`` (its Java object, refreshed from the catalog) and the data
+    files of its current snapshot (each location and local path); ``None`` when a file is
+    not on a local file system or delete files apply to one (its rows are not the file's
+    alone)."""
     table = load_table(spark, name)
     table.refresh()
     listed = driver_commits(spark, table).liveFiles(table)
     if listed is None:
         return None
-    paths = [local_path(location) for location in str(listed).splitlines()]
-    if any(path is None for path in paths):
+    files = []
+    for location in str(listed).splitlines():
+        path = local_path(location)
+        if path is None:
+            return None
+        files.append((location, path))
+    return table, files
+
+
+def live_rows(spark: SparkSession, name: str, columns: list[str]) -> list[dict[str, Any]] | None:
+    """The rows (``columns`` of them) of Iceberg table ``name`` as its current snapshot
+    holds them, read from its data files with Arrow: no Spark query (the first in a new
+    JVM is slow to plan). ``None`` when that cannot be done here (see
+    :func:`local_live_files`: the caller asks Spark)."""
+    live = local_live_files(spark, name)
+    if live is None:
         return None
     rows: list[dict[str, Any]] = []
-    for path in paths:
-        assert path is not None
+    for _, path in live[1]:
         rows += pq.read_table(path, columns=columns).to_pylist()
     return rows
 

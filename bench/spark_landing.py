@@ -187,6 +187,7 @@ class Target:
 
 #: The router's schema history in the in-process landings (``--schema-history``).
 SCHEMA_HISTORY = "auto"
+BATCH_BYTES = 0  # the router's batch byte limit (0: the sink's)
 
 
 def _settings(server: EmbeddedMariaDB, db: str, start: tuple[str, int], batch_seconds: float,
@@ -195,7 +196,8 @@ def _settings(server: EmbeddedMariaDB, db: str, start: tuple[str, int], batch_se
     return RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}", until=until,
                           filter=ChangeFilter([db]),
                           batch=BatchSettings(max_seconds=batch_seconds,
-                                              max_changes=batch_changes),
+                                              max_changes=batch_changes,
+                                              max_bytes=BATCH_BYTES),
                           decode_workers=decode_workers,
                           schema=HistorySettings(SCHEMA_HISTORY))
 
@@ -448,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the router's micro-batch time limit (its default: 1.0)")
     parser.add_argument("--batch-changes", type=int, default=None,
                         help="the router's micro-batch size limit (default: the sink's)")
+    parser.add_argument("--batch-bytes", type=int, default=0,
+                        help="the router's micro-batch byte limit (default 0: the sink's)")
     parser.add_argument("--master", default=None, help="Spark master (default local[CPUs])")
     parser.add_argument("--change-objects", action="store_true",
                         help="the sink takes change objects decoded in the router's process "
@@ -472,8 +476,9 @@ def main(argv: list[str] | None = None) -> int:
                              "for it). The cold runs keep the default")
     parser.add_argument("--json", default="spark_landing.json", help="where the figures go")
     args = parser.parse_args(argv)
-    global SCHEMA_HISTORY
+    global SCHEMA_HISTORY, BATCH_BYTES
     SCHEMA_HISTORY = args.schema_history
+    BATCH_BYTES = args.batch_bytes
     os.environ.setdefault("TZ", "UTC")
     time.tzset()
 

@@ -54,7 +54,9 @@ class SinkActor(pykka.ThreadingActor):
                  first_batch_id: int = 1, history: HistoryOpener | None = None,
                  fence: Callable[[], AbstractContextManager[Any]] | None = None):
         super().__init__()
-        self.settings = settings  # max_changes resolved (BatchSettings.for_sink)
+        # the limits left to the sink (0) resolved; the router's are already
+        settings = settings.for_sink(adapter)
+        self.settings = settings
         self.finished = finished
         self._writer_args = (adapter, store, settings, counters, on_error, first_batch_id,
                              history, fence)

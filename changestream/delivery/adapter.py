@@ -49,6 +49,9 @@ class SinkCapabilities:
     #: The micro-batch size it wants unless the router's batch settings give one (``None``:
     #: the router's default).
     batch_changes: int | None = None
+    #: The micro-batch's byte limit it wants unless the router's batch settings give one
+    #: (``None``: the router's default).
+    batch_bytes: int | None = None
     #: CPUs its own writing keeps busy; the router starts that many fewer decode workers (at
     #: least one).
     writer_cpus: int = 0
@@ -78,10 +81,11 @@ class SinkCapabilities:
     store_position: bool = False
 
     def __post_init__(self) -> None:
-        if self.batch_changes is not None and (
-                not isinstance(self.batch_changes, int) or self.batch_changes <= 0):
-            raise ConfigError(f"sink capabilities: batch_changes must be a positive int, "
-                              f"not {self.batch_changes!r}")
+        for name in ("batch_changes", "batch_bytes"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise ConfigError(f"sink capabilities: {name} must be a positive int, "
+                                  f"not {value!r}")
         if not isinstance(self.writer_cpus, int) or self.writer_cpus < 0:
             raise ConfigError(f"sink capabilities: writer_cpus must be an int >= 0, "
                               f"not {self.writer_cpus!r}")

@@ -46,6 +46,7 @@ def test_an_unknown_key_is_an_error_naming_it(tmp_path: Path) -> None:
     ("[start]\nuntil = \"forever\"\n", r"^start\.until: "),
     ("[source.tls]\nmode = \"verify-ca\"\n", r"^source\.tls\.ca: needed"),
     ("[batch]\nmax_changes = -1\n", r"^batch\.max_changes: must be positive"),
+    ("[batch]\nmax_bytes = -1\n", r"^batch\.max_bytes: must be positive"),
     ("[sink]\nformat = \"avro\"\n", r"^sink\.format: "),
     ("[schema]\nskip = [\"binlog.000001\"]\n", r"^schema\.skip: 'binlog\.000001' is not"),
     ("this is = not toml [", r"configuration file .*changestream\.toml: "),

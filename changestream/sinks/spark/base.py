@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 #: Each Spark write has a fixed cost (a job, files, a commit): bigger batches land more
 #: rows per second; the batch time limit still bounds the delay.
-BATCH_CHANGES = 100_000
+BATCH_CHANGES = 250_000
+BATCH_BYTES = 64 << 20
 
 
 @record
@@ -83,7 +84,7 @@ class SparkSinkBase:
         # Class-data-sharing archives for the JVM the sink starts (None: not used).
         self.class_cache: Path | None = class_cache(jvm_class_cache)
         self.capabilities = SinkCapabilities(
-            batch_changes=BATCH_CHANGES,
+            batch_changes=BATCH_CHANGES, batch_bytes=BATCH_BYTES,
             # The router leaves a CPU to the sink's writing (Parquet encoding, the JVM's
             # commits) when it sizes its decode workers: on 2 CPUs, workers on both
             # starved the writer.

@@ -1,7 +1,8 @@
 """Benchmark: how fast the router lands into Spark, and how soon a commit is visible.
 
-Starts a private MariaDB (``changestream.devserver.EmbeddedMariaDB``) and one local Spark
-session, then for each landing mode (``parquet``, ``iceberg``):
+Starts a private MariaDB (``changestream.devserver.EmbeddedMariaDB``; ``--server mysql``:
+a private MySQL 9 from its sid root, the schema history's shadow server of the same build)
+and one local Spark session, then for each landing mode (``parquet``, ``iceberg``):
 
 1. **Throughput.** Writes a deterministic workload (``--rows`` changes in transactions of
    ``--tx-rows``; every column value a function of the row number), then runs the Router
@@ -55,10 +56,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, as other benches
+
 from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.adapter import capabilities_of
 from changestream.delivery.plugins import make_sink
-from changestream.devserver import EmbeddedMariaDB
+from changestream.devserver import EmbeddedMariaDB, EmbeddedServer
 from changestream.runtime.router import Router, RouterSettings
 from changestream.schema.history_settings import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
@@ -77,7 +80,7 @@ def _row(i: int) -> str:
             f"'{1990 + i % 30}-01-{1 + i % 28:02d}', FROM_UNIXTIME({1_700_000_000 + i}), {i % 2})")
 
 
-def write_workload(server: EmbeddedMariaDB, db: str, rows: int, tx_rows: int,
+def write_workload(server: EmbeddedServer, db: str, rows: int, tx_rows: int,
                    shape: str = "inserts") -> tuple[float, dict[str, int]]:
     """``rows`` changes in transactions of ``tx_rows`` (``shape``: see the module
     docstring); returns the seconds it took and the rows each table holds after it."""
@@ -188,9 +191,10 @@ class Target:
 #: The router's schema history in the in-process landings (``--schema-history``).
 SCHEMA_HISTORY = "auto"
 BATCH_BYTES = 0  # the router's batch byte limit (0: the sink's)
+SHADOW_SERVER = ""  # the schema history's shadow server command ("": the host's mariadbd)
 
 
-def _settings(server: EmbeddedMariaDB, db: str, start: tuple[str, int], batch_seconds: float,
+def _settings(server: EmbeddedServer, db: str, start: tuple[str, int], batch_seconds: float,
               until: str | None, decode_workers: int = -1,
               batch_changes: int | None = None) -> RouterSettings:
     return RouterSettings(source=server.url, start=f"{start[0]}:{start[1]}", until=until,
@@ -199,7 +203,7 @@ def _settings(server: EmbeddedMariaDB, db: str, start: tuple[str, int], batch_se
                                               max_changes=batch_changes,
                                               max_bytes=BATCH_BYTES),
                           decode_workers=decode_workers,
-                          schema=HistorySettings(SCHEMA_HISTORY))
+                          schema=HistorySettings(SCHEMA_HISTORY, shadow_server=SHADOW_SERVER))
 
 
 class TimedSink:
@@ -231,7 +235,7 @@ class TimedSink:
         self.adapter.close()
 
 
-def router_alone(server: EmbeddedMariaDB, db: str, start: tuple[str, int], out: Path,
+def router_alone(server: EmbeddedServer, db: str, start: tuple[str, int], out: Path,
                  decode_workers: int) -> float:
     """Rows/s of the router on the same binlog into a JSON-lines file, without Spark."""
     router = Router(_settings(server, db, start, 1.0, "caught-up", decode_workers),
@@ -247,7 +251,7 @@ def _workers(sink: TimedSink, decode_workers: int) -> int:
     return decode_workers if sink.capabilities.encoded_format else 0
 
 
-def _land(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int,
+def _land(server: EmbeddedServer, spark: Any, target: Target, rows: int,
           present: dict[str, int],
           start: tuple[str, int], batch_seconds: float, batch_changes: int | None,
           decode_workers: int) -> tuple[float, int, TimedSink]:
@@ -273,7 +277,7 @@ def _land(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int,
     return seconds, router.stats.delivery.batches_delivered, sink
 
 
-def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, tx_rows: int,
+def throughput(server: EmbeddedServer, spark: Any, target: Target, rows: int, tx_rows: int,
                batch_seconds: float, batch_changes: int | None = None,
                compare: bool = True, decode_workers: int = -1,
                shape: str = "inserts", repeat: int = 1) -> dict[str, Any]:
@@ -321,7 +325,7 @@ def throughput(server: EmbeddedMariaDB, spark: Any, target: Target, rows: int, t
             "router_alone_same_rows_per_second": alone if workers == 0 else alone_median}
 
 
-def cold_cli(server: EmbeddedMariaDB, target: Target, base: Path, start: str, end: str,
+def cold_cli(server: EmbeddedServer, target: Target, base: Path, start: str, end: str,
              repeat: int) -> dict[str, Any]:
     """``changestream run ... --until caught-up`` as new processes, each on a new warehouse,
     ``repeat`` times each way: from ``start`` (the changes after it) and from ``end``
@@ -347,7 +351,8 @@ def cold_cli(server: EmbeddedMariaDB, target: Target, base: Path, start: str, en
                    "--start", begin, "--until", "caught-up", "--include", target.db, *sink,
                    "--position-file", str(folder) + ".position"]
         began = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800, env={
+            **os.environ, "CHANGESTREAM_SCHEMA_SHADOW_SERVER": SHADOW_SERVER})
         whole = time.perf_counter() - began
         if done.returncode != 0:
             raise SystemExit(f"{target.mode}: the cold CLI run failed: {done.stderr[-2000:]}")
@@ -391,7 +396,7 @@ def cold_cli(server: EmbeddedMariaDB, target: Target, base: Path, start: str, en
                 median(full, "whole") - median(empty, "whole"), 1e-9)}
 
 
-def delay(server: EmbeddedMariaDB, spark: Any, target: Target, first_id: int, probes: int,
+def delay(server: EmbeddedServer, spark: Any, target: Target, first_id: int, probes: int,
           batch_seconds: float) -> dict[str, Any]:
     db = target.db
     router = Router(_settings(server, db, server.binlog_position(), batch_seconds, None),
@@ -450,6 +455,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the router's micro-batch time limit (its default: 1.0)")
     parser.add_argument("--batch-changes", type=int, default=None,
                         help="the router's micro-batch size limit (default: the sink's)")
+    parser.add_argument("--server", choices=("mariadb", "mysql"), default="mariadb",
+                        help="mariadb: Debian's MariaDB; mysql: MySQL 9 from its sid root "
+                             "(scripts/setup-mysql-root.sh)")
     parser.add_argument("--batch-bytes", type=int, default=0,
                         help="the router's micro-batch byte limit (default 0: the sink's)")
     parser.add_argument("--master", default=None, help="Spark master (default local[CPUs])")
@@ -476,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
                              "for it). The cold runs keep the default")
     parser.add_argument("--json", default="spark_landing.json", help="where the figures go")
     args = parser.parse_args(argv)
-    global SCHEMA_HISTORY, BATCH_BYTES
+    global SCHEMA_HISTORY, BATCH_BYTES, SHADOW_SERVER
     SCHEMA_HISTORY = args.schema_history
     BATCH_BYTES = args.batch_bytes
     os.environ.setdefault("TZ", "UTC")
@@ -489,11 +497,16 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},
         "workload": {"rows": args.rows, "tx_rows": args.tx_rows, "shape": args.shape,
+                     "server": args.server,
                      "schema_history": args.schema_history},
         "modes": {}}
     with tempfile.TemporaryDirectory(prefix="changestream-bench-") as tmp, \
-            EmbeddedMariaDB() as server:
+            _server(args.server) as server:
         server.start()
+        if args.server == "mysql":
+            from tests.servers import shadow_command
+
+            SHADOW_SERVER = shadow_command(server) or ""
         began = time.perf_counter()
         spark = start_session(args.master, {}, iceberg_jars(), "changestream-bench")
         results["spark_start_seconds"] = time.perf_counter() - began
@@ -587,6 +600,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"({cold['difference_rows_per_second'] / alone:.2f}x)")
     print(f"figures written to {args.json}")
     return 0
+
+
+def _server(flavor: str) -> EmbeddedServer:
+    if flavor == "mysql":
+        from tests.servers import PrivateMySQL
+        return PrivateMySQL()
+    return EmbeddedMariaDB()
 
 
 if __name__ == "__main__":

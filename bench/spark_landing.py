@@ -47,6 +47,7 @@ import os
 import platform
 import random
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -552,8 +553,11 @@ def main(argv: list[str] | None = None) -> int:
                         "{}:{}".format(*server.binlog_position()), args.repeat)
         finally:
             spark.stop()
+    # The bench's own process: the driver of every landing, and the router alone's runs.
+    results["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     print(f"Spark start {results['spark_start_seconds']:.1f} s; "
+          f"the driver process's peak RSS {results['peak_rss_mb']:.0f} MB; "
           f"{args.rows:,} changes ({args.shape}) in transactions of {args.tx_rows}; "
           f"rows/s: the median of {args.repeat} landings")
     print(f"{'mode':8} {'rows/s':>9} {'router s':>9} {'batches':>7} {'delay median':>13} "

@@ -92,17 +92,18 @@ def local_path(location: str) -> Path | None:
 
 def load_table(spark: SparkSession, name: str) -> Any:
     """Iceberg table ``name`` (``catalog.db.table``, quoted as in SQL) as the Java object
-    Spark's catalog holds (commits made through it are what Spark reads next). The class
-    is looked up once per JVM: every name in a Py4J path is a round trip, and a round trip
-    waits for the interpreter lock while the router's threads are busy."""
+    Spark's catalog holds (commits made through it are what Spark reads next). The method
+    is looked up once per JVM: every name in a Py4J path is a round trip (a class's method
+    too), and a round trip waits for the interpreter lock while the router's threads are
+    busy."""
     jvm = jvm_of(spark)
-    util = _SPARK3_UTIL.get(jvm)
-    if util is None:
-        util = _SPARK3_UTIL[jvm] = jvm.org.apache.iceberg.spark.Spark3Util
-    return util.loadIcebergTable(spark._jsparkSession, name)
+    load = _LOAD_TABLE.get(jvm)
+    if load is None:
+        load = _LOAD_TABLE[jvm] = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable
+    return load(spark._jsparkSession, name)
 
 
-_SPARK3_UTIL: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_LOAD_TABLE: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def positioned_snapshot(table: Any, property_name: str, start: Any = None) -> Any:

@@ -47,12 +47,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.plugins import make_sink
-from changestream.devserver import EmbeddedMariaDB
 from changestream.runtime.router import Router, RouterSettings
 from changestream.sinks.backfill import BackfillSettings, run_backfill
 from changestream.sinks.spark.jvm.jars import iceberg_jars
 from changestream.sinks.spark.session import start_session
 from changestream.transactions.filters import ChangeFilter
+from tests.servers import private_server
 
 DB = "bench_backfill"
 TABLE = (f"CREATE TABLE `{DB}`.t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(64), "
@@ -248,14 +248,6 @@ def first_live(server: Any, backfilled: dict[str, Any], rows: int) -> dict[str, 
         spark.stop()
 
 
-def _server(flavor: str) -> Any:
-    if flavor == "mysql":
-        from tests.servers import PrivateMySQL
-
-        return PrivateMySQL()
-    return EmbeddedMariaDB()
-
-
 def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
     """The run of median seconds (the later of the middle two for an even count)."""
     return sorted(results, key=lambda r: r["seconds"])[len(results) // 2]
@@ -264,7 +256,7 @@ def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
 def measure(flavor: str, rows: int, files: int, cluster: bool, work: Path,
             shape: str = "bulk", repeat: int = 1) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    with _server(flavor) as server:
+    with private_server(flavor) as server:
         out["server"] = server.execute("SELECT VERSION()")[0][0]
         server.execute("FLUSH BINARY LOGS")
         first = server.binlog_position()[0]

@@ -39,7 +39,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from changestream.devserver import EmbeddedMariaDB, EmbeddedServer
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, as other benches
+
+from changestream.devserver import EmbeddedServer
+from tests.servers import private_server
 
 TABLE = ("CREATE TABLE bench.t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(64), "
          "amount DECIMAL(12,2), at DATETIME(6), d DATE, ts TIMESTAMP(6) NULL, flag BOOLEAN)")
@@ -152,7 +155,7 @@ def main() -> int:
     figures: dict[str, object] = {"rows": args.rows, "chunk_rows": args.chunk_rows,
                                   "cpus": os.cpu_count(), "machine": platform.platform(),
                                   "date": time.strftime("%Y-%m-%d")}
-    with tempfile.TemporaryDirectory() as work, _server(args.server) as server:
+    with tempfile.TemporaryDirectory() as work, private_server(args.server) as server:
         work_dir = Path(work)
         figures["load_seconds"] = round(load(server, args.rows, args.shape), 1)
         figures["shape"] = args.shape
@@ -221,13 +224,6 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
     return 0
-
-
-def _server(flavor: str) -> EmbeddedServer:
-    if flavor == "mysql":
-        from tests.servers import PrivateMySQL
-        return PrivateMySQL()
-    return EmbeddedMariaDB()
 
 
 if __name__ == "__main__":

@@ -62,11 +62,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, as other
 from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.adapter import capabilities_of
 from changestream.delivery.plugins import make_sink
-from changestream.devserver import EmbeddedMariaDB, EmbeddedServer
+from changestream.devserver import EmbeddedServer
 from changestream.runtime.router import Router, RouterSettings
 from changestream.schema.history_settings import HistorySettings
 from changestream.sinks.jsonl import JsonLinesSink
 from changestream.transactions.filters import ChangeFilter
+from tests.servers import private_server, shadow_command
 
 TABLE = ("CREATE TABLE `{db}`.t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(64), "
          "amount DECIMAL(12,2), at DATETIME(6), d DATE, ts TIMESTAMP(6) NULL, flag BOOLEAN)")
@@ -502,12 +503,9 @@ def main(argv: list[str] | None = None) -> int:
                      "schema_history": args.schema_history},
         "modes": {}}
     with tempfile.TemporaryDirectory(prefix="changestream-bench-") as tmp, \
-            _server(args.server) as server:
+            private_server(args.server) as server:
         server.start()
-        if args.server == "mysql":
-            from tests.servers import shadow_command
-
-            SHADOW_SERVER = shadow_command(server) or ""
+        SHADOW_SERVER = shadow_command(server) or ""
         began = time.perf_counter()
         spark = start_session(args.master, {}, iceberg_jars(), "changestream-bench")
         results["spark_start_seconds"] = time.perf_counter() - began
@@ -604,13 +602,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"({cold['difference_rows_per_second'] / alone:.2f}x)")
     print(f"figures written to {args.json}")
     return 0
-
-
-def _server(flavor: str) -> EmbeddedServer:
-    if flavor == "mysql":
-        from tests.servers import PrivateMySQL
-        return PrivateMySQL()
-    return EmbeddedMariaDB()
 
 
 if __name__ == "__main__":

@@ -78,7 +78,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from changestream.devserver import EmbeddedMariaDB, EmbeddedServer
+from changestream.devserver import EmbeddedServer
+from tests.servers import private_server
 
 NARROW = ("id BIGINT PRIMARY KEY, qty INT, name VARCHAR(40), price DECIMAL(12,2), "
           "created DATETIME(6), score DOUBLE, flag TINYINT, label VARCHAR(40) "
@@ -442,13 +443,6 @@ def _lines(path: Path) -> int:
         return sum(1 for _ in f)
 
 
-def _server(shape: Shape) -> EmbeddedServer:
-    if shape.mysql:
-        from tests.servers import PrivateMySQL
-        return PrivateMySQL()
-    return EmbeddedMariaDB()
-
-
 def _server_tool(server: EmbeddedServer) -> list[str]:
     if server.flavor == "mysql":
         return [*server.tool("mysqlbinlog"), "-vv"]  # type: ignore[attr-defined]
@@ -464,7 +458,7 @@ def measure(shape: Shape, rows: int, work: Path, readers: tuple[str, ...] = DEFA
             repeat: int = 1) -> dict[str, Any]:
     """The ``readers`` on one shape's binlog (each ``repeat`` times: its median run)."""
     figures: dict[str, Any] = {"title": shape.title}
-    with _server(shape) as server:
+    with private_server("mysql" if shape.mysql else "mariadb") as server:
         server.execute("RESET BINARY LOGS AND GTIDS" if shape.mysql else "RESET MASTER")
         began = time.monotonic()
         start = write_workload(server, shape, rows)

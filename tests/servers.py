@@ -172,6 +172,12 @@ class PrivateMariaDB11(SidRootServer, EmbeddedMariaDB):
         super().__init__(mariadbd=command[-1], launcher=command[:-1], **kwargs)
 
 
+def private_server(flavor: str) -> EmbeddedServer:
+    """A private server of ``flavor``, as the benches take it: ``mariadb`` (Debian's) or
+    ``mysql`` (MySQL 9 from its sid root)."""
+    return PrivateMySQL() if flavor == "mysql" else EmbeddedMariaDB()
+
+
 def server_version(server: EmbeddedServer) -> tuple[int, int]:
     """The running server's major and minor version (``SELECT VERSION()``)."""
     text = str(server.execute("SELECT VERSION()")[0][0])

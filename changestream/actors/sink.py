@@ -54,8 +54,7 @@ class SinkActor(pykka.ThreadingActor):
                  first_batch_id: int = 1, history: HistoryOpener | None = None,
                  fence: Callable[[], AbstractContextManager[Any]] | None = None):
         super().__init__()
-        # the limits left to the sink (0) resolved; the router's are already
-        settings = settings.for_sink(adapter)
+        settings = settings.for_sink(adapter)  # the limits left to the sink (0) resolved
         self.settings = settings
         self.finished = finished
         self._writer_args = (adapter, store, settings, counters, on_error, first_batch_id,

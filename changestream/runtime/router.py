@@ -317,7 +317,7 @@ class Router:
                                self._table_filter())
         # The assembler is whole here: from now on only the Transaction actor touches it.
         start_known = assembler.resume.start is not None
-        sink_ref = SinkActor.start(self.sink, self.store, s.batch.for_sink(self.sink),
+        sink_ref = SinkActor.start(self.sink, self.store, s.batch,
                                    self.stats.delivery, self._fail, self._ended,
                                    (self.store.last_batch_id + 1) if self.store else 1,
                                    self._history, lambda: fence(self.standby))

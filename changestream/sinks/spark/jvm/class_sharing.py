@@ -47,9 +47,16 @@ DRIVER_OPTIONS = ("spark.driver.extraJavaOptions", "spark.driver.defaultJavaOpti
 # archive.
 def hooked_options(settings: dict[str, object]) -> str | None:
     """Where the driver JVM's options turn a class file load hook on (a setting, an
-    environment variable, Spark's defaults file), or ``None``: the session's driver
-    options, the variables the ``java`` launcher and Spark's scripts read, and
-    ``spark-defaults.conf`` (read whole: a line there may name an agent)."""
+    environment variable, Spark's defaults file), or ``None`` (see
+    :func:`where_options_name`)."""
+    return where_options_name(settings, HOOKS)
+
+
+def where_options_name(settings: dict[str, object], markers: tuple[str, ...]) -> str | None:
+    """Where the driver JVM's options name one of ``markers`` (a setting, an environment
+    variable, Spark's defaults file), or ``None``: the session's driver options, the
+    variables the ``java`` launcher and Spark's scripts read, and ``spark-defaults.conf``
+    (read whole: a line there may name one)."""
     sources = [(key, str(settings.get(key, ""))) for key in DRIVER_OPTIONS]
     sources += [(name, os.environ.get(name, "")) for name in OPTION_VARIABLES]
     conf_dir = os.environ.get("SPARK_CONF_DIR") or (
@@ -59,7 +66,7 @@ def hooked_options(settings: dict[str, object]) -> str | None:
             defaults = Path(conf_dir, "spark-defaults.conf")
             sources.append((str(defaults), defaults.read_text(errors="replace")))
     for where, text in sources:
-        if any(hook in text for hook in HOOKS):
+        if any(marker in text for marker in markers):
             return where
     return None
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from changestream.model.errors import SinkError
 
 from .class_sharing import ClassSharing, hooked_options
+from .compiler import compiler_options
 from .local_files import CLASS_PATH, local_files_conf
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ def start_session(master: str | None = None, conf: Mapping[str, Any] | None = No
     # default the executors run this Python (right on one machine; on a cluster set
     # PYSPARK_PYTHON or spark.pyspark.python to the executors' own).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     if SparkSession.getActiveSession() is not None:
@@ -101,6 +103,11 @@ def start_session(master: str | None = None, conf: Mapping[str, Any] | None = No
         settings.update(local_files_conf(settings))
     if quiet:
         settings.update(quiet_conf(settings))
+    if SparkContext._gateway is None:  # the options of a JVM this call starts
+        compiling = compiler_options(settings)
+        if compiling:
+            settings["spark.driver.extraJavaOptions"] = " ".join(filter(None, (
+                str(settings.get("spark.driver.extraJavaOptions", "")), compiling)))
     options = settings.get("spark.driver.extraJavaOptions")
     sharing = _class_sharing(class_cache, jars or [], settings)
     for key, value in settings.items():
@@ -108,8 +115,6 @@ def start_session(master: str | None = None, conf: Mapping[str, Any] | None = No
     try:
         session = builder.getOrCreate()
     except Exception as exc:
-        from pyspark import SparkContext
-
         if sharing is None or SparkContext._gateway is not None:
             raise
         # Its JVM exited at start: with an agent the options did not show, HotSpot can

@@ -178,7 +178,7 @@ class EncodedRun:
     encoded (see ``changestream.parallel.decode_workers``). Only sinks that declare an
     ``encoded_format`` receive these, and write ``records`` as they are."""
 
-    records: bytes
+    records: bytes | memoryview  # a view of what a worker process sent
     count: int  # changes
     transactions: int
     last_commit_ts: dt.datetime | None

@@ -32,7 +32,7 @@ from changestream.decoding.table_schema import TableSchema, may_hold_address
 from changestream.model.changes import Change, TransactionPart, binlog_name
 from changestream.model.errors import ChangestreamError, SourceError
 from changestream.model.record import record
-from changestream.parallel.channel import Channel
+from changestream.parallel.channel import Channel, beside_the_pickle
 from changestream.parallel.encodings import Payload, load_encoding
 from changestream.parallel.payloads import unpacked_segment
 from changestream.parallel.processes import HelperProcess, reap, start_python
@@ -99,7 +99,7 @@ class WorkerRun:
     and transactions, the last commit time, every GTID (also of transactions with nothing
     to deliver), and where the last one ends."""
 
-    records: bytes
+    records: bytes | memoryview  # a read-only memoryview when received from a worker
     changes: int
     transactions: int
     last_commit_ts: dt.datetime | None
@@ -429,6 +429,9 @@ def _serve(connection: Channel, settings: WorkerSettings,
             first = segment.offsets[0] if segment.offsets else "?"
             answer = SourceError(f"decode worker failed on the segment at {segment.file} "
                                  f"offset {first}: {type(exc).__name__}: {exc}")
+        if isinstance(answer, list):
+            for run in answer:
+                run.records = beside_the_pickle(run.records)
         try:
             connection.send(answer)
         except (OSError, EOFError):

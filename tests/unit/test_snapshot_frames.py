@@ -260,3 +260,21 @@ def test_a_rows_key_is_the_decoders_values_of_its_key_columns() -> None:
         key, (buf, at) = read(b"\x00" + row, 1)
         assert (buf[at:], at) == (row, 1)
         assert key == general(row, 0)[0], text
+
+
+def test_decoded_frames_are_read_where_they_lie_in_the_message() -> None:
+    from changestream.sinks.spark.frames import encode_frames
+
+    schema = MORE
+    frame = pa.table({"id": pa.array(range(100_000), pa.int64())})
+    message = encode_frames([(schema, [(None, 100_000, True)], frame),
+                             (schema, [(None, 3, False)], frame.slice(0, 3))])
+    view = memoryview(message).toreadonly()
+    decoded = decode_runs(view)
+    assert [f.num_rows for _, _, f in decoded] == [100_000, 3]
+    assert decoded[0][2].column("id").to_pylist() == list(range(100_000))
+    assert decoded[0][1][0].rows == 100_000 and decoded[1][1][0].snapshot is False
+    base = pa.py_buffer(view).address
+    values = decoded[0][2].column("id").chunk(0).buffers()[1]
+    assert base <= values.address < base + len(message)  # no copy of the frame
+    assert values.address % 8 == 0

@@ -12,6 +12,7 @@ are made from Arrow record batches handed to the JVM in Arrow's stream format (w
 from __future__ import annotations
 
 import pickle
+import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,9 @@ if TYPE_CHECKING:  # the decode workers import this module without PySpark
 #: table, every column of a keyless one): ``__before_<field index>``. The mirror needs it
 #: (an update that changes the key deletes the old key; a keyless row is found by value).
 BEFORE_PREFIX = "__before_"
+
+_LENGTH = struct.Struct("<Q")  # a piece's length in an encoded message
+_ALIGNMENT = 64  # where an encoded frame starts (Arrow's own buffer alignment)
 
 
 @record
@@ -288,21 +292,47 @@ def encode_runs(runs: list[TableRun]) -> bytes:
 def encode_frames(frames: list[tuple[TableSchema, list[tuple[Position | None, int, bool]],
                                      pa.Table]]) -> bytes:
     """Frames (each with its table's schema and its spans as ``(position, rows,
-    snapshot)``) as :func:`encode_runs` writes them."""
-    out = []
+    snapshot)``) as :func:`encode_runs` writes them: a pickled header whose frames are
+    out-of-band buffers (pickle's protocol 5), then each frame in Arrow's stream format at
+    an offset aligned to 64 bytes, each piece behind its length. The receiver reads the
+    frames where they lie in the message (:func:`decode_runs`): pickling them inside the
+    header copied every frame once more, on the router's side with the interpreter lock
+    held (about 30 ms for 60 MB)."""
+    buffers: list[pickle.PickleBuffer] = []
+    items = []
     for schema, spans, frame in frames:
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, frame.schema) as writer:
             writer.write_table(frame)
-        out.append((schema, spans, sink.getvalue().to_pybytes()))
-    return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+        items.append((schema, spans, pickle.PickleBuffer(sink.getvalue())))
+    header = pickle.dumps(items, protocol=5, buffer_callback=buffers.append)
+    pieces: list[Any] = [_LENGTH.pack(len(header)), header]
+    at = _LENGTH.size + len(header)
+    for buffer in buffers:
+        raw = buffer.raw()
+        pad = -(at + _LENGTH.size) % _ALIGNMENT
+        pieces += [bytes(pad), _LENGTH.pack(raw.nbytes), raw]
+        at += pad + _LENGTH.size + raw.nbytes
+    return b"".join(pieces)
 
 
-def decode_runs(data: bytes) -> list[tuple[TableSchema, list[Span], pa.Table]]:
-    """What :func:`encode_runs` made: per run its schema, spans and frame."""
+def decode_runs(data: bytes | memoryview) -> list[tuple[TableSchema, list[Span], pa.Table]]:
+    """What :func:`encode_runs` made: per run its schema, spans and frame (the frames'
+    buffers are ``data``'s own memory)."""
+    view = memoryview(data)
+    (size,) = _LENGTH.unpack_from(view, 0)
+    at = _LENGTH.size + size
+    header = view[_LENGTH.size:at]
+    frames = []
+    while at < len(view):
+        at += -(at + _LENGTH.size) % _ALIGNMENT
+        (size,) = _LENGTH.unpack_from(view, at)
+        at += _LENGTH.size
+        frames.append(view[at:at + size])
+        at += size
     return [(schema, [Span(position, rows, snapshot) for position, rows, snapshot in spans],
              pa.ipc.open_stream(pa.py_buffer(frame)).read_all())
-            for schema, spans, frame in pickle.loads(data)]
+            for schema, spans, frame in pickle.loads(header, buffers=frames)]
 
 
 def _image(change: Change) -> dict[str, Any]:

@@ -300,6 +300,49 @@ def test_keyless_changes_are_copies_added_and_removed(
 
 
 
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("arrow_workers", [False, True], ids=["parts", "arrow-workers"])
+def test_keyless_copies_are_the_batch_s_net_multiset_change(seed: int,
+                                                             arrow_workers: bool) -> None:
+    """Random batches of inserts, updates and deletes over few row values (repeats, NULLs,
+    values that come and go again): the rows added and the copies removed are what
+    replaying the batch on a multiset gives, value for value."""
+    import random
+    from collections import Counter
+
+    rng = random.Random(seed)
+    values = [{"id": i % 3 if i % 4 else None, "name": f"v{i % 5}" if i % 6 else None}
+              for i in range(9)]
+    transactions, net = [], Counter[tuple[Any, Any]]()
+    for _ in range(rng.randint(1, 6)):
+        changes = []
+        for _ in range(rng.randint(1, 8)):
+            op = rng.choice(["insert", "delete", "update", "update"])
+            before, after = rng.choice(values), rng.choice(values)
+            if op in ("delete", "update"):
+                net[(before["id"], before["name"])] -= 1
+            if op in ("insert", "update"):
+                net[(after["id"], after["name"])] += 1
+            changes.append((op, before if op != "insert" else None,
+                            after if op != "delete" else None))
+        transactions.append(changes)
+    run = _keyless_run(transactions, arrow_workers)
+    over = arrow_schema(run.fields)
+    adds, removes = mirror_keyless.keyless_copies(run, run.frame, over)
+    added = Counter((r["id"], r["name"]) for r in adds.to_pylist()) if adds is not None \
+        else Counter()
+    assert added == Counter({value: n for value, n in net.items() if n > 0})
+    hash_of = {row_hashes(pa.table({"id": pa.array([i], pa.int64()),
+                                    "name": pa.array([name], pa.string())}), over)
+               .column(ROW_HASH)[0].as_py(): (i, name) for i, name in net}
+    removed = {hash_of[r[ROW_HASH]]: r[COPIES] for r in removes.to_pylist()} \
+        if removes is not None else {}
+    assert removed == {value: -n for value, n in net.items() if n < 0}
+    if adds is not None:  # in the order of the images that hold them
+        assert adds.num_rows == sum(n for n in net.values() if n > 0)
+
+
 def test_a_snapshot_s_keys_need_not_be_in_the_mirror() -> None:
     """A key the index lacks means an index behind the table only when the batch's deleted
     keys must exist: not for a snapshot's rows (upserts of keys the mirror may never have

@@ -18,6 +18,7 @@ from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from changestream.decoding.table_schema import TableSchema
 from changestream.model.changes import Change, EncodedRun, Position, TransactionPart
@@ -44,6 +45,14 @@ BEFORE_PREFIX = "__before_"
 
 _LENGTH = struct.Struct("<Q")  # a piece's length in an encoded message
 _ALIGNMENT = 64  # where an encoded frame starts (Arrow's own buffer alignment)
+
+
+def row_numbers(n: int) -> pa.Array:
+    """0 .. n-1 as int64, made by Arrow (``pa.array(range(n))`` makes a Python int per row
+    with the interpreter lock held; numpy is not a dependency)."""
+    if not n:
+        return pa.array([], pa.int64())
+    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
 
 
 @record
@@ -410,7 +419,7 @@ def frame_dataframe(spark: SparkSession, run: TableRun, rows: pa.Table) -> DataF
 
     before = tuple(FieldMapping(f"{BEFORE_PREFIX}{i}", run.fields[i].spark_type,
                                 run.fields[i].arrow, None) for i in run.before_fields)
-    numbered = rows.append_column("_row", pa.array(range(rows.num_rows), pa.int64()))
+    numbered = rows.append_column("_row", row_numbers(rows.num_rows))
     return to_dataframe(spark, numbered, METADATA + run.fields + before,
                         (("_row", T.LongType()),))
 

@@ -26,7 +26,7 @@ from changestream.snapshot import values
 from changestream.snapshot.encodings import SNAPSHOT_OP, RowReader
 from changestream.snapshot.row_readers import values_reader
 
-from .frames import TableRun, clashing_names, encode_frames, frame_schema_of
+from .frames import TableRun, clashing_names, encode_frames, frame_schema_of, row_numbers
 from .types import METADATA, FieldMapping, table_mappings
 
 # Column kinds (the compiled module numbers them alike).
@@ -146,7 +146,7 @@ _NUMBERS: list[pa.Array] = [pa.array([], pa.int64())]
 def _numbers(n: int) -> pa.Array:
     """0 .. n-1 as int64 (a slice of one array kept, grown as needed)."""
     if len(_NUMBERS[0]) < n:
-        _NUMBERS[0] = pa.array(range(max(n, 2 * len(_NUMBERS[0]))), pa.int64())
+        _NUMBERS[0] = row_numbers(max(n, 2 * len(_NUMBERS[0])))
     return _NUMBERS[0].slice(0, n)
 
 

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..frames import row_numbers
 from .files import FIELD_ID, Unsupported, local_path, split_by_data_file
 
 #: Iceberg's reserved field ids of a position delete file's two columns.
@@ -62,7 +63,7 @@ class KeyIndex:
         n = keys.num_rows
         self._files[number] = pa.Table.from_arrays(
             [*keys.cast(self.key_schema).columns, pa.repeat(pa.scalar(number, pa.int32()), n),
-             _positions(n)],
+             row_numbers(n)],
             names=[*self.key_schema.names, FILE_COLUMN, POSITION_COLUMN])
 
     def locate(self, keys: pa.Table) -> tuple[pa.Table, int]:
@@ -149,13 +150,6 @@ def _distinct(keys: pa.Table) -> int:
     if not keys.num_rows:
         return 0
     return keys.group_by(keys.column_names, use_threads=False).aggregate([]).num_rows
-
-
-def _positions(n: int) -> pa.Array:
-    """0 .. n-1 as int64 (pyarrow has no arange, and numpy is not a dependency)."""
-    if not n:
-        return pa.array([], pa.int64())
-    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
 
 
 def read_keys(path: Path, key_schema: pa.Schema) -> pa.Table:

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..frames import BEFORE_PREFIX, TableRun
+from ..frames import BEFORE_PREFIX, TableRun, row_numbers
 from .names import quote as _q
 
 
@@ -39,7 +39,7 @@ def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
     # Every row is an event of its key, ordered 2i+1; an update that moves a key is also an
     # event of its old key just before it (2i), which leaves that key gone. Per key, its
     # last event says what is left of it and its first one how the batch found it.
-    rank = pa.array(range(n), pa.int64())
+    rank = row_numbers(n)
     moved = key_moves(run, rows)
     events = pa.table([*after, pc.add(pc.multiply(rank, 2), 1)], names=[*names, "_event"])
     if pc.any(moved).as_py():

@@ -3,7 +3,7 @@
 
 The sink's JVM mostly makes Iceberg commits: code that runs a few times a batch, which
 under the default thresholds C2 goes on compiling batch after batch, on a compiler thread
-that takes a CPU from the router (0.25-0.5 s of CPU in each landing of 300,000 changes
+that takes a CPU from the router (0.25-0.67 s of CPU in each landing of 300,000 changes
 on 2 CPUs, docs/performance.md). A Spark job's per-row code passes the higher thresholds
 within its first rows and is compiled as before. Options of the user's own that set a
 compiler threshold or mode win: then none of these is added."""

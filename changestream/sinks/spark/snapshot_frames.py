@@ -132,22 +132,12 @@ class _FramePlan:
             "_gtid": pa.nulls(n, pa.string()),
             "_xid": pa.nulls(n, pa.string()),
             "_commit_ts": pa.repeat(pa.scalar(info.commit_ts, _META_TYPES["_commit_ts"]), n),
-            "_seq": _numbers(n),
+            "_seq": row_numbers(n),
             "_binlog_file": pa.repeat(pa.scalar(info.file, pa.string()), n),
             "_binlog_pos": pa.repeat(pa.scalar(info.start, pa.int64()), n),
         }
         arrays = [metadata[f.name] for f in METADATA] + self.columns.arrays(rows)
         return pa.Table.from_arrays(arrays, schema=self.schema)
-
-
-_NUMBERS: list[pa.Array] = [pa.array([], pa.int64())]
-
-
-def _numbers(n: int) -> pa.Array:
-    """0 .. n-1 as int64 (a slice of one array kept, grown as needed)."""
-    if len(_NUMBERS[0]) < n:
-        _NUMBERS[0] = row_numbers(max(n, 2 * len(_NUMBERS[0])))
-    return _NUMBERS[0].slice(0, n)
 
 
 def chunk_frame(schema: TableSchema, rows: list[tuple[tuple[Any, ...], Any]],

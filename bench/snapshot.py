@@ -3,7 +3,8 @@
 Starts a private MariaDB, loads ``--rows`` rows of a table of ``--shape`` (``typical``: 8
 columns, INT key, INT, VARCHAR, DECIMAL, DATETIME(6), DATE, TIMESTAMP(6), BOOLEAN;
 ``narrow``: 2 integers; ``wide``: 24 columns of numbers, text and dates; ``composite``: 6
-columns, a key of a VARCHAR and an INT; every value a function of the row number) and
+columns, a key of a VARCHAR and an INT; ``keyless``: the typical table without a key, read
+whole; every value a function of the row number) and
 resets the binlog, then in one run, each as a child process with its wall time and peak
 RSS:
 
@@ -85,6 +86,8 @@ SHAPES = {
     "narrow": ("CREATE TABLE bench.t (id INT PRIMARY KEY, k INT NOT NULL)",
                lambda i: f"({i}, {i % 1000})"),
     "wide": (f"CREATE TABLE bench.t (id INT PRIMARY KEY, {_WIDE_COLUMNS})", _wide),
+    # the typical table without a key: read whole, not in chunks (docs/snapshots.md)
+    "keyless": (TABLE.replace(" PRIMARY KEY", ""), _typical),
 }
 
 _PEAK = ("import resource, subprocess, sys, time; t = time.monotonic(); "

@@ -12,7 +12,9 @@ and one local Spark session, then for each landing mode (``parquet``, ``iceberg`
    images) and deletes 5% (earlier rows), so the Iceberg mirror takes deletes;
    ``--shape mixed-keyless``: the same, with a tenth of each transaction's inserts going to
    a table without a primary key (``n``: few distinct values, so duplicates), and one
-   ``UPDATE ... LIMIT 1`` and one ``DELETE ... LIMIT 1`` of it per transaction. Rows per
+   ``UPDATE ... LIMIT 1`` and one ``DELETE ... LIMIT 1`` of it per transaction;
+   ``--shape wide``: the mix on a table of 40 columns (``t``'s 8 and 32 more: DOUBLE,
+   utf8mb4 text, BIGINT, DECIMAL, DATETIME(6), INT, text, TINYINT, four of each). Rows per
    second = changes landed / the router's run time (the session is already up, so Spark's
    start is not in it; it is reported apart). The landed tables are counted afterwards
    (the changelog, and the mirror against the source) to make sure every change is
@@ -72,14 +74,50 @@ from tests.servers import private_server, shadow_command
 TABLE = ("CREATE TABLE `{db}`.t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(64), "
          "amount DECIMAL(12,2), at DATETIME(6), d DATE, ts TIMESTAMP(6) NULL, flag BOOLEAN)")
 KEYLESS_TABLE = "CREATE TABLE `{db}`.n (v INT, w VARCHAR(32), at DATETIME(6))"
-SHAPES = ("inserts", "mixed", "mixed-keyless")
+SHAPES = ("inserts", "mixed", "mixed-keyless", "wide")
+# The wide shape's 32 columns beyond t's 8: the kinds of the outside report's rows
+# (DOUBLE, utf8mb4 text, DECIMAL, DATETIME(6)) and more, four of each.
+WIDE_KINDS = ("DOUBLE", "VARCHAR(40) CHARACTER SET utf8mb4", "BIGINT", "DECIMAL(12,2)",
+              "DATETIME(6)", "INT", "VARCHAR(40)", "TINYINT")
+WIDE_COLUMNS = 32
 
 
-def _row(i: int) -> str:
-    return (f"({i}, {i % 97}, 'row {i} {'x' * (i % 23)}', {i * 0.37:.2f}, "
-            f"'2024-{1 + i % 12:02d}-{1 + i % 28:02d} {i % 24:02d}:{i % 60:02d}:00."
-            f"{i % 1000000:06d}', "
-            f"'{1990 + i % 30}-01-{1 + i % 28:02d}', FROM_UNIXTIME({1_700_000_000 + i}), {i % 2})")
+def table_sql(shape: str) -> str:
+    """The CREATE TABLE of the keyed table ``t`` for ``shape``."""
+    if shape != "wide":
+        return TABLE
+    extra = ", ".join(f"c{j} {WIDE_KINDS[j % len(WIDE_KINDS)]}" for j in range(WIDE_COLUMNS))
+    return TABLE[:-1] + ", " + extra + ")"
+
+
+def _wide_value(i: int, j: int) -> str:
+    kind = WIDE_KINDS[j % len(WIDE_KINDS)]
+    if kind == "DOUBLE":
+        return repr(i * 0.125 + j / 3)
+    if kind.startswith("VARCHAR(40) CHARACTER"):
+        return f"'ünï {i % 9973} {j}'"
+    if kind == "BIGINT":
+        return str(i * 1_000_003 + j)
+    if kind == "DECIMAL(12,2)":
+        return f"{(i + j) * 0.37:.2f}"
+    if kind == "DATETIME(6)":
+        return (f"'2023-{1 + (i + j) % 12:02d}-{1 + i % 28:02d} "
+                f"10:{j:02d}:{i % 60:02d}.{i % 999999:06d}'")
+    if kind == "INT":
+        return str((i * (j + 1)) % 2_000_000)
+    if kind == "VARCHAR(40)":
+        return f"'w{j} {i}'"
+    return str((i + j) % 100)  # TINYINT
+
+
+def _row(i: int, shape: str = "inserts") -> str:
+    row = (f"({i}, {i % 97}, 'row {i} {'x' * (i % 23)}', {i * 0.37:.2f}, "
+           f"'2024-{1 + i % 12:02d}-{1 + i % 28:02d} {i % 24:02d}:{i % 60:02d}:00."
+           f"{i % 1000000:06d}', "
+           f"'{1990 + i % 30}-01-{1 + i % 28:02d}', FROM_UNIXTIME({1_700_000_000 + i}), {i % 2})")
+    if shape != "wide":
+        return row
+    return row[:-1] + ", " + ", ".join(_wide_value(i, j) for j in range(WIDE_COLUMNS)) + ")"
 
 
 def write_workload(server: EmbeddedServer, db: str, rows: int, tx_rows: int,
@@ -115,7 +153,7 @@ def write_workload(server: EmbeddedServer, db: str, rows: int, tx_rows: int,
                 keyless += to_n
             inserts -= to_n
             cur.execute(f"INSERT INTO `{db}`.t VALUES " + ",".join(
-                _row(i) for i in range(inserted + 1, inserted + inserts + 1)))
+                _row(i, shape) for i in range(inserted + 1, inserted + inserts + 1)))
             present.extend(range(inserted + 1, inserted + inserts + 1))
             inserted += inserts
             for _ in range(updates):
@@ -289,7 +327,7 @@ def throughput(server: EmbeddedServer, spark: Any, target: Target, rows: int, tx
     db = target.db
     server.execute([f"DROP DATABASE IF EXISTS `{db}`", f"CREATE DATABASE `{db}`"])
     start = server.binlog_position()
-    server.execute(TABLE.format(db=db))
+    server.execute(table_sql(shape).format(db=db))
     if shape == "mixed-keyless":
         server.execute(KEYLESS_TABLE.format(db=db))
     write_seconds, present = write_workload(server, db, rows, tx_rows, shape)
@@ -399,7 +437,7 @@ def cold_cli(server: EmbeddedServer, target: Target, base: Path, start: str, end
 
 
 def delay(server: EmbeddedServer, spark: Any, target: Target, first_id: int, probes: int,
-          batch_seconds: float) -> dict[str, Any]:
+          batch_seconds: float, shape: str = "inserts") -> dict[str, Any]:
     db = target.db
     router = Router(_settings(server, db, server.binlog_position(), batch_seconds, None),
                     target.sink(spark))
@@ -418,7 +456,7 @@ def delay(server: EmbeddedServer, spark: Any, target: Target, first_id: int, pro
             for n in range(probes):
                 row_id = first_id + n
                 cur.execute("SET time_zone = '+00:00'")
-                cur.execute(f"INSERT INTO `{db}`.t VALUES {_row(row_id)}")  # autocommit
+                cur.execute(f"INSERT INTO `{db}`.t VALUES {_row(row_id, shape)}")  # autocommit
                 committed = time.perf_counter()
                 while True:
                     asked = time.perf_counter()
@@ -451,7 +489,8 @@ def main(argv: list[str] | None = None) -> int:
                              "deletes, as before position deletes): comma-separated")
     parser.add_argument("--shape", choices=SHAPES, default="inserts",
                         help="inserts only; 80%% inserts, 15%% updates, 5%% deletes; the same "
-                             "with a keyless table (see the module's docstring)")
+                             "with a keyless table; the mix on a table of 40 columns (see "
+                             "the module's docstring)")
     parser.add_argument("--probes", type=int, default=20)
     parser.add_argument("--batch-seconds", type=float, default=1.0,
                         help="the router's micro-batch time limit (its default: 1.0)")
@@ -539,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{mode}: {bulk['rows_per_second']:,.0f} rows/s; measuring delay ...",
                       file=sys.stderr)
                 live = delay(server, spark, target, 10_000_000, args.probes,
-                             args.batch_seconds) if args.probes else None
+                             args.batch_seconds, args.shape) if args.probes else None
                 results["modes"][mode] = {"throughput": bulk, "delay": live}
                 if args.cold_cli:
                     print(f"{mode}: the same rows from a cold `changestream run` ...",

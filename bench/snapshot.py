@@ -146,7 +146,7 @@ def main() -> int:
     parser.add_argument("--shape", choices=sorted(SHAPES), default="typical",
                         help="the table: typical (8 columns), narrow (2 integer columns), "
                              "wide (24 columns, text and numbers), composite (a key of a "
-                             "VARCHAR and an INT)")
+                             "VARCHAR and an INT), keyless (typical, no key: read whole)")
     parser.add_argument("--readers", default="1,2",
                         help="snapshot.readers values to run, comma-separated (one given "
                              "twice runs twice)")

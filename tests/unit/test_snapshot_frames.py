@@ -278,3 +278,26 @@ def test_decoded_frames_are_read_where_they_lie_in_the_message() -> None:
     values = decoded[0][2].column("id").chunk(0).buffers()[1]
     assert base <= values.address < base + len(message)  # no copy of the frame
     assert values.address % 8 == 0
+
+
+def test_the_frames_of_one_table_share_one_schema_object_across_messages() -> None:
+    """A schema travels as its pickle, and the receiver makes one object per pickle: a
+    table's frames from many messages share it (their field mappings are worked out once
+    in ``table_runs``); another shape of the table is another object."""
+    from dataclasses import replace
+
+    from changestream.sinks.spark.frames import _SchemaPickles, encode_frames
+
+    frame = pa.table({"id": pa.array([1, 2], pa.int64())})
+    # Equal schemas as separate objects, as a worker's decoder may make per transaction.
+    first, again = MORE, replace(MORE, columns=tuple(MORE.columns))
+    changed = replace(MORE, columns=MORE.columns[:-1])
+    decoded = [decode_runs(encode_frames([(s, [(None, 2, False)], frame)]))[0][0]
+               for s in (first, again, changed, first)]
+    assert decoded[0] is decoded[1] is decoded[3]
+    assert decoded[0] == MORE and decoded[0] is not MORE
+    assert decoded[2] is not decoded[0] and decoded[2] == changed
+
+    pickles = _SchemaPickles(limit=2)  # a bounded cache: it starts again when full
+    made = [pickles.schema(pickles.pickled(s)) for s in (first, changed, again, first)]
+    assert made[0] == made[3] == MORE and made[1] == changed

@@ -45,6 +45,39 @@ BEFORE_PREFIX = "__before_"
 
 _LENGTH = struct.Struct("<Q")  # a piece's length in an encoded message
 _ALIGNMENT = 64  # where an encoded frame starts (Arrow's own buffer alignment)
+_SCHEMA_LIMIT = 1_000  # schemas each side keeps (pickled, and by their pickle)
+
+
+class _SchemaPickles:
+    """A message's schemas travel as their pickles. The sender pickles a schema object
+    once; the receiver makes one object per pickle it has seen, so the frames of one table
+    share a schema and what is worked out per schema object (its field mappings, in
+    :func:`table_runs`) is worked out once, not once per frame (40 columns' objects and
+    mappings per message on a wide table)."""
+
+    def __init__(self, limit: int = _SCHEMA_LIMIT):
+        self.limit = limit
+        self._pickles: dict[int, tuple[TableSchema, bytes]] = {}
+        self._schemas: dict[bytes, TableSchema] = {}
+
+    def pickled(self, schema: TableSchema) -> bytes:
+        known = self._pickles.get(id(schema))
+        if known is None or known[0] is not schema:  # an id outlives its object
+            if len(self._pickles) >= self.limit:
+                self._pickles.clear()
+            known = self._pickles[id(schema)] = (schema, pickle.dumps(schema, protocol=5))
+        return known[1]
+
+    def schema(self, data: bytes) -> TableSchema:
+        schema = self._schemas.get(data)
+        if schema is None:
+            if len(self._schemas) >= self.limit:
+                self._schemas.clear()
+            schema = self._schemas[data] = pickle.loads(data)
+        return schema
+
+
+_schema_pickles = _SchemaPickles()
 
 
 def row_numbers(n: int) -> pa.Array:
@@ -313,7 +346,8 @@ def encode_frames(frames: list[tuple[TableSchema, list[tuple[Position | None, in
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, frame.schema) as writer:
             writer.write_table(frame)
-        items.append((schema, spans, pickle.PickleBuffer(sink.getvalue())))
+        items.append((_schema_pickles.pickled(schema), spans,
+                      pickle.PickleBuffer(sink.getvalue())))
     header = pickle.dumps(items, protocol=5, buffer_callback=buffers.append)
     pieces: list[Any] = [_LENGTH.pack(len(header)), header]
     at = _LENGTH.size + len(header)
@@ -339,7 +373,8 @@ def decode_runs(data: bytes | memoryview) -> list[tuple[TableSchema, list[Span],
         at += _LENGTH.size
         frames.append(view[at:at + size])
         at += size
-    return [(schema, [Span(position, rows, snapshot) for position, rows, snapshot in spans],
+    return [(_schema_pickles.schema(schema),
+             [Span(position, rows, snapshot) for position, rows, snapshot in spans],
              pa.ipc.open_stream(pa.py_buffer(frame)).read_all())
             for schema, spans, frame in pickle.loads(header, buffers=frames)]
 

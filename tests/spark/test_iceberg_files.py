@@ -174,3 +174,41 @@ def test_an_iceberg_runtime_the_commit_class_does_not_fit_is_named(
     with pytest.raises(SinkError, match=r"does not compile against the Iceberg runtime .*"
                                         r"formatVersionOf.*built for Iceberg 1\.10"):
         ArrowAppender(spark).append(name, pa.table({"id": pa.array([1], pa.int32())}), {})
+
+
+def _codecs(spark: Any, name: str) -> set[str]:
+    """The codecs of the columns of table ``name``'s data files, read from their footers."""
+    found = set()
+    for row in spark.sql(f"SELECT file_path FROM {name}.files").collect():
+        meta = pq.ParquetFile(row["file_path"].removeprefix("file:")).metadata
+        found |= {meta.row_group(0).column(i).compression for i in range(meta.num_columns)}
+    return found
+
+
+def test_the_driver_writes_with_the_table_s_parquet_compression_properties(
+        spark: Any, tmp_path: Path) -> None:
+    """Iceberg's ``write.parquet.compression-codec`` and ``-level`` hold for the driver's
+    files as for Spark's, changed while the appender runs too; a codec Arrow does not
+    write (``lzo``) leaves the table to Spark's writer (the append says it did not)."""
+    catalog = _catalog(spark, tmp_path)
+    name = f"{catalog}.db.codecs"
+    spark.sql(f"CREATE TABLE {name} (id INT, name STRING, amount DOUBLE, at TIMESTAMP) "
+              "USING iceberg TBLPROPERTIES ('format-version'='2')")
+    appender = ArrowAppender(spark)
+    assert appender.append(name, _rows([0] * 20), {"p": "1"})
+    assert _codecs(spark, name) == {"ZSTD"}  # Iceberg's default
+    spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES "
+              "('write.parquet.compression-codec'='snappy')")
+    load_table(spark, name).refresh()
+    assert appender.append(name, _rows([0] * 20), {"p": "2"})
+    assert _codecs(spark, name) == {"ZSTD", "SNAPPY"}
+    spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('write.parquet.compression-codec'="
+              "'gzip', 'write.parquet.compression-level'='9')")
+    load_table(spark, name).refresh()
+    assert appender.append(name, _rows([0] * 20), {"p": "3"})
+    assert _codecs(spark, name) == {"ZSTD", "SNAPPY", "GZIP"}
+    spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES "
+              "('write.parquet.compression-codec'='lzo')")
+    load_table(spark, name).refresh()
+    assert not appender.append(name, _rows([0] * 20), {"p": "4"})
+    assert spark.table(name).count() == 60

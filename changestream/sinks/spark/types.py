@@ -35,7 +35,9 @@ MAX_DECIMAL_PRECISION = 38
 #: to plain encoding. At Arrow's default, 1 MB, a column of mostly distinct values (keys,
 #: amounts, times) had every value hashed before the fallback: a changelog file took half
 #: as long again to write and came out bigger (docs/performance.md).
-#: Columns of few values (the change metadata, codes) stay dictionary-encoded.
+#: Columns of few values (the change metadata, codes) stay dictionary-encoded (in the
+#: Iceberg driver's files only text and binary columns have dictionaries at all:
+#: iceberg/parquet_encoding.py).
 PARQUET_DICTIONARY_PAGE_BYTES = 64 << 10
 
 

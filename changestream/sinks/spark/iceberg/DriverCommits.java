@@ -45,13 +45,17 @@ public class DriverCommits {
         this.direct = MoreExecutors.newDirectExecutorService();
     }
 
-    /** The table's uuid, schema id, spec id, format version and current snapshot id (-1:
-     *  none), one per line. */
+    /** The table's uuid, schema id, spec id, format version, a hash of its Parquet write
+     *  properties (those facts gives) and current snapshot id (-1: none), one per
+     *  line. */
     public String ids(Table table) {
         org.apache.iceberg.Snapshot current = table.currentSnapshot();
+        java.util.Map props = table.properties();
+        int parquet = (String.valueOf(props.get("write.parquet.compression-codec")) + "/"
+            + String.valueOf(props.get("write.parquet.compression-level"))).hashCode();
         return table.uuid() + "\n" + table.schema().schemaId() + "\n"
             + table.spec().specId() + "\n" + TableUtil.formatVersion(table) + "\n"
-            + (current == null ? -1L : current.snapshotId());
+            + parquet + "\n" + (current == null ? -1L : current.snapshotId());
     }
 
     /** The current snapshot id of the table (-1: none) on the first line, then per live
@@ -87,14 +91,16 @@ public class DriverCommits {
     }
 
     /** What an append needs to know of the table, as JSON: its location, file IO class,
-     *  schema (Iceberg's JSON, with field ids), metadata folder property, and partition
-     *  spec (its text and fields). */
+     *  schema (Iceberg's JSON, with field ids), metadata folder property, Parquet
+     *  compression properties, and partition spec (its text and fields). */
     public String facts(Table table) throws Exception {
         java.util.Map facts = new java.util.LinkedHashMap();
         facts.put("location", table.location());
         facts.put("io", table.io().getClass().getName());
         facts.put("schema", SchemaParser.toJson(table.schema()));
         facts.put("metadata_path", table.properties().get("write.metadata.path"));
+        facts.put("parquet_codec", table.properties().get("write.parquet.compression-codec"));
+        facts.put("parquet_level", table.properties().get("write.parquet.compression-level"));
         PartitionSpec spec = table.spec();
         facts.put("spec", spec.toString());
         java.util.List fields = new java.util.ArrayList();

@@ -23,8 +23,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..session import jvm_of
-from ..types import PARQUET_DICTIONARY_PAGE_BYTES
 from .commits import check_location, driver_commits, encode_properties
+from .parquet_encoding import ParquetEncoding
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -159,15 +159,19 @@ def live_rows(spark: SparkSession, name: str, columns: list[str]) -> list[dict[s
 class _TableFacts:
     """What appending to one table needs from it (``facts``: the JSON
     ``DriverCommits.facts`` gives), kept while the table (a table dropped and made again
-    has a new uuid), its schema, its partition spec and its format version stay the same
-    (``ids``)."""
+    has a new uuid), its schema, its partition spec, its format version and its Parquet
+    properties stay the same (``ids``)."""
 
-    def __init__(self, ids: tuple[str, int, int, int], facts: dict[str, Any]):
+    def __init__(self, name: str, ids: tuple[str, int, int, int, int], facts: dict[str, Any]):
         self.ids = ids
         self.snapshot_id = -1  # the table's current snapshot when last asked (-1: none)
         self.root = str(facts["location"]).rstrip("/")
+        self.encoding = ParquetEncoding.of_table(name, facts.get("parquet_codec"),
+                                                 facts.get("parquet_level"))
+        # Where the driver writes the table's files (None: it does not; not a local file
+        # system, or a codec Arrow does not write).
         self.base = local_path(self.root) if str(facts["io"]).endswith("HadoopFileIO") \
-            else None
+            and self.encoding is not None else None
         self.schema = json.loads(facts["schema"])
         # Where the table's metadata (and so an append's manifest) goes.
         self.metadata_root = str(facts["metadata_path"] or f"{self.root}/metadata").rstrip("/")
@@ -200,13 +204,13 @@ class ArrowAppender:
         return driver_commits(self.spark, table)
 
     def _facts_of(self, name: str, table: Any) -> _TableFacts:
-        uuid_text, schema_id, spec_id, version, snapshot = \
+        uuid_text, schema_id, spec_id, version, parquet, snapshot = \
             str(self._commits(table).ids(table)).split()
-        ids = (uuid_text, int(schema_id), int(spec_id), int(version))
+        ids = (uuid_text, int(schema_id), int(spec_id), int(version), int(parquet))
         facts = self._facts.get(name)
         if facts is None or facts.ids != ids:
             facts = self._facts[name] = _TableFacts(
-                ids, json.loads(self._commits(table).facts(table)))
+                name, ids, json.loads(self._commits(table).facts(table)))
         facts.snapshot_id = int(snapshot)
         return facts
 
@@ -254,8 +258,7 @@ class ArrowAppender:
         ``False`` (nothing written) when this writer cannot."""
         table = self._table(name)
         facts = self._facts_of(name, table)
-        base, root = facts.base, facts.root
-        if base is None:
+        if facts.base is None:
             return False
         try:
             partitions = [] if rows is None or not rows.num_rows else \
@@ -268,13 +271,13 @@ class ArrowAppender:
             return False
         delete_location, delete_size, delete_rows, equality_ids = None, 0, 0, None
         if deleted is not None and deleted.num_rows:
-            delete_location, delete_size = self._write(base, root, "data/", deleted)
+            delete_location, delete_size = self._write(facts, "data/", deleted)
             delete_rows = deleted.num_rows
             equality_ids = ",".join(str(int(f.metadata[FIELD_ID])) for f in deleted.schema)
         files = []
         for partition, piece in partitions:
             location, size = self._write(
-                base, root, f"data/{partition}/" if partition else "data/", piece)
+                facts, f"data/{partition}/" if partition else "data/", piece)
             files.append(f"{location}\t{size}\t{partition}")
         # An append's manifest is written by the commit itself (format 2; see
         # commits), named apart from the ones Iceberg writes.
@@ -305,7 +308,7 @@ class ArrowAppender:
             return None
         files, location = [], None
         if rows is not None:
-            location, size = self._write(facts.base, facts.root, "data/", rows)
+            location, size = self._write(facts, "data/", rows)
             files.append(f"{location}\t{size}\t")
         # One delete file per data file it deletes from: Iceberg applies such a file to
         # that data file alone (a file naming several applies to every file whose name
@@ -313,7 +316,7 @@ class ArrowAppender:
         # with the number of batches).
         deletes, referenced = [], []
         for data_file, positions in split_by_data_file(deleted):
-            path, size = self._write(facts.base, facts.root, "data/", positions)
+            path, size = self._write(facts, "data/", positions)
             deletes.append(f"{path}\t{size}\t{positions.num_rows}")
             referenced.append(data_file)
         made, parent = str(self._commits(table).commitPositionDelta(
@@ -322,19 +325,20 @@ class ArrowAppender:
         return location, int(made), int(parent)
 
     @staticmethod
-    def _write(base: Path, root: str, relative: str, rows: pa.Table) -> tuple[str, int]:
-        """Write ``rows`` as a new Parquet file under the table's ``relative`` folder,
-        fsynced; its location (as Iceberg spells its own) and size."""
+    def _write(facts: _TableFacts, relative: str, rows: pa.Table) -> tuple[str, int]:
+        """Write ``rows`` as a new Parquet file under the table's ``relative`` folder (as
+        its properties ask, :mod:`.parquet_encoding`), fsynced; its location (as Iceberg
+        spells its own) and size."""
+        assert facts.base is not None and facts.encoding is not None
         file_name = f"{uuid.uuid4()}.parquet"
-        folder = base / relative
+        folder = facts.base / relative
         path = folder / file_name
         folder.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as f:
-            pq.write_table(rows, f, compression="zstd", store_decimal_as_integer=True,
-                           dictionary_pagesize_limit=PARQUET_DICTIONARY_PAGE_BYTES)
+            facts.encoding.write(rows, f)
             f.flush()
             os.fsync(f.fileno())
-        return check_location(f"{root}/{relative}{file_name}"), path.stat().st_size
+        return check_location(f"{facts.root}/{relative}{file_name}"), path.stat().st_size
 
     @staticmethod
     def _partitions(facts: _TableFacts, rows: pa.Table) -> list[tuple[str, pa.Table]]:

@@ -159,11 +159,13 @@ def live_rows(spark: SparkSession, name: str, columns: list[str]) -> list[dict[s
 class _TableFacts:
     """What appending to one table needs from it (``facts``: the JSON
     ``DriverCommits.facts`` gives), kept while the table (a table dropped and made again
-    has a new uuid), its schema, its partition spec, its format version and its Parquet
-    properties stay the same (``ids``)."""
+    has a new uuid), its schema, its partition spec and its format version (``ids``) and
+    its Parquet properties stay the same."""
 
-    def __init__(self, name: str, ids: tuple[str, int, int, int, int], facts: dict[str, Any]):
+    def __init__(self, name: str, ids: tuple[str, int, int, int], parquet: int,
+                 facts: dict[str, Any]):
         self.ids = ids
+        self.parquet = parquet  # a hash of the Parquet properties
         self.snapshot_id = -1  # the table's current snapshot when last asked (-1: none)
         self.root = str(facts["location"]).rstrip("/")
         self.encoding = ParquetEncoding.of_table(name, facts.get("parquet_codec"),
@@ -206,11 +208,11 @@ class ArrowAppender:
     def _facts_of(self, name: str, table: Any) -> _TableFacts:
         uuid_text, schema_id, spec_id, version, parquet, snapshot = \
             str(self._commits(table).ids(table)).split()
-        ids = (uuid_text, int(schema_id), int(spec_id), int(version), int(parquet))
+        ids = (uuid_text, int(schema_id), int(spec_id), int(version))
         facts = self._facts.get(name)
-        if facts is None or facts.ids != ids:
+        if facts is None or facts.ids != ids or facts.parquet != int(parquet):
             facts = self._facts[name] = _TableFacts(
-                name, ids, json.loads(self._commits(table).facts(table)))
+                name, ids, int(parquet), json.loads(self._commits(table).facts(table)))
         facts.snapshot_id = int(snapshot)
         return facts
 

@@ -29,6 +29,8 @@ def test_the_codec_and_level_are_the_table_s_properties() -> None:
     assert ParquetEncoding.of_table("t", "lzo", None) is None
     with pytest.raises(SinkError, match=r"db\.t's write\.parquet\.compression-level is 'x'"):
         ParquetEncoding.of_table("db.t", "zstd", "x")
+    with pytest.raises(SinkError, match=r"compression-level is 12, which gzip does not take"):
+        ParquetEncoding.of_table("db.t", "gzip", "12")
 
 
 def test_text_columns_have_dictionaries_and_numbers_do_not() -> None:

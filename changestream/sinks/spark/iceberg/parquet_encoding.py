@@ -54,10 +54,16 @@ class ParquetEncoding:
         if level is None or not level.strip() or name not in LEVELLED:
             return cls(arrow)
         try:
-            return cls(arrow, int(level))
+            number = int(level)
         except ValueError:
             raise SinkError(f"spark sink: table {table}'s {LEVEL_PROPERTY} is {level!r}, "
                             "not a whole number") from None
+        try:
+            pa.Codec(arrow, compression_level=number)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise SinkError(f"spark sink: table {table}'s {LEVEL_PROPERTY} is {number}, "
+                            f"which {name} does not take ({exc})") from None
+        return cls(arrow, number)
 
     def write(self, rows: pa.Table, where: IO[bytes]) -> None:
         """Write ``rows`` as one Parquet file to ``where``."""

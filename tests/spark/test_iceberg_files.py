@@ -26,6 +26,14 @@ def _catalog(spark: Any, warehouse: Path) -> str:
     return name
 
 
+def _log_table(spark: Any, warehouse: Path, table: str, partitioning: str = "") -> str:
+    """A new format-2 table of ``_rows``'s columns (``partitioning``: its clause)."""
+    name = f"{_catalog(spark, warehouse)}.db.{table}"
+    spark.sql(f"CREATE TABLE {name} (id INT, name STRING, amount DOUBLE, at TIMESTAMP) "
+              f"USING iceberg {partitioning} TBLPROPERTIES ('format-version'='2')")
+    return name
+
+
 def _rows(days: list[int]) -> pa.Table:
     at = [dt.datetime(2024, 3, 1 + d, 12, tzinfo=dt.UTC) for d in days]
     return pa.table({"id": pa.array(range(len(days)), pa.int32()),
@@ -36,10 +44,7 @@ def _rows(days: list[int]) -> pa.Table:
 
 def test_metrics_are_iceberg_s_own_and_one_day_lands_in_one_file(spark: Any,
                                                                   tmp_path: Path) -> None:
-    catalog = _catalog(spark, tmp_path)
-    name = f"{catalog}.db.log"
-    spark.sql(f"CREATE TABLE {name} (id INT, name STRING, amount DOUBLE, at TIMESTAMP) "
-              "USING iceberg PARTITIONED BY (days(at)) TBLPROPERTIES ('format-version'='2')")
+    name = _log_table(spark, tmp_path, "log", "PARTITIONED BY (days(at))")
     appender = ArrowAppender(spark)
     assert appender.append(name, _rows([0] * 50), {"p": "1"})
     assert appender.append(name, _rows([0, 1, 1, 2, 0]), {"p": "2"})
@@ -190,10 +195,7 @@ def test_the_driver_writes_with_the_table_s_parquet_compression_properties(
     """Iceberg's ``write.parquet.compression-codec`` and ``-level`` hold for the driver's
     files as for Spark's, changed while the appender runs too; a codec Arrow does not
     write (``lzo``) leaves the table to Spark's writer (the append says it did not)."""
-    catalog = _catalog(spark, tmp_path)
-    name = f"{catalog}.db.codecs"
-    spark.sql(f"CREATE TABLE {name} (id INT, name STRING, amount DOUBLE, at TIMESTAMP) "
-              "USING iceberg TBLPROPERTIES ('format-version'='2')")
+    name = _log_table(spark, tmp_path, "codecs")
     appender = ArrowAppender(spark)
     assert appender.append(name, _rows([0] * 20), {"p": "1"})
     assert _codecs(spark, name) == {"ZSTD"}  # Iceberg's default

@@ -30,7 +30,6 @@ CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4": "lz4",
           "brotli": "brotli", "uncompressed": "none"}
 #: The codecs whose level the property sets (Iceberg ignores it for the others).
 LEVELLED = frozenset({"zstd", "gzip", "brotli"})
-CODEC_PROPERTY = "write.parquet.compression-codec"
 LEVEL_PROPERTY = "write.parquet.compression-level"
 
 

@@ -156,7 +156,7 @@ class SinkActor(pykka.ThreadingActor):
             if message.parts:
                 self._caught_up = False
                 last = message.parts[-1]
-                self._inside = isinstance(last, TransactionPart) and not last.complete
+                self._inside = not last.complete  # a transaction goes on after it
             if message.position is not None:
                 self._position = message.position
         finally:

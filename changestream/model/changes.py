@@ -182,7 +182,9 @@ class EncodedRun:
     count: int  # changes
     transactions: int
     last_commit_ts: dt.datetime | None
-    position: Position  # file and offset after the last transaction
+    # File and offset after the last transaction; None on a part of a transaction that
+    # goes on in the next run (a piece of a snapshot's table read whole: ``complete`` false).
+    position: Position | None
     complete: bool = True
     tables: dict[tuple[str, str, str], int] | None = None  # changes by database, table, op
 

@@ -205,13 +205,15 @@ cdef inline char* _put(char* at, const char* src, Py_ssize_t n) noexcept nogil:
 
 
 def chunk_lines(list rows, bytes head, bytes transaction, bytes size, bytes position,
-                bytes tail, bint keyed=False):
+                bytes tail, bint keyed=False, Py_ssize_t first=0, Py_ssize_t last=-1):
     """A chunk's records: for each ``(after, primary_key)`` of ``rows`` (JSON; ``keyed``:
     each ``(key, (after, primary_key))``), ``head``, the row's JSON, its sequence number
-    twice, and the parts between, as :func:`changestream.snapshot.encodings.chunk_records`
-    joins them. Written into one bytes object of the size measured first, the copies
-    without the interpreter lock (the snapshot's readers parse meanwhile)."""
-    cdef Py_ssize_t seq, n = len(rows), last = n - 1, total = 0, width
+    (from ``first``) twice, and the parts between, as
+    :func:`changestream.snapshot.encodings.chunk_records` joins them; the row numbered
+    ``last`` (``-1``: the last of ``rows``) is its transaction's last. Written into one
+    bytes object of the size measured first, the copies without the interpreter lock (the
+    snapshot's readers parse meanwhile)."""
+    cdef Py_ssize_t seq, n = len(rows), total = 0, width
     cdef Py_ssize_t fixed = (PyBytes_GET_SIZE(head) + 15 + 26 + PyBytes_GET_SIZE(transaction)
                              + PyBytes_GET_SIZE(size) + PyBytes_GET_SIZE(position)
                              + PyBytes_GET_SIZE(tail))
@@ -228,6 +230,8 @@ def chunk_lines(list rows, bytes head, bytes transaction, bytes size, bytes posi
         free(parts)
         free(sizes)
         raise MemoryError()
+    if last < 0:
+        last = first + n - 1
     try:
         for seq in range(n):
             row = <tuple>rows[seq]
@@ -236,28 +240,29 @@ def chunk_lines(list rows, bytes head, bytes transaction, bytes size, bytes posi
             after, pk = <bytes>row[0], <bytes>row[1]
             parts[2 * seq], sizes[2 * seq] = PyBytes_AS_STRING(after), PyBytes_GET_SIZE(after)
             parts[2 * seq + 1], sizes[2 * seq + 1] = PyBytes_AS_STRING(pk), PyBytes_GET_SIZE(pk)
-            total += (fixed + sizes[2 * seq] + sizes[2 * seq + 1] + 2 * _digits(seq, digits)
-                      + (5 if seq == last else 6))
+            total += (fixed + sizes[2 * seq] + sizes[2 * seq + 1]
+                      + 2 * _digits(first + seq, digits) + (5 if first + seq == last else 6))
         result = PyBytes_FromStringAndSize(NULL, total)
         into = PyBytes_AS_STRING(result)
         for seq, piece in enumerate((head, transaction, size, position, tail)):
             pieces[seq], lengths[seq] = PyBytes_AS_STRING(piece), PyBytes_GET_SIZE(piece)
         with nogil:
-            _chunk_lines(into, n, parts, sizes, pieces, lengths)
+            _chunk_lines(into, n, first, last, parts, sizes, pieces, lengths)
     finally:
         free(parts)
         free(sizes)
     return result
 
 
-cdef void _chunk_lines(char* at, Py_ssize_t n, const char** parts, Py_ssize_t* sizes,
-                       const char** pieces, Py_ssize_t* lengths) noexcept nogil:
+cdef void _chunk_lines(char* at, Py_ssize_t n, Py_ssize_t first, Py_ssize_t last,
+                       const char** parts, Py_ssize_t* sizes, const char** pieces,
+                       Py_ssize_t* lengths) noexcept nogil:
     """:func:`chunk_lines`'s copies: ``pieces``/``lengths`` are its head, transaction,
     size, position and tail."""
     cdef Py_ssize_t seq, width
     cdef char digits[20]
     for seq in range(n):
-        width = _digits(seq, digits)
+        width = _digits(first + seq, digits)
         at = _put(at, pieces[0], lengths[0])
         at = _put(at, parts[2 * seq], sizes[2 * seq])
         at = _put(at, b',"primary_key":', 15)
@@ -266,7 +271,7 @@ cdef void _chunk_lines(char* at, Py_ssize_t n, const char** parts, Py_ssize_t* s
         at = _put(at, pieces[1], lengths[1])
         at = _put(at, digits + 20 - width, width)
         at = _put(at, pieces[2], lengths[2])
-        if seq == n - 1:
+        if first + seq == last:
             at = _put(at, b"true,", 5)
         else:
             at = _put(at, b"false,", 6)

@@ -33,6 +33,18 @@ from changestream.snapshot.window import ChangedKeys
 
 
 @record
+class WholePiece:
+    """Where a piece of a table read whole (no key) stands in the one transaction the
+    table is delivered as: the number of its first row, how many rows the table has, and
+    whether it is the last piece (only that one completes the transaction and moves the
+    snapshot's progress on)."""
+
+    first: int
+    rows: int
+    last: bool
+
+
+@record
 class ChunkOffer:
     """A chunk read, on its way into the stream."""
 
@@ -45,6 +57,7 @@ class ChunkOffer:
     # No rows: the snapshot's start, so that the positions saved from then on carry it
     # (a snapshot asked for is taken up again by a router restarted before its first chunk).
     start: bool = False
+    piece: WholePiece | None = None  # a piece of a table read whole
     handed: bool = False
     abandoned: bool = False  # the router stopped before the stream took it
     delivered: threading.Event = field(default_factory=threading.Event)
@@ -217,13 +230,14 @@ class SnapshotCoordinator:
 
     def deliver(self, offer: ChunkOffer, stream: Position,
                 position_after: Callable[[SnapshotProgress], Position],
-                ) -> tuple[list[TransactionPart | EncodedRun], Position] | None:
+                ) -> tuple[list[TransactionPart | EncodedRun], Position | None] | None:
         """The chunk's rows no noted change touched, as ``snapshot`` changes where the
         stream is (``stream``), and the position after them (``position_after`` makes it
-        from the progress after the chunk); ``None`` when a DDL of the table came after
-        the chunk's plan was made (its rows may not have the table's shape here: the
+        from the progress after the chunk; ``None`` after a piece of a table read whole
+        but its last: its transaction goes on); ``None`` when a DDL of the table came
+        after the chunk's plan was made (its rows may not have the table's shape here: the
         runner reads it again)."""
-        plan, chunk = offer.plan, offer.chunk
+        plan, chunk, piece = offer.plan, offer.chunk, offer.piece
         progress = self.progress
         assert progress is not None
         if offer.start:
@@ -246,27 +260,30 @@ class SnapshotCoordinator:
         else:
             rows = window.unchanged(chunk.rows) if window is not None else \
                 [row for _, row in chunk.rows]
+        first, size, ends = (piece.first, piece.rows, piece.last) if piece is not None \
+            else (0, len(rows), True)
         info = TransactionInfo(f"snapshot-{progress.id}-{progress.chunks + 1}", None, None,
-                               chunk.read_at, len(rows), 0, position.file, position.pos,
+                               chunk.read_at, size, 0, position.file, position.pos,
                                position.pos)
-        self.progress = progress.chunk_done(chunk.last_key, len(rows), chunk.done)
-        after = position_after(self.progress)
+        after = None
+        if ends:
+            self.progress = progress.chunk_done(chunk.last_key, first + len(rows), chunk.done)
+            after = position_after(self.progress)
         if not rows:
             return [], after
         if plan.encoding is not None:
             return [EncodedRun(plan.encoding.records(plan.database, plan.table, plan.schema,
-                                                     rows, info, after),
-                               len(rows), 1, chunk.read_at, after,
+                                                     rows, info, after, first=first),
+                               len(rows), int(ends), chunk.read_at, after, ends,
                                tables={(plan.database, plan.table, SNAPSHOT_OP): len(rows)})
                     ], after
         pk = [n for n in (plan.schema.column_names[i] for i in plan.schema.primary_key or ())
               if n not in plan.excluded]
         changes = []
-        last = len(rows) - 1
-        for seq, row in enumerate(rows):
+        last = size - 1
+        for seq, row in enumerate(rows, first):
             changes.append(Change(
                 SNAPSHOT_OP, plan.database, plan.table, None, row,
                 {k: row[k] for k in pk} if pk else None, None, position.file, position.pos,
                 seq, seq, seq == last, plan.schema, info))
-        return [TransactionPart(info, changes, True, after)], after
-
+        return [TransactionPart(info, changes, ends, after)], after

@@ -40,12 +40,14 @@ class ChunkEncoding(Protocol):
 
     def records(self, database: str, table: str, schema: TableSchema,
                 rows: list[tuple[tuple[Any, ...], Any]], info: TransactionInfo,
-                after: Position) -> bytes:
+                after: Position | None, first: int = 0) -> bytes:
         """The records of a chunk's ``rows`` of table ``database.table`` (shaped
         ``schema``; each ``(key, row)`` as the row reader gave it, those to deliver, in
-        order), delivered as one transaction ``info`` at the
-        stream's position (``info.file``, ``info.start``); ``after``: the position after
-        the chunk (its progress included)."""
+        order), delivered as transaction ``info`` (of ``info.size`` changes) at the
+        stream's position (``info.file``, ``info.start``), numbered from ``first``;
+        ``after``: the position after the chunk (its progress included). A table without
+        a key comes in pieces of its one transaction: a piece but the last has ``first +
+        len(rows) < info.size`` and no ``after``."""
 
 
 class JsonLinesChunks:
@@ -59,8 +61,8 @@ class JsonLinesChunks:
 
     def records(self, database: str, table: str, schema: TableSchema,
                 rows: list[tuple[tuple[Any, ...], Any]], info: TransactionInfo,
-                after: Position) -> bytes:
-        return chunk_records(database, table, rows, info, keyed=True)
+                after: Position | None, first: int = 0) -> bytes:
+        return chunk_records(database, table, rows, info, keyed=True, first=first)
 
 
 def chunk_encoding(encoded_format: str | None) -> ChunkEncoding | None:
@@ -74,28 +76,30 @@ def chunk_encoding(encoded_format: str | None) -> ChunkEncoding | None:
 
 
 def chunk_records(database: str, table: str, rows: list[Any], info: TransactionInfo,
-                  keyed: bool = False) -> bytes:
+                  keyed: bool = False, first: int = 0) -> bytes:
     """The records of a chunk's rows (each its ``after`` and ``primary_key`` JSON; with
     ``keyed``, each ``(key, (after, primary_key))``), in changestream's format, written as
-    :mod:`changestream.encoding.records` writes them."""
+    :mod:`changestream.encoding.records` writes them: numbered from ``first`` in
+    transaction ``info`` of ``info.size`` changes."""
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
     head = orjson.dumps({"op": SNAPSHOT_OP, "database": database, "table": table,
                          "before": None})[:-1] + b',"after":'
     transaction = orjson.dumps({"id": info.id, "gtid": None, "xid": None})[:-1] + b',"seq":'
-    size = f',"size":{len(rows)},"last":'.encode()
+    size = f',"size":{info.size},"last":'.encode()
     position = orjson.dumps({"commit_ts": commit_time_text(info.commit_ts)})[1:-1] + \
         b'},"position":' + orjson.dumps({"file": info.file, "pos": info.start})[:-1] + \
         b',"row":'
     tail = b'},"ts":' + orjson.dumps(stamp) + b"}\n"
     compiled = _native()
     if compiled is not None:
-        return compiled.chunk_lines(rows, head, transaction, size, position, tail, keyed)
+        return compiled.chunk_lines(rows, head, transaction, size, position, tail, keyed,
+                                    first, info.size - 1)
     if keyed:
         rows = [row for _, row in rows]
-    last = len(rows) - 1
+    last = info.size - 1
     lines: list[bytes] = []
     append = lines.append
-    for seq, (after, pk) in enumerate(rows):
+    for seq, (after, pk) in enumerate(rows, first):
         n = str(seq).encode()
         append(b"".join((head, after, b',"primary_key":', pk, b',"sql":null,"transaction":',
                          transaction, n, size, b"true," if seq == last else b"false,",

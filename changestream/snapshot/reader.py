@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -126,6 +126,18 @@ class ReadChunk:
     done: bool
     high: tuple[str, int]
     read_at: dt.datetime
+
+
+@record
+class WholeRead:
+    """A table without a key being read: its rows as counted in the read's snapshot (or
+    under its lock), the binlog position that snapshot is at (``None``: where the stream
+    is paused), when the read began, and its rows in pieces (as :class:`ReadChunk`'s)."""
+
+    rows: int
+    at: tuple[str, int] | None
+    read_at: dt.datetime
+    pieces: Iterator[list[tuple[tuple[Any, ...], Any]]]
 
 
 class ChunkReader:
@@ -274,22 +286,33 @@ class ChunkReader:
             self.conn.commit()
         return None if row is None else plan.key_values(tuple(row))
 
-    def read_whole(self, plan: TablePlan) -> tuple[ReadChunk, tuple[str, int] | None]:
-        """Every row of ``plan``'s table in one read (a table without a key). MariaDB: in a
-        consistent snapshot, with the binlog position it is at; MySQL: under the table lock
-        :meth:`lock` took (``None``: the position is where the stream is paused)."""
+    def read_whole(self, plan: TablePlan, piece_rows: int) -> WholeRead:
+        """Every row of ``plan``'s table (a table without a key), counted and then read in
+        pieces of about ``piece_rows`` rows. MariaDB: in a consistent snapshot, with the
+        binlog position it is at; MySQL: under the table lock :meth:`lock` took (the
+        position ``None``: it is where the stream is paused)."""
+        table = f"{quote(plan.database)}.{quote(plan.table)}"
         columns = ", ".join(quote(name) for name in plan.schema.column_names)
-        sql = f"SELECT {columns} FROM {quote(plan.database)}.{quote(plan.table)}"
         at: tuple[str, int] | None = None
         with self.conn.cursor() as cur:
             if self.mariadb:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                 at = _snapshot_position(cur)
-            read_at = dt.datetime.now(dt.UTC)
-            result = result_set.select_rows(self.conn, sql, plan.read_row)
+            # The count first: every record of the table's one transaction says how many
+            # changes it has, and the first are written before the last is read.
+            cur.execute(f"SELECT COUNT(*) FROM {table}")
+            count = int(cur.fetchone()[0])
+        read_at = dt.datetime.now(dt.UTC)
+        pieces = result_set.select_row_pieces(self.conn, f"SELECT {columns} FROM {table}",
+                                              plan.read_row, piece_rows)
+        return WholeRead(count, at, read_at, self._ended(pieces))
+
+    def _ended(self, pieces: Iterator[result_set.ResultRows[Any]]
+               ) -> Iterator[list[tuple[tuple[Any, ...], Any]]]:
+        for piece in pieces:
+            yield piece.rows
         if self.mariadb:
             self.conn.commit()
-        return ReadChunk(result.rows, None, True, ("", 0), read_at), at
 
     def lock(self, plan: TablePlan) -> None:
         """``LOCK TABLES ... READ`` on the table (MySQL, a table without a key): its writers

@@ -10,7 +10,8 @@ cursor. Errors are PyMySQL's own (a connection lost: ``OperationalError`` 2013).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 import pymysql
@@ -49,6 +50,14 @@ class ResultRows(Generic[Row]):
 def select_rows(conn: Any, sql: str, read_row: Callable[[bytes, int], Row]) -> ResultRows[Row]:
     """The rows of ``sql`` (a statement giving one result set), each read by ``read_row``
     from ``(buffer, offset of its first value)``."""
+    return next(select_row_pieces(conn, sql, read_row, sys.maxsize))
+
+
+def select_row_pieces(conn: Any, sql: str, read_row: Callable[[bytes, int], Row],
+                      piece_rows: int) -> Iterator[ResultRows[Row]]:
+    """:func:`select_rows` in pieces of at least ``piece_rows`` rows (but the last: it may
+    have fewer, or none), each given as soon as it is read: a big result is not held
+    whole. The connection is busy until the last piece is taken."""
     conn._execute_command(COMMAND.COM_QUERY, sql.encode("utf-8"))
     if conn._sock is not None:
         conn._sock.settimeout(conn._read_timeout)
@@ -56,7 +65,8 @@ def select_rows(conn: Any, sql: str, read_row: Callable[[bytes, int], Row]) -> R
     packets = _Packets(conn)
     first = packets.next()
     if first[0] == _OK:
-        return ResultRows([], None)  # not a statement with rows
+        yield ResultRows([], None)  # not a statement with rows
+        return
     while True:  # the column definitions, up to an EOF packet
         payload = packets.next()
         if payload[0] == _EOF and len(payload) < 9:
@@ -65,6 +75,9 @@ def select_rows(conn: Any, sql: str, read_row: Callable[[bytes, int], Row]) -> R
     last: tuple[bytes, int] | None = None
     scan = _scan()
     while True:
+        if len(rows) >= piece_rows:
+            yield ResultRows(rows, last)
+            rows = []
         buf = packets.buf
         packets.at, stopped, start = scan(buf, packets.at, read_row, rows)
         if start >= 0:
@@ -75,7 +88,8 @@ def select_rows(conn: Any, sql: str, read_row: Callable[[bytes, int], Row]) -> R
         buf, start, end = packets.next_in_place()
         head = buf[start]
         if head == _EOF and end - start < 9:
-            return ResultRows(rows, last)
+            yield ResultRows(rows, last)
+            return
         if head == _ERROR:
             packets.raise_error(buf[start:end])
         rows.append(read_row(buf, start))  # a row of 16 MiB or more

@@ -13,9 +13,9 @@ from typing import Any
 
 from changestream.model.changes import binlog_order
 from changestream.model.errors import SourceError
-from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator
+from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator, WholePiece
 from changestream.snapshot.parallel_reads import OrderedRanges, ReaderPool
-from changestream.snapshot.reader import ChunkReader, ReadChunk, TablePlan
+from changestream.snapshot.reader import ChunkReader, ReadChunk, TablePlan, WholeRead
 
 log = logging.getLogger("changestream")
 
@@ -228,16 +228,20 @@ class SnapshotRunner:
         return start
 
     def _read_whole(self, reader: ChunkReader, plan: TablePlan) -> None:
-        """A table without a key, in one read delivered where the stream holds: MariaDB
-        reads it in a consistent snapshot and says at which binlog position, and the
-        stream leaves out the table's rows of transactions before it; MySQL reads it under
-        ``LOCK TABLES ... READ`` once the stream has read past every change made before
-        the lock. Its changes were withheld from the stream until now (see the router)."""
+        """A table without a key, as one transaction delivered where the stream holds:
+        MariaDB reads it in a consistent snapshot and says at which binlog position, and
+        the stream leaves out the table's rows of transactions before it; MySQL reads it
+        under ``LOCK TABLES ... READ`` once the stream has read past every change made
+        before the lock. Its changes were withheld from the stream until now (see the
+        router). The rows go in pieces of ``chunk_rows``, each read while the one before
+        is delivered; only the last piece completes the transaction, so a restart before
+        it reads the table again and the sink drops what it holds of the pieces."""
         if self.hold_stream is None or self.release_stream is None:
             raise SourceError(f"snapshot of {plan.name}: a table without a key needs the "
                               "stream held while it is read")
         began = time.monotonic()
         locked = not reader.mariadb
+        rows: int | None = 0
         if locked:
             reader.lock(plan)
         try:
@@ -248,14 +252,15 @@ class SnapshotRunner:
                 raise SourceError(f"snapshot of {plan.name}: the stream did not reach a "
                                   "transaction boundary to hold at within a minute")
             try:
-                chunk, snapshot_at = reader.read_whole(plan)
-                chunk.high = at
-                self._offer(plan, chunk, snapshot_at or at)
+                whole = reader.read_whole(plan, reader.chunk_rows)
+                rows = self._offer_pieces(plan, whole, at)
             finally:
                 self.release_stream()
+            if rows is None:
+                return  # stopping
             # Decoded here (where rows before that position are left out) until the
             # stream is past it: a decode worker would not leave them out.
-            self._wait_for_stream(snapshot_at or at)
+            self._wait_for_stream(whole.at or at)
         finally:
             if locked:
                 reader.unlock()
@@ -263,15 +268,51 @@ class SnapshotRunner:
         progress = self.coordinator.progress
         assert progress is not None
         log.info("snapshot %s: %s read whole (no key), %d rows in %.1fs", progress.id,
-                 plan.name, len(chunk.rows), time.monotonic() - began)
+                 plan.name, rows, time.monotonic() - began)
+
+    def _offer_pieces(self, plan: TablePlan, whole: WholeRead, at: tuple[str, int]
+                      ) -> int | None:
+        """Offers the pieces of ``whole`` (read at stream position ``at``), each piece but
+        the last once the next is read (the last one ends the transaction), at most
+        :data:`_OFFERED` waiting; how many rows went (``None``: the router stops)."""
+        offered: deque[ChunkOffer] = deque()
+        held: list[tuple[tuple[Any, ...], Any]] | None = None
+        first = 0
+
+        def offer(rows: list[tuple[tuple[Any, ...], Any]], last: bool) -> bool:
+            nonlocal first
+            if first + len(rows) > whole.rows or (last and first + len(rows) < whole.rows):
+                raise SourceError(
+                    f"snapshot of {plan.name}: {whole.rows} rows were counted in the read's "
+                    f"snapshot but {first + len(rows) if last else 'more'} were read "
+                    "(the table changed during its read?)")
+            chunk = ReadChunk(rows, None, last, at, whole.read_at)
+            offered.append(self._put(plan, chunk, whole.at or at if last else None,
+                                     piece=WholePiece(first, whole.rows, last)))
+            first += len(rows)
+            while len(offered) > (0 if last else _OFFERED - 1):
+                if self._delivered(offered.popleft()) is None:
+                    return False
+            return True
+
+        for rows in whole.pieces:
+            if not rows:
+                continue  # the last piece may be empty: the one before ends the transaction
+            if held is not None and not offer(held, False):
+                return None
+            held = rows
+        if not offer(held or [], True):
+            return None
+        return first
 
     def _offer(self, plan: TablePlan | None, chunk: ReadChunk,
                read_until: tuple[str, int] | None = None) -> None:
         self._delivered(self._put(plan, chunk, read_until))
 
     def _put(self, plan: TablePlan | None, chunk: ReadChunk,
-             read_until: tuple[str, int] | None = None, start: bool = False) -> ChunkOffer:
-        offer = ChunkOffer(plan, chunk, read_until=read_until, start=start)
+             read_until: tuple[str, int] | None = None, start: bool = False,
+             piece: WholePiece | None = None) -> ChunkOffer:
+        offer = ChunkOffer(plan, chunk, read_until=read_until, start=start, piece=piece)
         self.coordinator.put(offer)
         return offer
 

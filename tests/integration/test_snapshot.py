@@ -256,6 +256,13 @@ def test_a_snapshot_under_concurrent_changes_rebuilds_every_table(
     numbers = [int(r["transaction"]["id"].rsplit("-", 1)[1]) for r in snap]
     assert numbers == sorted(numbers)
     assert assert_the_stream_goes_on_from_snapshot_rows(records, "k1", ("id",)) > 0
+    # The keyless table (about 400 rows, in pieces of 97): one transaction, numbered
+    # through, its size on every record and its end on the last.
+    keyless = [r["transaction"] for r in snap if r["table"] == "n"]
+    assert len(keyless) > 300 and len({t["id"] for t in keyless}) == 1
+    assert [t["seq"] for t in keyless] == list(range(len(keyless)))
+    assert {t["size"] for t in keyless} == {len(keyless)}
+    assert [t["last"] for t in keyless] == [False] * (len(keyless) - 1) + [True]
 
 
 def test_a_snapshot_row_is_the_record_the_binlog_gives(server: Any, fresh_database: str,
@@ -422,6 +429,9 @@ def test_a_snapshot_killed_again_and_again_goes_on_from_its_last_chunk(
     for base in range(30_000, 110_000, 20_000):
         values = ", ".join(f"({i}, 'w{i}', 0.5)" for i in range(base, base + 20_000))
         server.execute(f"INSERT INTO `{db}`.k1 VALUES {values}")
+    # The keyless table in 100 pieces of one transaction: kills land inside it too.
+    values = ", ".join(f"({i % 50}, 'm{i % 7}')" for i in range(20_000))
+    server.execute(f"INSERT INTO `{db}`.n VALUES {values}")
     out, position = tmp_path / "out.jsonl", tmp_path / "position.json"
     command = [sys.executable, "-m", "changestream.cli", "run", "--source", server.url,
                "--include", db, "--position-file", str(position), "--sink", f"jsonl:{out}",
@@ -533,6 +543,65 @@ def test_a_snapshot_asked_for_while_running_through_the_control_endpoint_and_the
     records = _records(out)
     assert rebuilt(records, "k1", ("id",)) == source_rows(server, db, "k1", ("id",))
     assert rebuilt(records, "u", ("id",)) == source_rows(server, db, "u", ("id",))
+
+
+def _inside_keyless_pieces(out: Path) -> bool:
+    """Whether the last record written is a keyless snapshot row that does not end its
+    transaction (read from the file's end)."""
+    if not out.exists():
+        return False
+    with out.open("rb") as f:
+        f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))
+        lines = f.read().splitlines()
+    if len(lines) < 2:
+        return False
+    try:
+        record = orjson.loads(lines[-1])
+    except orjson.JSONDecodeError:  # a line being written
+        record = orjson.loads(lines[-2])
+    return record["table"] == "n" and record["op"] == "snapshot" and \
+        not record["transaction"]["last"]
+
+
+def test_a_keyless_table_killed_inside_its_pieces_is_delivered_once(
+        server: Any, fresh_database: str, tmp_path: Path) -> None:
+    """kill -9 while a table without a key is being delivered (its pieces written in
+    batches without a position): the restart reads it whole again, and the file, cut back
+    to the saved position, holds its transaction once, whole."""
+    db = fresh_database
+    server.execute(f"CREATE TABLE `{db}`.n (g INT, note VARCHAR(40))")
+    for base in range(0, 200_000, 20_000):
+        values = ", ".join(f"({i % 50}, 'row {i % 13}')" for i in range(base, base + 20_000))
+        server.execute(f"INSERT INTO `{db}`.n VALUES {values}")
+    out, position = tmp_path / "out.jsonl", tmp_path / "position.json"
+    command = [sys.executable, "-m", "changestream.cli", "run", "--source", server.url,
+               "--include", db, "--position-file", str(position), "--sink", f"jsonl:{out}",
+               "--batch-changes", "1000", "--snapshot", "initial-only"]
+    env = {**os.environ, "CHANGESTREAM_SNAPSHOT_CHUNK_ROWS": "1000"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not _inside_keyless_pieces(out):
+            assert process.poll() is None, process.stderr.read().decode() \
+                if process.stderr else ""
+            assert time.monotonic() < deadline, "the pieces were not seen being written"
+            time.sleep(0.002)
+    finally:
+        process.kill()
+        process.wait()
+    lines = out.read_bytes().splitlines()
+    killed = [orjson.loads(line)["transaction"] for line in lines[:-1]]  # the last: torn?
+    assert killed and not any(t["last"] for t in killed), "killed after the last piece"
+    done = subprocess.run([*command, "-v"], env=env, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    assert "jsonl sink: cut" in done.stderr.decode()  # the pieces never acknowledged
+    records = [r for r in _records(out) if r["op"] == "snapshot"]
+    transactions = [r["transaction"] for r in records]
+    assert len({t["id"] for t in transactions}) == 1
+    assert [t["seq"] for t in transactions] == list(range(200_000))
+    assert [t["last"] for t in transactions].count(True) == 1 and transactions[-1]["last"]
+    assert rebuilt_multiset(records, "n") == source_multiset(server, db, "n")
 
 
 def test_a_snapshot_asked_for_is_taken_up_again_by_a_router_killed_before_its_first_chunk(
@@ -652,13 +721,15 @@ _PEAK = ("import resource, subprocess, sys; code = subprocess.call(sys.argv[1:])
          "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(code)")
 
 
+@pytest.mark.parametrize("key", ["PRIMARY KEY", ""], ids=["keyed", "keyless"])
 def test_a_million_row_table_is_snapshotted_whole_in_bounded_memory(
-        mariadb: Any, tmp_path: Path) -> None:
+        mariadb: Any, tmp_path: Path, key: str) -> None:
     """1,000,000 rows through `changestream run --snapshot initial-only`: every row once,
-    and the router's peak memory bounded by its chunks, not the table."""
+    and the router's peak memory bounded by its chunks, not the table; a table without
+    a key too (read whole, as one transaction delivered in pieces)."""
     server, db = mariadb, "snapshot_million"
     server.execute([f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}",
-                    f"CREATE TABLE {db}.t (id INT PRIMARY KEY, k INT, v VARCHAR(40), "
+                    f"CREATE TABLE {db}.t (id INT {key}, k INT, v VARCHAR(40), "
                     "amount DECIMAL(12,2), at DATETIME(6))"])
     with server.connect(autocommit=False) as conn, conn.cursor() as cur:
         for first in range(1, 1_000_001, 20_000):
@@ -676,12 +747,19 @@ def test_a_million_row_table_is_snapshotted_whole_in_bounded_memory(
     peak_mb = int(result.stdout.split()[-1]) / 1024
     ids = bytearray(1_000_001)
     rows = 0
+    transactions = set()
     with out.open("rb") as f:
         for line in f:
             record = orjson.loads(line)
             assert record["op"] == "snapshot"
             ids[record["after"]["id"]] += 1
+            transaction = record["transaction"]
+            transactions.add(transaction["id"])
+            if not key:
+                assert transaction["seq"] == rows and transaction["size"] == 1_000_000
+                assert transaction["last"] == (rows == 999_999)
             rows += 1
     server.execute(f"DROP DATABASE {db}")
     assert rows == 1_000_000 and ids.count(1) == 1_000_000
+    assert len(transactions) == (1 if not key else 100)
     assert peak_mb < 300, f"peak {peak_mb:.0f} MB"

@@ -14,7 +14,14 @@ import pytest
 from changestream.actors.batch_settings import BatchSettings
 from changestream.actors.messages import CaughtUp, EndOfStream, Parts, PartsTaken, Tick
 from changestream.actors.sink import SinkActor
-from changestream.model.changes import Batch, Change, Position, TransactionInfo, TransactionPart
+from changestream.model.changes import (
+    Batch,
+    Change,
+    EncodedRun,
+    Position,
+    TransactionInfo,
+    TransactionPart,
+)
 from changestream.model.errors import SinkError
 from changestream.observe.stats import RouterStats
 
@@ -169,6 +176,34 @@ def test_a_failed_write_stops_the_actor_with_its_error() -> None:
     with pytest.raises(pykka.ActorDeadError):
         _wait(lambda: not actor.is_alive(), 5)
         actor.tell(Tick())
+
+
+def test_a_batch_cut_after_a_piece_of_a_table_read_whole_has_no_position() -> None:
+    """A table without a key is snapshotted as one transaction in encoded pieces: a batch
+    that holds a whole transaction and then a piece but the last is written without a
+    position (the whole one's would make the sink's saved state hold a piece that a
+    restart reads again), the last piece's batch with its position."""
+    sink, errors, finished = _HeldSink(), [], threading.Event()
+    actor = _start(sink, errors, finished, max_changes=10)
+    try:
+        end = Position("bin.000001", 400)
+        pieces = [EncodedRun(b"x\n" * 10, 10, 0, None, None, False),
+                  EncodedRun(b"x\n" * 10, 10, 0, None, None, False),
+                  EncodedRun(b"x\n" * 4, 4, 1, None, end, True)]
+        actor.tell(Parts([_part(0, 1)], Position("bin.000001", 99)))  # written, held
+        actor.tell(Parts([_part(1, 5)], Position("bin.000001", 199)))  # batch 2 with...
+        for piece in pieces:  # ...the first piece
+            actor.tell(Parts([piece], piece.position))
+        actor.tell(EndOfStream())
+        sink.release.set()
+        assert finished.wait(10)
+        assert sink.batches[1][1:] == (15, None)
+        assert sink.batches[-1][2] == end
+        assert [b[2] for b in sink.batches[2:-1]] == [None] * (len(sink.batches) - 3)
+        assert sum(b[1] for b in sink.batches) == 30
+        assert errors == []
+    finally:
+        actor.stop()
 
 
 def test_a_batch_cut_inside_a_big_transaction_has_no_position() -> None:

@@ -5,6 +5,7 @@ runs), column for column and type for type."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from typing import Any
 
 import pytest
@@ -15,10 +16,19 @@ from changestream.decoding import field_types as ft  # noqa: E402
 from changestream.decoding.table_schema import Column, TableSchema  # noqa: E402
 from changestream.model.changes import EncodedRun, Position  # noqa: E402
 from changestream.sinks.spark import snapshot_frames  # noqa: E402
-from changestream.sinks.spark.frames import TableRun, decode_runs, table_runs  # noqa: E402
+from changestream.sinks.spark.frames import (  # noqa: E402
+    Span,
+    TableRun,
+    decode_runs,
+    table_runs,
+)
 from changestream.sinks.spark.worker_encoding import ArrowFrames  # noqa: E402
 from changestream.snapshot.chunks import ChunkQuery  # noqa: E402
-from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator  # noqa: E402
+from changestream.snapshot.coordinator import (  # noqa: E402
+    ChunkOffer,
+    SnapshotCoordinator,
+    WholePiece,
+)
 from changestream.snapshot.encodings import ChunkEncoding  # noqa: E402
 from changestream.snapshot.progress import SnapshotProgress  # noqa: E402
 from changestream.snapshot.reader import ReadChunk, TablePlan, _row_reader  # noqa: E402
@@ -163,6 +173,60 @@ def test_a_chunks_frame_is_the_general_paths(schema: TableSchema, key: tuple[str
     general, _ = _runs(schema, key, texts, None)
     assert sum(r.rows for r in general) == len(texts)
     assert_same_runs(fast, general)
+
+
+def _pieces(schema: TableSchema, texts: list[list[bytes | None]], cuts: tuple[int, ...],
+            encoding: ChunkEncoding | None) -> tuple[list[Any], list[Position | None],
+                                                    SnapshotCoordinator]:
+    """The parts and positions a table without a key delivered as one transaction in
+    pieces (cut before the rows ``cuts`` number) makes."""
+    plan = _plan(schema, (), encoding)
+    packets = [text_row(r) for r in texts]
+    buf = b"".join(packets)
+    starts = [sum(len(p) for p in packets[:i]) for i in range(len(packets))]
+    rows = [plan.read_row(buf, at) for at in starts]
+    coordinator = SnapshotCoordinator(SnapshotProgress("s1", (plan.name,)))
+    parts: list[Any] = []
+    afters: list[Position | None] = []
+    bounds = (0, *cuts, len(rows))
+    for first, end in itertools.pairwise(bounds):
+        piece = WholePiece(first, len(rows), end == len(rows))
+        chunk = ReadChunk(rows[first:end], None, piece.last, ("mariadb-bin.000003", 3_000),
+                          READ_AT)
+        delivered = coordinator.deliver(
+            ChunkOffer(plan, chunk, piece=piece), STREAM,
+            lambda p: Position(STREAM.file, STREAM.pos, snapshot=p.as_dict()))
+        assert delivered is not None
+        parts += delivered[0]
+        afters.append(delivered[1])
+    return parts, afters, coordinator
+
+
+def test_a_table_read_whole_in_pieces_lands_as_one_transaction() -> None:
+    """A table without a key in three pieces: one transaction numbered through, only the
+    last piece complete and positioned (the progress moves on once), and every row's span
+    at that position, from the compiled frames as on the general path."""
+    needs_compiled()
+    texts = more_rows(250)
+    runs = {}
+    for name, encoding in (("fast", ArrowFrames().chunk_encoding()), ("general", None)):
+        parts, afters, coordinator = _pieces(MORE, texts, (100, 200), encoding)
+        assert afters[:2] == [None, None] and afters[2] is not None
+        assert afters[2].snapshot is not None and afters[2].snapshot["chunks"] == 1
+        progress = coordinator.progress
+        assert progress is not None and progress.finished and progress.rows == 250
+        assert [p.complete for p in parts] == [False, False, True]
+        if encoding is not None:
+            assert [p.position for p in parts] == afters
+            assert [p.transactions for p in parts] == [0, 0, 1]
+        [run] = runs[name] = table_runs(parts)
+        assert run.frame.column("_seq").to_pylist() == list(range(250))
+        assert all(s.position == afters[2] for s in run.spans)
+        assert sum(s.rows for s in run.spans) == 250
+        # A span per piece (the general path's changes make one): the same rows at the
+        # same position.
+        run.spans[:] = [Span(afters[2], 250, True)]
+    assert_same_runs(runs["fast"], runs["general"])
 
 
 def test_rows_whose_keys_changed_in_the_window_are_left_out_as_on_the_general_path() -> None:

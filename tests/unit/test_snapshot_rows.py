@@ -207,3 +207,19 @@ def test_compiled_and_python_scans_and_chunk_records_agree(
     records = [orjson.loads(line) for line in with_compiled.splitlines()]
     assert [r["transaction"]["seq"] for r in records] == list(range(30))
     assert [r["transaction"]["last"] for r in records] == [False] * 29 + [True]
+    # A table read whole comes in pieces of one transaction: numbered on from ``first``,
+    # of its whole size, and the last record of the last piece ends it.
+    whole = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    info = TransactionInfo("snapshot-x-2", None, None, whole, 75, 0, "mariadb-bin.000001", 4, 4)
+    pieces = [(0, keyed[:30]), (30, keyed[:30]), (60, keyed[:15])]
+    monkeypatch.delenv("CHANGESTREAM_PURE_PYTHON")
+    compiled_pieces = b"".join(chunk_records("shop", "t", rows, info, keyed=True, first=first)
+                               for first, rows in pieces)
+    monkeypatch.setenv("CHANGESTREAM_PURE_PYTHON", "1")
+    python_pieces = b"".join(chunk_records("shop", "t", rows, info, keyed=True, first=first)
+                             for first, rows in pieces)
+    assert without_ts(compiled_pieces) == without_ts(python_pieces)
+    records = [orjson.loads(line)["transaction"] for line in compiled_pieces.splitlines()]
+    assert [r["seq"] for r in records] == list(range(75))
+    assert {r["size"] for r in records} == {75}
+    assert [r["last"] for r in records] == [False] * 74 + [True]

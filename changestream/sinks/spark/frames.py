@@ -14,7 +14,7 @@ from __future__ import annotations
 import pickle
 import struct
 from collections.abc import Iterable, Iterator
-from dataclasses import field
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -80,12 +80,12 @@ class _SchemaPickles:
 _schema_pickles = _SchemaPickles()
 
 
-def row_numbers(n: int) -> pa.Array:
-    """0 .. n-1 as int64, made by Arrow (``pa.array(range(n))`` makes a Python int per row
-    with the interpreter lock held; numpy is not a dependency)."""
+def row_numbers(n: int, first: int = 0) -> pa.Array:
+    """``first`` .. ``first`` + n-1 as int64, made by Arrow (``pa.array(range(n))`` makes a
+    Python int per row with the interpreter lock held; numpy is not a dependency)."""
     if not n:
         return pa.array([], pa.int64())
-    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
+    return pc.add(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), first - 1)
 
 
 @record
@@ -259,10 +259,13 @@ def transaction_positions(parts: Iterable[Part | WorkerFrames]) -> list[Position
     parts = list(parts)
     out: list[Position | None] = [None] * len(parts)
     end: dict[str, Position | None] = {}
+    run_end: Position | None = None  # of the encoded run after, which ends a piece's transaction
     for i in range(len(parts) - 1, -1, -1):
         part = parts[i]
         if isinstance(part, EncodedRun):
-            out[i] = part.position
+            if part.complete:
+                run_end = part.position
+            out[i] = run_end
             continue
         if isinstance(part, WorkerFrames):
             out[i] = max((span.position for _, spans, _ in part.frames for span in spans
@@ -314,6 +317,10 @@ def table_runs(parts: Iterable[Part | WorkerFrames], all_before: bool = False
             frames = part.frames if isinstance(part, WorkerFrames) else \
                 decode_runs(part.records)
             for schema, spans, frame in frames:
+                if isinstance(part, EncodedRun) and not part.complete:
+                    # A piece of a table read whole: its rows are new or landed with the
+                    # piece that ends its transaction.
+                    spans = [replace(s, position=position) for s in spans]
                 run_for(schema).add_frame(frame, spans)
             continue
         for change in part.changes:

@@ -92,7 +92,7 @@ class ArrowChunks:
 
     def records(self, database: str, table: str, schema: TableSchema,
                 rows: list[tuple[tuple[Any, ...], Any]], info: TransactionInfo,
-                after: Position) -> bytes:
+                after: Position | None, first: int = 0) -> bytes:
         known = self._plans.get(id(schema))
         if known is None or known[0] is not schema:
             if len(self._plans) > 64:
@@ -100,9 +100,9 @@ class ArrowChunks:
             known = self._plans[id(schema)] = (schema, _FramePlan(schema))
         plan = known[1]
         try:
-            frame = plan.frame(rows, info)
+            frame = plan.frame(rows, info, first)
         except Exception:  # a value the compiled readers refuse (NotPlain, Arrow's errors)
-            frame = general_frame(schema, rows, info, after)  # it says what is wrong
+            frame = general_frame(schema, rows, info, after, first)  # it says what is wrong
         return encode_frames([(schema, [(after, len(rows), True)], frame)])
 
 
@@ -120,11 +120,12 @@ class _FramePlan:
             tuple(f.convert for f in self.fields))
         self.schema = frame_schema_of(self.fields, ())  # no before images: NULL
 
-    def frame(self, rows: list[tuple[tuple[Any, ...], Any]], info: TransactionInfo
-              ) -> pa.Table:
+    def frame(self, rows: list[tuple[tuple[Any, ...], Any]], info: TransactionInfo,
+              first: int = 0) -> pa.Table:
         """The frame of a chunk's ``rows`` (each ``(key, (buffer, offset))``) delivered as
-        transaction ``info``: the change metadata and the values read by the compiled
-        module; no before image (a run adds its NULL columns: ``TableRun.add_frame``)."""
+        transaction ``info``, numbered from ``first``: the change metadata and the values
+        read by the compiled module; no before image (a run adds its NULL columns:
+        ``TableRun.add_frame``)."""
         n = len(rows)
         metadata = {
             "_op": pa.repeat(pa.scalar(SNAPSHOT_OP, pa.string()), n),
@@ -132,7 +133,7 @@ class _FramePlan:
             "_gtid": pa.nulls(n, pa.string()),
             "_xid": pa.nulls(n, pa.string()),
             "_commit_ts": pa.repeat(pa.scalar(info.commit_ts, _META_TYPES["_commit_ts"]), n),
-            "_seq": row_numbers(n),
+            "_seq": row_numbers(n, first),
             "_binlog_file": pa.repeat(pa.scalar(info.file, pa.string()), n),
             "_binlog_pos": pa.repeat(pa.scalar(info.start, pa.int64()), n),
         }
@@ -147,15 +148,15 @@ def chunk_frame(schema: TableSchema, rows: list[tuple[tuple[Any, ...], Any]],
 
 
 def general_frame(schema: TableSchema, rows: list[tuple[tuple[Any, ...], Any]],
-                  info: TransactionInfo, after: Position) -> pa.Table:
+                  info: TransactionInfo, after: Position | None, first: int = 0) -> pa.Table:
     """The same frame made on the general path: the rows as the decoder's values, a
     ``snapshot`` change each (as the snapshot's coordinator makes them), one run."""
     read, convert = values_reader(len(schema.columns)), values.row_converter(schema)
     pk = [schema.column_names[i] for i in schema.primary_key or ()]
     run = TableRun(schema.database, schema.table, schema, table_mappings(schema),
                    all_before=True)
-    last = len(rows) - 1
-    for seq, (_, (buf, at)) in enumerate(rows):
+    last = info.size - 1
+    for seq, (_, (buf, at)) in enumerate(rows, first):
         row = convert(read(buf, at))
         run.add(Change(SNAPSHOT_OP, schema.database, schema.table, None, row,
                        {k: row[k] for k in pk} if pk else None, None, info.file, info.start,

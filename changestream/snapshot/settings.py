@@ -31,7 +31,8 @@ class SnapshotSettings:
         "start.at is unset, never when a start position is given."))
     chunk_rows: int = setting(10_000, check=positive, doc=(
         "Rows per chunk (one SELECT each; a chunk's rows are held in memory until "
-        "delivered)."))
+        "delivered). A table without a key is read in one SELECT and delivered in "
+        "pieces of this many rows, as one transaction."))
     tables: list[str] = setting(factory=list, doc=(
         'Which tables (patterns like "shop.*"; empty: every table the filter takes).'))
     refill: bool = setting(True, doc=(

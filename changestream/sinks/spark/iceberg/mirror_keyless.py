@@ -67,6 +67,9 @@ def _repeat(step: int, mask: pa.ChunkedArray | pa.Array) -> pa.Array:
     return pa.repeat(pa.scalar(step, pa.int64()), pc.sum(mask).as_py() or 0)
 
 
+_REMOVING = pa.array(["update", "delete"])
+_ADDING = pa.array(["insert", "snapshot"])
+
 _NONE = pa.table({COPIES: pa.array([], pa.int64()), _AT: pa.array([], pa.int64()),
                   ROW_HASH: pa.array([], pa.binary(16))})
 
@@ -78,6 +81,12 @@ def keyless_copies(run: TableRun, rows: pa.Table, row_schema: pa.Schema
     columns as it types them) and how many of their copies go (``COPIES``)), ``None``
     when empty. A DELETE of one of several equal rows removes one copy, as the server
     did."""
+    ops = rows.column("_op")
+    if not pc.any(pc.is_in(ops, _REMOVING)).as_py():
+        # Rows added only (inserts, a snapshot's rows): each one a copy added, in batch
+        # order, and nothing to remove: no row value to hash and count.
+        added = rows.select([f.name for f in run.fields]).filter(pc.is_in(ops, _ADDING))
+        return (added if added.num_rows else None), None
     both, changed = net_copies(run, rows, row_schema)
     counts = changed.column(COPIES)
     gained = changed.filter(pc.greater(counts, 0))

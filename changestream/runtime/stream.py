@@ -5,7 +5,8 @@
             handle(part.info, part.changes)
 
 Each item is a :class:`~changestream.model.changes.TransactionPart`: a whole transaction, or
-one part of a spilled one (``part.complete`` on its last). It counts as delivered once the
+one part of a spilled one or of a snapshot's table without a key (``part.complete`` on its
+last). It counts as delivered once the
 loop asks for the next, so a program that crashes while handling one gets it again."""
 
 from __future__ import annotations

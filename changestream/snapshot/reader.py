@@ -128,6 +128,10 @@ class ReadChunk:
     read_at: dt.datetime
 
 
+#: The server's net_write_timeout (seconds) while a table is read whole: a day.
+_WHOLE_READ_WRITE_TIMEOUT = 86_400
+
+
 @record
 class WholeRead:
     """A table without a key being read: its rows as counted in the read's snapshot (or
@@ -295,6 +299,9 @@ class ChunkReader:
         columns = ", ".join(quote(name) for name in plan.schema.column_names)
         at: tuple[str, int] | None = None
         with self.conn.cursor() as cur:
+            # The result is read as the pieces are delivered: a slow sink stalls it, and the
+            # server drops a connection it cannot write to for net_write_timeout (60 s).
+            cur.execute(f"SET SESSION net_write_timeout = {_WHOLE_READ_WRITE_TIMEOUT}")
             if self.mariadb:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                 at = _snapshot_position(cur)
@@ -313,6 +320,8 @@ class ChunkReader:
             yield piece.rows
         if self.mariadb:
             self.conn.commit()
+        with self.conn.cursor() as cur:
+            cur.execute("SET SESSION net_write_timeout = DEFAULT")
 
     def lock(self, plan: TablePlan) -> None:
         """``LOCK TABLES ... READ`` on the table (MySQL, a table without a key): its writers

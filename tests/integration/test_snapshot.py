@@ -22,8 +22,10 @@ import orjson
 import pytest
 from prometheus_client import generate_latest
 
+from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.adapter import SinkCapabilities
 from changestream.encoding.records import json_default
+from changestream.model.errors import SourceError
 from changestream.runtime.router import Router, RouterSettings
 from changestream.runtime.stream import TransactionStream
 from changestream.sinks.jsonl import JsonLinesSink
@@ -602,6 +604,63 @@ def test_a_keyless_table_killed_inside_its_pieces_is_delivered_once(
     assert [t["seq"] for t in transactions] == list(range(200_000))
     assert [t["last"] for t in transactions].count(True) == 1 and transactions[-1]["last"]
     assert rebuilt_multiset(records, "n") == source_multiset(server, db, "n")
+
+
+def test_a_consumer_slower_than_the_server_s_write_timeout_still_gets_a_keyless_table(
+        server: Any, fresh_database: str) -> None:
+    """A table without a key is read as its pieces are delivered: a consumer that keeps the
+    stream waiting longer than the server's net_write_timeout (2 s here) while the rest of
+    a 20 MB result waits on the connection still gets every row."""
+    db = fresh_database
+    server.execute(f"CREATE TABLE `{db}`.n (g INT, note VARCHAR(80))")
+    for base in range(0, 240_000, 20_000):
+        values = ", ".join(f"({i % 50}, '{'x' * 60} {i % 13}')"
+                           for i in range(base, base + 20_000))
+        server.execute(f"INSERT INTO `{db}`.n VALUES {values}")
+    server.execute("SET GLOBAL net_write_timeout = 2")  # the router's connections take it
+    try:
+        rows, waited = 0, False
+        with TransactionStream(RouterSettings(
+                source=server.url, until="caught-up", filter=ChangeFilter(include=[db]),
+                batch=BatchSettings(max_changes=2000),  # the pieces wait for the consumer
+                snapshot=SnapshotSettings(mode="initial-only", chunk_rows=1000))) as stream:
+            for part in stream:
+                rows += len(part.changes)
+                if not waited:
+                    time.sleep(5)
+                    waited = True
+    finally:
+        server.execute("SET GLOBAL net_write_timeout = 60")
+    assert rows == 240_000
+
+
+def test_a_snapshot_whose_connection_the_server_kills_fails_naming_the_table(
+        server: Any, fresh_database: str) -> None:
+    """The server ends the snapshot's connection in the middle of a table (``KILL``): the
+    router stops with a source error that names the table and says what the server did,
+    not a driver's traceback."""
+    db = fresh_database
+    server.execute(f"CREATE TABLE `{db}`.n (g INT, note VARCHAR(80))")
+    for base in range(0, 240_000, 20_000):
+        values = ", ".join(f"({i % 50}, '{'x' * 60} {i % 13}')"
+                           for i in range(base, base + 20_000))
+        server.execute(f"INSERT INTO `{db}`.n VALUES {values}")
+    stream = TransactionStream(RouterSettings(
+        source=server.url, until="caught-up", filter=ChangeFilter(include=[db]),
+        batch=BatchSettings(max_changes=2000),  # the pieces wait for the consumer
+        snapshot=SnapshotSettings(mode="initial-only", chunk_rows=1000)))
+    killed = False
+    with pytest.raises(SourceError) as failed, stream:
+        for _ in stream:  # the read waits on its connection while the first part is taken
+            if not killed:
+                reading = [row[0] for row in server.execute(
+                    "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE "
+                    f"'SELECT %FROM `{db}`.`n`'")]
+                assert reading, "the table's read was not found"
+                server.execute(f"KILL {reading[0]}")
+                killed = True
+    assert str(failed.value).startswith(f"snapshot of {db}.n: reading from the server "
+                                        "failed: "), failed.value
 
 
 def test_a_snapshot_asked_for_is_taken_up_again_by_a_router_killed_before_its_first_chunk(

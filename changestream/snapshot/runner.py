@@ -11,6 +11,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import pymysql
+
 from changestream.model.changes import binlog_order
 from changestream.model.errors import SourceError
 from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator, WholePiece
@@ -49,6 +51,7 @@ class SnapshotRunner:
         self.stopping = stopping
         self.on_error = on_error
         self.finished = threading.Event()
+        self._reading: str | None = None  # the table being read (for errors)
         self._thread = threading.Thread(target=self._run, name="changestream-snapshot",
                                         daemon=True)
 
@@ -67,6 +70,11 @@ class SnapshotRunner:
                 if self._pool is not None:
                     self._pool.close()
                 reader.close()
+        except pymysql.MySQLError as exc:  # the server went away, or refused a read
+            if not self.stopping.is_set():
+                self.on_error(SourceError(
+                    f"snapshot of {self._reading or 'its tables'}: reading from the server "
+                    f"failed: {exc.args[-1] if exc.args else exc}"))
         except Exception as exc:
             if not self.stopping.is_set():
                 self.on_error(exc)
@@ -86,6 +94,7 @@ class SnapshotRunner:
             if name is None:
                 break
             database, _, table = name.partition(".")
+            self._reading = name
             plan = reader.plan(database, table, c.progress.where.get(name))
             if plan is None:
                 log.warning("snapshot %s: table %s is gone; left out", c.progress.id, name)

@@ -393,6 +393,46 @@ def test_iceberg_resumes_a_batch_cut_short_without_doubling_rows(
     assert spark.table(f"{catalog}.shop.b__changelog").count() == 1
 
 
+@pytest.mark.parametrize("table", ["a__changelog`", ".`a`"], ids=["changelog", "mirror"])
+def test_iceberg_a_commit_whose_reply_is_lost_is_not_made_again_by_the_retry(
+        spark: Any, tmp_path: Any, catalog: str, monkeypatch: Any, table: str) -> None:
+    """A commit the catalog made but whose reply never came back (a network error, a commit
+    state the catalog could not tell): the writer's retry of the batch, on the same sink,
+    reads what each table holds again instead of trusting what it knew, so the batch lands
+    once."""
+    log = Binlog()
+    a, b = simple_schema("a"), simple_schema("b")
+    b1 = batch(1, [log.transaction([("insert", a, None, {"id": 1, "name": "x", "qty": 1})])])
+    b2 = batch(2, [log.transaction([("insert", a, None, {"id": 2, "name": "y", "qty": 1})]),
+                   log.transaction([("insert", b, None, {"id": 1, "name": "z", "qty": 1})])])
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    sink.open()
+    sink.write(b1)
+    from changestream.sinks.spark.iceberg.files import ArrowAppender
+
+    lost = []
+
+    def reply_lost(real: Any) -> Any:
+        def commit(self: Any, name: str, *args: Any) -> Any:
+            done = real(self, name, *args)
+            if name.endswith(table) and not lost:
+                lost.append(name)
+                raise RuntimeError("Error while sending or receiving")  # after the commit
+            return done
+        return commit
+
+    for method in ("row_delta", "position_delta"):
+        monkeypatch.setattr(ArrowAppender, method, reply_lost(getattr(ArrowAppender, method)))
+    with pytest.raises(Exception, match="receiving"):
+        sink.write(b2)
+    sink.write(b2)  # the writer actor's retry
+    assert lost
+    assert spark.table(f"{catalog}.shop.a__changelog").count() == 2
+    assert spark.table(f"{catalog}.shop.b__changelog").count() == 1
+    assert [r["id"] for r in mirror(spark, catalog, "a")] == [1, 2]
+    assert [r["id"] for r in mirror(spark, catalog, "b")] == [1]
+
+
 def test_iceberg_a_batch_cut_between_its_merge_and_its_append_lands_once(
         spark: Any, tmp_path: Any, catalog: str, monkeypatch: Any) -> None:
     """Where the mirror is written by Spark (arrow_appends=false), a batch with old keys

@@ -37,6 +37,10 @@ class DurableSparkSink(SparkSinkBase):
     def _landed(self, runs: list[TableRun]) -> None:
         """After a batch landed (upkeep: nothing here)."""
 
+    def _forget_landed(self) -> None:
+        """After a batch failed: forget what is known of what the tables hold, so that the
+        retry reads it again (nothing here)."""
+
     def write(self, batch: Batch) -> None:
         if self.spark is None:
             raise SinkError("spark sink: write before open")
@@ -63,9 +67,12 @@ class DurableSparkSink(SparkSinkBase):
         grouped = time.perf_counter() - grouped
         try:
             rows = self._land(parts, runs, batch)
-        except SinkError:
-            raise
         except Exception as exc:
+            # A commit may have been made whose reply was lost (a network error, a commit
+            # state the catalog could not tell): a retry reads what the tables hold again.
+            self._forget_landed()
+            if isinstance(exc, SinkError):
+                raise
             raise SinkError(f"spark sink ({self.mode}): batch {batch.id} at "
                             f"{batch.position}: {short(exc)}") from exc
         self._held = []

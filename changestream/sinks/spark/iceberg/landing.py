@@ -146,6 +146,12 @@ class IcebergLanding:
         """Land ``run`` into its mirror; the rows taken."""
         return self.mirrors.land(spark, run)
 
+    def forget_landed(self) -> None:
+        """Forget the tables' committed positions and the mirrors' key indexes (a batch
+        failed, perhaps after a commit whose reply was lost): read again when next used."""
+        self.tables.reset()
+        self.mirrors.forget_indexes()
+
     def commit_batch(self, spark: SparkSession, batch_id: int, position: Position) -> None:
         """Mark the batch done: a snapshot of the control table with ``position``."""
         with self.clock("batch commit"):

@@ -53,6 +53,10 @@ class MirrorLanding:
         self.position_deletes = position_deletes
         self._positions: MirrorPositions | None = None
 
+    def forget_indexes(self) -> None:
+        """Drop the mirrors' key indexes: each is read again from its table when needed."""
+        self._positions = None
+
     def _mirror_positions(self, spark: SparkSession) -> MirrorPositions:
         appender = self.tables.appender_for(spark)
         if self._positions is None or self._positions.appender is not appender:

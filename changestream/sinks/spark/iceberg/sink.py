@@ -153,6 +153,9 @@ class IcebergSparkSink(DurableSparkSink):
         landing.commit_batch(self.spark, batch.id, batch.position)
         return rows
 
+    def _forget_landed(self) -> None:
+        self._landing.forget_landed()
+
     def _landed(self, runs: list[TableRun]) -> None:
         if self.upkeep is not None:
             self.upkeep.landed([*self._landing.control_tables, *(name for run in runs

@@ -606,17 +606,22 @@ def test_a_keyless_table_killed_inside_its_pieces_is_delivered_once(
     assert rebuilt_multiset(records, "n") == source_multiset(server, db, "n")
 
 
+def _big_keyless_table(server: Any, db: str) -> None:
+    """Table ``n`` without a key, 240,000 rows of about 70 bytes (a 20 MB result)."""
+    server.execute(f"CREATE TABLE `{db}`.n (g INT, note VARCHAR(80))")
+    for base in range(0, 240_000, 20_000):
+        values = ", ".join(f"({i % 50}, '{'x' * 60} {i % 13}')"
+                           for i in range(base, base + 20_000))
+        server.execute(f"INSERT INTO `{db}`.n VALUES {values}")
+
+
 def test_a_consumer_slower_than_the_server_s_write_timeout_still_gets_a_keyless_table(
         server: Any, fresh_database: str) -> None:
     """A table without a key is read as its pieces are delivered: a consumer that keeps the
     stream waiting longer than the server's net_write_timeout (2 s here) while the rest of
     a 20 MB result waits on the connection still gets every row."""
     db = fresh_database
-    server.execute(f"CREATE TABLE `{db}`.n (g INT, note VARCHAR(80))")
-    for base in range(0, 240_000, 20_000):
-        values = ", ".join(f"({i % 50}, '{'x' * 60} {i % 13}')"
-                           for i in range(base, base + 20_000))
-        server.execute(f"INSERT INTO `{db}`.n VALUES {values}")
+    _big_keyless_table(server, db)
     server.execute("SET GLOBAL net_write_timeout = 2")  # the router's connections take it
     try:
         rows, waited = 0, False
@@ -640,11 +645,7 @@ def test_a_snapshot_whose_connection_the_server_kills_fails_naming_the_table(
     router stops with a source error that names the table and says what the server did,
     not a driver's traceback."""
     db = fresh_database
-    server.execute(f"CREATE TABLE `{db}`.n (g INT, note VARCHAR(80))")
-    for base in range(0, 240_000, 20_000):
-        values = ", ".join(f"({i % 50}, '{'x' * 60} {i % 13}')"
-                           for i in range(base, base + 20_000))
-        server.execute(f"INSERT INTO `{db}`.n VALUES {values}")
+    _big_keyless_table(server, db)
     stream = TransactionStream(RouterSettings(
         source=server.url, until="caught-up", filter=ChangeFilter(include=[db]),
         batch=BatchSettings(max_changes=2000),  # the pieces wait for the consumer

@@ -360,13 +360,19 @@ def test_iceberg_keeps_a_mirror_and_a_changelog_with_the_position(
     assert len(mirror(spark, catalog, "items")) == 4
 
 
-def test_iceberg_resumes_a_batch_cut_short_without_doubling_rows(
-        spark: Any, tmp_path: Any, catalog: str, monkeypatch: Any) -> None:
+def _a_then_a_and_b() -> tuple[Batch, Batch]:
+    """Batch 1: an insert into table a; batch 2: an insert into a, then one into b."""
     log = Binlog()
     a, b = simple_schema("a"), simple_schema("b")
     b1 = batch(1, [log.transaction([("insert", a, None, {"id": 1, "name": "x", "qty": 1})])])
     b2 = batch(2, [log.transaction([("insert", a, None, {"id": 2, "name": "y", "qty": 1})]),
                    log.transaction([("insert", b, None, {"id": 1, "name": "z", "qty": 1})])])
+    return b1, b2
+
+
+def test_iceberg_resumes_a_batch_cut_short_without_doubling_rows(
+        spark: Any, tmp_path: Any, catalog: str, monkeypatch: Any) -> None:
+    b1, b2 = _a_then_a_and_b()
     sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
     sink.open()
     sink.write(b1)
@@ -400,11 +406,7 @@ def test_iceberg_a_commit_whose_reply_is_lost_is_not_made_again_by_the_retry(
     state the catalog could not tell): the writer's retry of the batch, on the same sink,
     reads what each table holds again instead of trusting what it knew, so the batch lands
     once."""
-    log = Binlog()
-    a, b = simple_schema("a"), simple_schema("b")
-    b1 = batch(1, [log.transaction([("insert", a, None, {"id": 1, "name": "x", "qty": 1})])])
-    b2 = batch(2, [log.transaction([("insert", a, None, {"id": 2, "name": "y", "qty": 1})]),
-                   log.transaction([("insert", b, None, {"id": 1, "name": "z", "qty": 1})])])
+    b1, b2 = _a_then_a_and_b()
     sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
     sink.open()
     sink.write(b1)

@@ -83,8 +83,10 @@ def test_a_table_read_whole_goes_as_pieces_of_one_transaction_the_last_one_endin
     rows = [((), (b"r%d" % i, b"null")) for i in range(7)]
     seen: list[ChunkOffer] = []
 
+    done = threading.Event()
+
     def stream() -> None:  # the listener and Transaction actor, as far as offers go
-        while len(seen) < 3:
+        while not done.is_set():  # every offer delivered: a runner that offers more ends
             for offer in c.due("bin.000002", 900):
                 seen.append(offer)
                 offer.delivered.set()
@@ -92,9 +94,12 @@ def test_a_table_read_whole_goes_as_pieces_of_one_transaction_the_last_one_endin
 
     taker = threading.Thread(target=stream, daemon=True)
     taker.start()
-    sent = runner._offer_pieces(_plan(), _whole(7, [rows[:3], rows[3:6], rows[6:], []]),
-                                ("bin.000002", 900))
-    taker.join(5)
+    try:
+        sent = runner._offer_pieces(_plan(), _whole(7, [rows[:3], rows[3:6], rows[6:], []]),
+                                    ("bin.000002", 900))
+    finally:
+        done.set()
+        taker.join(5)
     assert sent == 7
     assert [(o.piece, len(o.chunk.rows), o.chunk.done) for o in seen] == [
         (WholePiece(0, 7, False), 3, False), (WholePiece(3, 7, False), 3, False),

@@ -415,15 +415,19 @@ def test_iceberg_a_commit_whose_reply_is_lost_is_not_made_again_by_the_retry(
     lost = []
 
     def reply_lost(real: Any) -> Any:
-        def commit(self: Any, name: str, *args: Any) -> Any:
-            done = real(self, name, *args)
-            if name.endswith(table) and not lost:
-                lost.append(name)
-                raise RuntimeError("Error while sending or receiving")  # after the commit
-            return done
-        return commit
+        def prepare(self: Any, name: str, *args: Any) -> Any:
+            made = real(self, name, *args)
 
-    for method in ("row_delta", "position_delta"):
+            def commit() -> Any:
+                done = made()
+                if name.endswith(table) and not lost:
+                    lost.append(name)
+                    raise RuntimeError("Error while sending or receiving")  # after the commit
+                return done
+            return None if made is None else commit
+        return prepare
+
+    for method in ("prepare_row_delta", "prepare_position_delta"):
         monkeypatch.setattr(ArrowAppender, method, reply_lost(getattr(ArrowAppender, method)))
     with pytest.raises(Exception, match="receiving"):
         sink.write(b2)
@@ -433,6 +437,50 @@ def test_iceberg_a_commit_whose_reply_is_lost_is_not_made_again_by_the_retry(
     assert spark.table(f"{catalog}.shop.b__changelog").count() == 1
     assert [r["id"] for r in mirror(spark, catalog, "a")] == [1, 2]
     assert [r["id"] for r in mirror(spark, catalog, "b")] == [1]
+
+
+def test_iceberg_a_mirror_commit_refused_after_another_writer_s_is_planned_again(
+        spark: Any, tmp_path: Any, catalog: str, monkeypatch: Any, caplog: Any) -> None:
+    """Another writer deletes from the mirror's data file after the batch was planned on
+    the key index, while the batch's commit waits in the queue: Iceberg refuses the
+    commit, and the batch is planned again on the mirror as it now is and landed, the
+    tables after it in the batch too."""
+    log = Binlog()
+    a, b = simple_schema("a"), simple_schema("b")
+    rows = [{"id": i, "name": "x", "qty": 1} for i in (1, 2, 3)]
+    b1 = batch(1, [log.transaction([("insert", a, None, r) for r in rows])])
+    b2 = batch(2, [log.transaction([("delete", a, rows[0], None)]),
+                   log.transaction([("update", a, rows[2], {**rows[2], "qty": 9})])])
+    b3 = batch(3, [log.transaction([("update", a, {**rows[2], "qty": 9},
+                                     {**rows[2], "qty": 10})]),
+                   log.transaction([("insert", b, None, {"id": 7, "name": "z", "qty": 1})])])
+    sink = SparkSink("iceberg", warehouse=tmp_path, spark=spark, catalog=catalog)
+    sink.open()
+    sink.write(b1)
+    sink.write(b2)  # the mirror's key index is built
+    from changestream.sinks.spark.iceberg.files import ArrowAppender
+
+    real = ArrowAppender.prepare_position_delta
+    interfered: list[str] = []
+
+    def prepare(self: Any, name: str, *args: Any) -> Any:
+        made = real(self, name, *args)
+
+        def commit() -> Any:
+            if not interfered:
+                interfered.append(name)
+                spark.sql(f"DELETE FROM {catalog}.shop.a WHERE id = 2")  # another writer
+            return made()
+        return None if made is None else commit
+
+    monkeypatch.setattr(ArrowAppender, "prepare_position_delta", prepare)
+    with caplog.at_level("INFO", logger="changestream.sinks.spark"):
+        sink.write(b3)
+    assert interfered
+    assert "changed under the router" in caplog.text
+    assert [(r["id"], r["qty"]) for r in mirror(spark, catalog, "a")] == [(3, 10)]
+    assert [r["id"] for r in mirror(spark, catalog, "b")] == [7]
+    assert spark.table(f"{catalog}.shop.a__changelog").count() == 6
 
 
 def test_iceberg_a_batch_cut_between_its_merge_and_its_append_lands_once(

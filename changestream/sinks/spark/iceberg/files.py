@@ -14,6 +14,7 @@ import json
 import os
 import uuid
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -258,10 +259,21 @@ class ArrowAppender:
         rows whose key columns equal a row of ``deleted`` (an equality delete: it applies
         to the rows committed before, not to this commit's) are deleted and ``rows`` added.
         ``False`` (nothing written) when this writer cannot."""
+        commit = self.prepare_row_delta(name, rows, deleted, properties)
+        if commit is None:
+            return False
+        commit()
+        return True
+
+    def prepare_row_delta(self, name: str, rows: pa.Table | None, deleted: pa.Table | None,
+                          properties: dict[str, str]) -> Callable[[], None] | None:
+        """:meth:`row_delta` made ready: the call that writes its files and commits them
+        (it touches no state of this writer: another thread may make it), ``None`` when
+        this writer cannot."""
         table = self._table(name)
         facts = self._facts_of(name, table)
         if facts.base is None:
-            return False
+            return None
         try:
             partitions = [] if rows is None or not rows.num_rows else \
                 self._partitions(facts, _with_ids(rows, facts.schema))
@@ -270,25 +282,29 @@ class ArrowAppender:
                     raise Unsupported("equality deletes of a partitioned table")
                 deleted = _with_ids(deleted, facts.schema)
         except Unsupported:
-            return False
-        delete_location, delete_size, delete_rows, equality_ids = None, 0, 0, None
-        if deleted is not None and deleted.num_rows:
-            delete_location, delete_size = self._write(facts, "data/", deleted)
-            delete_rows = deleted.num_rows
-            equality_ids = ",".join(str(int(f.metadata[FIELD_ID])) for f in deleted.schema)
-        files = []
-        for partition, piece in partitions:
-            location, size = self._write(
-                facts, f"data/{partition}/" if partition else "data/", piece)
-            files.append(f"{location}\t{size}\t{partition}")
-        # An append's manifest is written by the commit itself (format 2; see
-        # commits), named apart from the ones Iceberg writes.
-        manifest = f"{facts.metadata_root}/driver-{uuid.uuid4()}-m0.avro" \
-            if delete_location is None and files and facts.format_version == 2 else None
-        self._commits(table).commitFiles(table, "\n".join(files), delete_location, delete_size,
-                                         delete_rows, equality_ids, manifest,
-                                         encode_properties(properties))
-        return True
+            return None
+        commits = self._commits(table)
+
+        def commit() -> None:
+            delete_location, delete_size, delete_rows, equality_ids = None, 0, 0, None
+            if deleted is not None and deleted.num_rows:
+                delete_location, delete_size = self._write(facts, "data/", deleted)
+                delete_rows = deleted.num_rows
+                equality_ids = ",".join(str(int(f.metadata[FIELD_ID])) for f in deleted.schema)
+            files = []
+            for partition, piece in partitions:
+                location, size = self._write(
+                    facts, f"data/{partition}/" if partition else "data/", piece)
+                files.append(f"{location}\t{size}\t{partition}")
+            # An append's manifest is written by the commit itself (format 2; see
+            # commits), named apart from the ones Iceberg writes.
+            manifest = f"{facts.metadata_root}/driver-{uuid.uuid4()}-m0.avro" \
+                if delete_location is None and files and facts.format_version == 2 else None
+            commits.commitFiles(table, "\n".join(files), delete_location, delete_size,
+                                delete_rows, equality_ids, manifest,
+                                encode_properties(properties))
+
+        return commit
 
     def position_delta(self, name: str, rows: pa.Table | None, deleted: pa.Table,
                        base_snapshot: int, properties: dict[str, str]
@@ -300,6 +316,15 @@ class ArrowAppender:
         Returns (the new data file's location, ``None`` without rows; the new snapshot's
         id; its parent's, -1 for none), ``None`` (nothing written) when this writer
         cannot."""
+        commit = self.prepare_position_delta(name, rows, deleted, base_snapshot, properties)
+        return None if commit is None else commit()
+
+    def prepare_position_delta(self, name: str, rows: pa.Table | None, deleted: pa.Table,
+                               base_snapshot: int, properties: dict[str, str]
+                               ) -> Callable[[], tuple[str | None, int, int]] | None:
+        """:meth:`position_delta` made ready: the call that writes its files, commits
+        them and returns what :meth:`position_delta` does (another thread may make it),
+        ``None`` when this writer cannot."""
         table = self._table(name)
         facts = self._facts_of(name, table)
         if facts.base is None or facts.partitioned:
@@ -308,23 +333,28 @@ class ArrowAppender:
             rows = None if rows is None or not rows.num_rows else _with_ids(rows, facts.schema)
         except Unsupported:
             return None
-        files, location = [], None
-        if rows is not None:
-            location, size = self._write(facts, "data/", rows)
-            files.append(f"{location}\t{size}\t")
-        # One delete file per data file it deletes from: Iceberg applies such a file to
-        # that data file alone (a file naming several applies to every file whose name
-        # falls between them, which a reader then opens: reads and compaction slowed down
-        # with the number of batches).
-        deletes, referenced = [], []
-        for data_file, positions in split_by_data_file(deleted):
-            path, size = self._write(facts, "data/", positions)
-            deletes.append(f"{path}\t{size}\t{positions.num_rows}")
-            referenced.append(data_file)
-        made, parent = str(self._commits(table).commitPositionDelta(
-            table, "\n".join(files), "\n".join(deletes), "\n".join(referenced),
-            base_snapshot, encode_properties(properties))).split()
-        return location, int(made), int(parent)
+        commits = self._commits(table)
+
+        def commit() -> tuple[str | None, int, int]:
+            files, location = [], None
+            if rows is not None:
+                location, size = self._write(facts, "data/", rows)
+                files.append(f"{location}\t{size}\t")
+            # One delete file per data file it deletes from: Iceberg applies such a file to
+            # that data file alone (a file naming several applies to every file whose name
+            # falls between them, which a reader then opens: reads and compaction slowed
+            # down with the number of batches).
+            deletes, referenced = [], []
+            for data_file, positions in split_by_data_file(deleted):
+                path, size = self._write(facts, "data/", positions)
+                deletes.append(f"{path}\t{size}\t{positions.num_rows}")
+                referenced.append(data_file)
+            made, parent = str(commits.commitPositionDelta(
+                table, "\n".join(files), "\n".join(deletes), "\n".join(referenced),
+                base_snapshot, encode_properties(properties))).split()
+            return location, int(made), int(parent)
+
+        return commit
 
     @staticmethod
     def _write(facts: _TableFacts, relative: str, rows: pa.Table) -> tuple[str, int]:

@@ -109,19 +109,22 @@ class IcebergLanding:
 
     def apply_ddl(self, spark: SparkSession, change: Change, position: Position | None) -> None:
         """Apply DDL ``change`` to the mirrors and changelogs (:class:`.ddl.MirroredDdl`)."""
+        self.tables.commits.drain()
         self.ddl.apply_ddl(spark, change, position)
 
     def record_ddl(self, spark: SparkSession, change: Change, position: Position) -> None:
         """Note that everything up to ``position`` (a DDL just applied) is landed."""
+        self.tables.commits.drain()
         self.ddl.record_ddl(spark, change, position)
 
     # -- landing ---------------------------------------------------------------------
 
     def land_runs(self, spark: SparkSession, runs: list[TableRun]) -> dict[str, int]:
         """Land ``runs`` in order, each into its changelog, then its mirror; returns each
-        source table's new changelog rows. (Landing two tables at once on two threads was
-        tried: faster, but Spark-written tables then got a row twice now and then, a
-        cause not found; see docs/internals.md.)"""
+        source table's new changelog rows. The driver's commits are made on their own
+        thread meanwhile (:mod:`.commit_queue`); Spark's jobs are not: landing two tables
+        at once on two threads was tried, and Spark-written tables then got a row twice
+        now and then, a cause not found (docs/internals.md)."""
         rows: dict[str, int] = {}
         for run in runs:
             rows[run.name] = rows.get(run.name, 0) + self.land_changelog(spark, run)
@@ -133,6 +136,7 @@ class IcebergLanding:
         tables = self.tables
         name = tables.changelog_name(run)
         clock = self.clock
+        tables.commits.wait_for(name)
         with clock("evolve"):
             rows, last, _ = tables.prepare(spark, name, run, changelog=True)
         if rows is None or last is None:
@@ -146,14 +150,23 @@ class IcebergLanding:
         """Land ``run`` into its mirror; the rows taken."""
         return self.mirrors.land(spark, run)
 
+    def close(self) -> None:
+        """Stop the commits' thread (what is under way is waited for)."""
+        self.tables.commits.close()
+
     def forget_landed(self) -> None:
         """Forget the tables' committed positions and the mirrors' key indexes (a batch
-        failed, perhaps after a commit whose reply was lost): read again when next used."""
+        failed, perhaps after a commit whose reply was lost): read again when next used,
+        once no commit is under way."""
+        self.tables.commits.discard()
         self.tables.reset()
         self.mirrors.forget_indexes()
 
     def commit_batch(self, spark: SparkSession, batch_id: int, position: Position) -> None:
-        """Mark the batch done: a snapshot of the control table with ``position``."""
+        """Mark the batch done, once its commits are made: a snapshot of the control table
+        with ``position``."""
+        with self.clock("commits"):
+            self.tables.commits.drain()
         with self.clock("batch commit"):
             self.tables.batch_done()
             # A snapshot without files: its summary is all a resume reads, and a data file

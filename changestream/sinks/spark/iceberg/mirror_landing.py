@@ -72,7 +72,8 @@ class MirrorLanding:
         if self.position_deletes:
             done = self._mirror_positions(spark).land(
                 name, KeyedRows(run.key_names, upserts, deleted), properties,
-                expect_present=keys_must_exist(run, self.append_new_keys))
+                expect_present=keys_must_exist(run, self.append_new_keys),
+                commits=self.tables.commits)
             if done is not None:
                 return done
         return self.tables.appender_for(spark).row_delta(name, upserts, deleted, properties)
@@ -82,6 +83,7 @@ class MirrorLanding:
         tables = self.tables
         name = tables.mirror_name(run)
         clock = self.clock
+        tables.commits.wait_for(name)
         with clock("evolve"):
             rows, last, kept = tables.prepare(spark, name, run, changelog=False)
         if rows is None or last is None:
@@ -101,6 +103,7 @@ class MirrorLanding:
                         "out, binlog_row_image MINIMAL or NOBLOB more): a mirror of a table "
                         "without a key cannot tell which rows they change")
                 with clock("mirror images"):
+                    tables.commits.drain()  # a Spark query waits for the driver's commits
                     rows = complete_images(spark, name, run, rows, absent)
         if keys and self.arrow_appends:
             with clock("mirror plan"):
@@ -139,7 +142,8 @@ class MirrorLanding:
             return True  # changes that cancel out
         with self.clock("mirror delta"):
             copied = mirror.land(name, RowCopies(added, removed, hashed_over),
-                                 {PROPERTY: positions.encode(last)}, expect_present=True)
+                                 {PROPERTY: positions.encode(last)}, expect_present=True,
+                                 commits=self.tables.commits)
         if copied:
             self.tables.committed[name] = last
         return bool(copied)
@@ -163,6 +167,7 @@ class MirrorLanding:
         (``None``: no position)."""
         clock = self.clock
         keys = run.key_names
+        self.tables.commits.drain()  # a Spark MERGE waits for the driver's commits
         view = f"changestream_src_{uuid.uuid4().hex}"
         try:
             with clock("arrow to spark"):

@@ -14,6 +14,8 @@ adds (:class:`RowCopies`)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ import pyarrow as pa
 from changestream.model.errors import SinkError
 
 from ..options import short
+from .commit_queue import CommitQueue
 from .files import ArrowAppender, Unsupported, file_schema
 from .key_index import (
     DELETE_FILE_SCHEMA,
@@ -114,17 +117,21 @@ class MirrorPositions:
         self.indexes: dict[str, KeyIndex] = {}
 
     def land(self, name: str, batch: KeyedRows | RowCopies, properties: dict[str, str],
-             expect_present: bool = False) -> bool | None:
-        """Commit ``batch`` to mirror ``name`` with ``properties``. ``True`` when done,
-        ``False`` when the driver cannot write this table (the caller uses Spark),
-        ``None`` when the mirror cannot take position deletes (equality deletes apply to
-        it, or its keys cannot be indexed here). ``expect_present``: every key (row) the
-        batch deletes is in the mirror (it changed at the source, which the mirror
-        equals as of the batch's start), so one the index lacks means an index behind
-        the table: it is read again once."""
+             expect_present: bool = False, commits: CommitQueue | None = None,
+             attempts: int = ATTEMPTS) -> bool | None:
+        """Commit ``batch`` to mirror ``name`` with ``properties``. ``True`` when done (or,
+        with ``commits``, given to them: what the commit's result says of the index is
+        taken in when it is waited for), ``False`` when the driver cannot write this table
+        (the caller uses Spark), ``None`` when the mirror cannot take position deletes
+        (equality deletes apply to it, or its keys cannot be indexed here).
+        ``expect_present``: every key (row) the batch deletes is in the mirror (it changed
+        at the source, which the mirror equals as of the batch's start), so one the index
+        lacks means an index behind the table: it is read again once."""
+        if commits is not None:
+            commits.wait_for(name)
         checked = False
         upserts, deleted = batch.upserts, batch.deleted
-        for attempt in range(ATTEMPTS):
+        for attempt in range(attempts):
             built = name not in self.indexes
             try:
                 index = self._index(name, batch, needed=deleted is not None)
@@ -147,33 +154,66 @@ class MirrorPositions:
                     self.indexes.pop(name, None)
                     continue
             if index is None:  # only new rows and no index yet: a plain append
-                return self.appender.row_delta(name, upserts, None, properties)
+                append = self.appender.prepare_row_delta(name, upserts, None, properties)
+                if append is None:
+                    return False
+                if commits is None:
+                    append()
+                else:
+                    commits.submit(name, append)
+                return True
+            commit = self.appender.prepare_position_delta(name, upserts, located,
+                                                          index.snapshot_id, properties)
+            if commit is None:
+                self.indexes.pop(name, None)
+                return False
+            if commits is not None:
+                commits.submit(name, _refusable(commit), partial(
+                    self._made, name, batch, properties, index, located, expect_present))
+                return True
             try:
-                done = self.appender.position_delta(name, upserts, located,
-                                                    index.snapshot_id, properties)
+                made = commit()
             except Exception as exc:  # Py4JJavaError
                 self.indexes.pop(name, None)
-                if "ValidationException" not in str(exc) or attempt == ATTEMPTS - 1:
+                if not _refused(exc) or attempt == attempts - 1:
                     raise
                 logger.info("spark sink: mirror %s changed under the router (%s); reading "
                             "where its keys are again", name, short(exc))
                 continue
-            if done is None:
-                self.indexes.pop(name, None)
-                return False
-            location, snapshot, parent = done
-            if parent != index.snapshot_id:
-                # Another writer committed in between (Iceberg put this commit on top of
-                # its, having checked that the files it deletes from are still there): the
-                # index misses that commit's changes, so it is read again when next needed.
-                self.indexes.pop(name, None)
-                return True
-            index.remove(located)
-            if location is not None and upserts is not None:
-                index.add_file(location, batch.index_keys(upserts))
-            index.snapshot_id = snapshot
+            self._took(name, batch, index, located, made)
             return True
         raise SinkError(f"spark sink: mirror {name}: unreachable")  # the loop returns
+
+    def _made(self, name: str, batch: KeyedRows | RowCopies, properties: dict[str, str],
+              index: KeyIndex, located: pa.Table, expect_present: bool, made: Any) -> None:
+        """A commit given to the queue was made (or refused): the index follows it; a
+        commit Iceberg refused is planned again and made here."""
+        if isinstance(made, _Refusal):
+            self.indexes.pop(name, None)
+            logger.info("spark sink: mirror %s changed under the router (%s); reading "
+                        "where its keys are again", name, short(made.error))
+            if self.land(name, batch, properties, expect_present,
+                         attempts=ATTEMPTS - 1) is not True:
+                raise SinkError(f"spark sink: mirror {name} changed under the router and "
+                                "can no longer take this batch by position") from made.error
+            return
+        self._took(name, batch, index, located, made)
+
+    def _took(self, name: str, batch: KeyedRows | RowCopies, index: KeyIndex,
+              located: pa.Table, made: tuple[str | None, int, int]) -> None:
+        """The index after its mirror's commit ``made`` (the new data file, the snapshot and
+        its parent) removed ``located`` and added ``batch``'s rows."""
+        location, snapshot, parent = made
+        if parent != index.snapshot_id:
+            # Another writer committed in between (Iceberg put this commit on top of its,
+            # having checked that the files it deletes from are still there): the index
+            # misses that commit's changes, so it is read again when next needed.
+            self.indexes.pop(name, None)
+            return
+        index.remove(located)
+        if location is not None and batch.upserts is not None:
+            index.add_file(location, batch.index_keys(batch.upserts))
+        index.snapshot_id = snapshot
 
     def _index(self, name: str, batch: KeyedRows | RowCopies, needed: bool
                ) -> KeyIndex | None:
@@ -200,3 +240,30 @@ class MirrorPositions:
             index.table_ids = facts.ids
             self.indexes[name] = index
         return index
+
+
+class _Refusal:
+    """A commit Iceberg refused (a ``ValidationException``: another writer changed the
+    rows it deletes), as a queued commit's result."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+
+def _refused(error: Exception) -> bool:
+    return "ValidationException" in str(error)
+
+
+def _refusable(commit: Callable[[], Any]) -> Callable[[], Any]:
+    """``commit``, whose refusal is its result rather than an error (the commits after it
+    in the queue are made: the mirror is planned again)."""
+
+    def call() -> Any:
+        try:
+            return commit()
+        except Exception as exc:  # Py4JJavaError
+            if _refused(exc):
+                return _Refusal(exc)
+            raise
+
+    return call

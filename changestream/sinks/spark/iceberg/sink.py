@@ -186,6 +186,11 @@ class IcebergSparkSink(DurableSparkSink):
         """The mirror of ``run``'s table, with its catalog, quoted."""
         return self._landing.mirror_name(run)
 
+    def close(self) -> None:
+        if self._landing is not None:
+            self._landing.close()
+        super().close()
+
     def _before_stop(self) -> None:
         from ..session import writes_class_archive
 

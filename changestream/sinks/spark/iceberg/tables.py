@@ -21,6 +21,7 @@ from ..positions import PROPERTY
 from ..session import jvm_of
 from ..types import METADATA, METADATA_NAMES, FieldMapping, spark_schema
 from .columns import iceberg_type, retyped, widens_in_place
+from .commit_queue import CommitQueue
 from .commits import create_table
 from .defaults import added_column_defaults
 from .files import ArrowAppender, load_table, positioned_snapshot
@@ -63,6 +64,8 @@ class IcebergTables:
         self.defaults: dict[str, dict[str, str | None]] = {}
         self.insert_gaps: dict[str, set[str]] = {}  # source table -> columns inserts lack
         self._appender: ArrowAppender | None = None
+        # The driver's data commits, made while the landing goes on (.commit_queue).
+        self.commits = CommitQueue()
         self._shared: tuple[pa.Table, Any] | None = None  # rows -> their DataFrame
 
     # -- names and state -------------------------------------------------------------
@@ -246,6 +249,8 @@ class IcebergTables:
                                           [c for c in have if c in want])
             elif col not in want and not changelog:
                 statements.append(f"ALTER TABLE {name} DROP COLUMN {_q(col)}")
+        if statements:
+            self.commits.drain()  # Spark's statements wait for the driver's commits
         for sql in statements:
             spark.sql(sql)
         self.schemas.pop(name, None)
@@ -300,16 +305,20 @@ class IcebergTables:
         """Append ``columns`` of ``rows`` (frame rows of ``run``) to table ``name``,
         committed with position ``last``: files written with pyarrow where the table
         allows (:mod:`.files`), else a Spark append."""
-        if self.arrow_appends and self.appender_for(spark).append(
-                name, rows.select(columns), {PROPERTY: positions.encode(last)}):
-            self.committed[name] = last
-            return
+        if self.arrow_appends:
+            append = self.appender_for(spark).prepare_row_delta(
+                name, rows.select(columns), None, {PROPERTY: positions.encode(last)})
+            if append is not None:
+                self.commits.submit(name, append)
+                self.committed[name] = last
+                return
         self.spark_append(spark, name,
                           self.dataframe(spark, run, rows).select([_q(c) for c in columns]),
                           last)
 
     def spark_append(self, spark: SparkSession, name: str, df: Any, last: Position) -> None:
         """Append DataFrame ``df`` to table ``name`` with Spark, committed with ``last``."""
+        self.commits.drain()
         self.aligned(spark, name, df).writeTo(name) \
             .option(f"snapshot-property.{PROPERTY}", positions.encode(last)).append()
         self.committed[name] = last

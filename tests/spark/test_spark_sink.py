@@ -19,6 +19,7 @@ from changestream.model.changes import Batch, EncodedRun, TransactionPart
 from changestream.model.errors import SinkError
 from changestream.sinks.spark import SparkSink
 from changestream.sinks.spark.frames import encode_runs, table_runs
+from changestream.sinks.spark.iceberg.commit_queue import StagedCommit
 
 from .conftest import Binlog, all_types_row, all_types_schema, batch, col, simple_schema
 
@@ -418,13 +419,13 @@ def test_iceberg_a_commit_whose_reply_is_lost_is_not_made_again_by_the_retry(
         def prepare(self: Any, name: str, *args: Any) -> Any:
             made = real(self, name, *args)
 
-            def commit() -> Any:
-                done = made()
+            def commit(written: Any) -> Any:
+                done = made.commit(written)
                 if name.endswith(table) and not lost:
                     lost.append(name)
                     raise RuntimeError("Error while sending or receiving")  # after the commit
                 return done
-            return None if made is None else commit
+            return None if made is None else StagedCommit(made.write, commit)
         return prepare
 
     for method in ("prepare_row_delta", "prepare_position_delta"):
@@ -466,12 +467,12 @@ def test_iceberg_a_mirror_commit_refused_after_another_writer_s_is_planned_again
     def prepare(self: Any, name: str, *args: Any) -> Any:
         made = real(self, name, *args)
 
-        def commit() -> Any:
+        def commit(written: Any) -> Any:
             if not interfered:
                 interfered.append(name)
                 spark.sql(f"DELETE FROM {catalog}.shop.a WHERE id = 2")  # another writer
-            return made()
-        return None if made is None else commit
+            return made.commit(written)
+        return None if made is None else StagedCommit(made.write, commit)
 
     monkeypatch.setattr(ArrowAppender, "prepare_position_delta", prepare)
     with caplog.at_level("INFO", logger="changestream.sinks.spark"):

@@ -1,30 +1,53 @@
-"""The Iceberg landing's commit queue: commits made in order on their own thread, waited for
-per table and before a batch's mark; after a failure nothing given later is made."""
+"""The Iceberg landing's commit queue: files written on threads of their own, commits made in
+order on another, waited for per table and before a batch's mark; after a failure nothing
+given later is made, and the error raised is the one that happened."""
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 
-from changestream.sinks.spark.iceberg.commit_queue import CommitQueue
+from changestream.sinks.spark.iceberg.commit_queue import CommitQueue, StagedCommit
 
 
-def test_commits_are_made_in_the_order_given_on_another_thread() -> None:
-    queue = CommitQueue()
+def staged(write: Any = None, commit: Any = None) -> StagedCommit[Any]:
+    return StagedCommit(write or (lambda: None), commit or (lambda written: written))
+
+
+def test_commits_are_made_in_the_order_given_whichever_files_are_written_first() -> None:
+    queue = CommitQueue(writers=2)
     made: list[tuple[str, str]] = []
+    written: list[str] = []
 
-    def commit(table: str, pause: float) -> None:
-        time.sleep(pause)  # a slow first commit may not be overtaken
-        made.append((table, threading.current_thread().name))
+    def write(table: str, pause: float) -> Any:
+        def step() -> str:
+            time.sleep(pause)  # the first table's files take longest
+            written.append(table)
+            return table
+        return step
 
-    queue.submit("a", lambda: commit("a", 0.05))
-    queue.submit("b", lambda: commit("b", 0.0))
-    queue.submit("a", lambda: commit("a2", 0.0))
+    def commit(written_table: str) -> None:
+        made.append((written_table, threading.current_thread().name))
+
+    queue.submit("a", staged(write("a", 0.2), commit))
+    queue.submit("b", staged(write("b", 0.0), commit))
+    queue.submit("a", staged(write("a2", 0.0), commit))
     queue.drain()
+    assert written[-1] == "a"  # b's files were written while a's were
     assert [t for t, _ in made] == ["a", "b", "a2"]
     assert all(name.startswith("changestream-commits") for _, name in made)
+    queue.close()
+
+
+def test_files_of_two_commits_are_written_at_once() -> None:
+    queue = CommitQueue(writers=2)
+    both = threading.Barrier(2, timeout=5)  # each write waits for the other to start
+    queue.submit("a", staged(both.wait))
+    queue.submit("b", staged(both.wait))
+    queue.drain()
     queue.close()
 
 
@@ -32,8 +55,8 @@ def test_waiting_for_a_table_waits_for_its_last_commit_and_runs_what_follows_it(
     queue = CommitQueue()
     release = threading.Event()
     results: list[int] = []
-    queue.submit("a", lambda: 1, results.append)
-    queue.submit("b", lambda: release.wait(5) and 2, results.append)
+    queue.submit("a", staged(commit=lambda _: 1), results.append)
+    queue.submit("b", staged(commit=lambda _: release.wait(5) and 2), results.append)
     queue.wait_for("a")
     assert results == [1]  # b's commit is still under way: not waited for
     assert queue.pending("b") and not queue.pending("a")
@@ -43,25 +66,46 @@ def test_waiting_for_a_table_waits_for_its_last_commit_and_runs_what_follows_it(
     queue.close()
 
 
-def test_after_a_failed_commit_none_given_later_is_made_and_the_first_error_is_raised() -> None:
+def test_after_a_failed_commit_none_given_later_is_made_and_its_error_is_raised() -> None:
     queue = CommitQueue()
     made: list[str] = []
 
-    def fail() -> None:
+    def fail(_: Any) -> None:
         raise RuntimeError("commit state unknown")
 
-    queue.submit("a", lambda: made.append("a"))
-    queue.submit("b", fail)
-    queue.submit("a", lambda: made.append("a again"))
-    queue.submit("c", lambda: made.append("c"))
+    queue.submit("a", staged(commit=lambda _: made.append("a")))
+    queue.submit("b", staged(commit=fail))
+    queue.submit("a", staged(commit=lambda _: made.append("a again")))
+    queue.submit("c", staged(commit=lambda _: made.append("c")))
     with pytest.raises(RuntimeError, match="commit state unknown"):
         queue.drain()
     assert made == ["a"]
     assert not queue.pending("a") and not queue.pending("c")
     # The retry of the batch gets a queue that makes commits again.
-    queue.submit("a", lambda: made.append("retried"))
+    queue.submit("a", staged(commit=lambda _: made.append("retried")))
     queue.drain()
     assert made == ["a", "retried"]
+    queue.close()
+
+
+def test_a_failed_write_is_the_error_raised_even_where_an_earlier_commit_is_skipped() -> None:
+    queue = CommitQueue(writers=2)
+    made: list[str] = []
+    release = threading.Event()
+
+    def disk_full() -> None:
+        raise OSError(28, "No space left on device")
+
+    # a's files take a while; b's fail meanwhile, before a's commit begins: a is not made
+    # either, and the error raised (waiting for a) is b's, not a skip.
+    queue.submit("a", staged(lambda: release.wait(5), lambda _: made.append("a")))
+    queue.submit("b", staged(disk_full, lambda _: made.append("b")))
+    time.sleep(0.2)
+    release.set()
+    with pytest.raises(OSError, match="No space left"):
+        queue.wait_for("a")
+    assert made == []
+    assert not queue.pending("b")
     queue.close()
 
 
@@ -71,7 +115,7 @@ def test_a_failure_in_what_follows_a_commit_stops_the_rest_too() -> None:
     started = threading.Event()
     release = threading.Event()
 
-    def slow() -> None:
+    def slow(_: Any) -> None:
         started.set()
         release.wait(5)
         made.append("b")
@@ -79,9 +123,9 @@ def test_a_failure_in_what_follows_a_commit_stops_the_rest_too() -> None:
     def refuse(_: object) -> None:
         raise ValueError("index behind the table")
 
-    queue.submit("a", lambda: "done", refuse)
-    queue.submit("b", slow)
-    queue.submit("c", lambda: made.append("c"))
+    queue.submit("a", staged(commit=lambda _: "done"), refuse)
+    queue.submit("b", staged(commit=slow))
+    queue.submit("c", staged(commit=lambda _: made.append("c")))
     started.wait(5)
     threading.Timer(0.3, release.set).start()  # b ends while the error is handled
     with pytest.raises(ValueError, match="index behind"):
@@ -92,27 +136,27 @@ def test_a_failure_in_what_follows_a_commit_stops_the_rest_too() -> None:
     queue.close()
 
 
-def test_discard_waits_for_the_commit_under_way_and_forgets_errors() -> None:
+def test_discard_waits_for_the_commit_under_way_and_returns_the_first_error() -> None:
     queue = CommitQueue()
     made: list[str] = []
     started = threading.Event()
 
-    def slow() -> None:
+    def slow(_: Any) -> None:
         started.set()
         time.sleep(0.3)
         made.append("slow")
 
-    def fail() -> None:
+    def fail(_: Any) -> None:
         raise RuntimeError("lost")
 
-    queue.submit("a", slow)
-    queue.submit("b", fail)
-    queue.submit("c", lambda: made.append("c"))
+    queue.submit("a", staged(commit=slow))
+    queue.submit("b", staged(commit=fail))
+    queue.submit("c", staged(commit=lambda _: made.append("c")))
     started.wait(5)
-    queue.discard()
+    assert queue.discard() is None  # b is skipped, not failed
     assert made == ["slow"]  # waited for; c not made after the discard began
     assert not queue.pending("c")
-    queue.submit("d", lambda: made.append("d"))
+    queue.submit("d", staged(commit=lambda _: made.append("d")))
     queue.drain()
     assert made == ["slow", "d"]
     queue.close()

@@ -1,14 +1,16 @@
 """The landing's data commits, made on a thread of their own in the order given while the
-landing goes on with the next table: a commit is Iceberg's work in the JVM (the files'
-footers read, a manifest and the table's metadata written), which the driver's thread only
-waited for, a third of a warm batch's writing.
+landing goes on with the next table, their Parquet files written beforehand on two more
+(pyarrow encodes without the interpreter lock): a commit is Iceberg's work in the JVM (the
+files' footers read, a manifest and the table's metadata written), which the driver's
+thread only waited for, a third of a warm batch's writing.
 
 What is owed to exactly once: a table's commits are made in the order they were given
 (one thread, first in first out); the landing waits for a table's commits before it looks
 at that table again (:meth:`CommitQueue.wait_for`), and for all of them before the batch's
 mark (:meth:`CommitQueue.drain`), which so comes after every commit of the batch or not
-at all. Once a commit fails, the ones given after it are not made (a later commit of the
-same table would land rows after a gap), and the batch fails with the first error."""
+at all. Once a commit (or the writing of its files) fails, the ones not begun yet are not
+made (a later commit of the same table would land rows after a gap), and the batch fails
+with the first error."""
 
 from __future__ import annotations
 
@@ -17,7 +19,24 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+R = TypeVar("R")
+
+
+class StagedCommit(Generic[R]):
+    """A commit made ready: ``write()`` writes its files (any thread may, beside others),
+    ``commit(written)`` makes it with what ``write`` returned (in the order given);
+    calling it does both."""
+
+    __slots__ = ("commit", "write")
+
+    def __init__(self, write: Callable[[], Any], commit: Callable[[Any], R]):
+        self.write = write
+        self.commit = commit
+
+    def __call__(self) -> R:
+        return self.commit(self.write())
 
 
 class _Skipped(Exception):
@@ -25,43 +44,65 @@ class _Skipped(Exception):
 
 
 class _Pending:
-    """A commit given: its table, its future, and what to do with its result on the
-    landing's thread."""
+    """A commit given: its table, its file writing's future and its commit's, and what to
+    do with its result on the landing's thread."""
 
-    __slots__ = ("future", "table", "then")
+    __slots__ = ("future", "table", "then", "written")
 
-    def __init__(self, table: str, future: Future[Any], then: Callable[[Any], None] | None):
+    def __init__(self, table: str, written: Future[Any], future: Future[Any],
+                 then: Callable[[Any], None] | None):
         self.table = table
+        self.written = written
         self.future = future
         self.then = then
 
 
 class CommitQueue:
-    """Commits made in order on one thread (see the module docstring). Each is a call that
-    does one table's commit (and may write its files first); what depends on its result
-    runs on the caller's thread when the commit is waited for."""
+    """Commits made in order on one thread, their files written on ``writers`` threads
+    beside it (see the module docstring); what depends on a commit's result runs on the
+    caller's thread when the commit is waited for."""
 
-    def __init__(self) -> None:
-        self._executor: ThreadPoolExecutor | None = None
+    def __init__(self, writers: int = 2) -> None:
+        self.writers = writers
+        self._files: ThreadPoolExecutor | None = None
+        self._commits: ThreadPoolExecutor | None = None
         self._pending: deque[_Pending] = deque()
         self._failed = threading.Event()
+        self._lock = threading.Lock()
+        self._error: BaseException | None = None
 
-    def submit(self, table: str, commit: Callable[[], Any],
+    def submit(self, table: str, staged: StagedCommit[Any],
                then: Callable[[Any], None] | None = None) -> None:
-        """Make ``commit`` (of Iceberg table ``table``) after the ones given before; its
-        result goes to ``then`` (on this thread) when it is waited for."""
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="changestream-commits")
-        self._pending.append(_Pending(table, self._executor.submit(self._make, commit), then))
+        """Write ``staged``'s files now and make its commit (of Iceberg table ``table``)
+        after the ones given before; its result goes to ``then`` (on this thread) when it
+        is waited for."""
+        if self._commits is None or self._files is None:
+            self._files = ThreadPoolExecutor(self.writers,
+                                             thread_name_prefix="changestream-files")
+            self._commits = ThreadPoolExecutor(1, thread_name_prefix="changestream-commits")
+        written = self._files.submit(self._guarded, staged.write)
+        future = self._commits.submit(self._guarded, lambda: self._commit(staged, written))
+        self._pending.append(_Pending(table, written, future, then))
 
-    def _make(self, commit: Callable[[], Any]) -> Any:
+    def _guarded(self, step: Callable[[], Any]) -> Any:
         if self._failed.is_set():
             raise _Skipped()
         try:
-            return commit()
-        except BaseException:
+            return step()
+        except _Skipped:
+            raise
+        except BaseException as exc:
+            with self._lock:
+                if self._error is None:
+                    self._error = exc
             self._failed.set()
             raise
+
+    def _commit(self, staged: StagedCommit[Any], written: Future[Any]) -> Any:
+        files = written.result()
+        if self._failed.is_set():  # something failed while the files were written
+            raise _Skipped()
+        return staged.commit(files)
 
     def pending(self, table: str) -> bool:
         """Whether a commit of ``table`` is given and not waited for."""
@@ -84,23 +125,30 @@ class CommitQueue:
             result = pending.future.result()
             if pending.then is not None:
                 pending.then(result)
-        except BaseException:
-            self.discard()
+        except BaseException as exc:
+            first = self.discard()
+            if isinstance(exc, _Skipped) and first is not None:
+                raise first from None  # what failed (its files, or an earlier step)
             raise
 
-    def discard(self) -> None:
-        """Wait until no commit is under way, forgetting the ones given and their errors
-        (a batch that failed: what was committed is read from the tables again)."""
+    def discard(self) -> BaseException | None:
+        """Wait until no commit (nor file) is under way, forgetting the ones given (a batch
+        that failed: what was committed is read from the tables again); returns the first
+        error of a file or commit, if one failed."""
         self._failed.set()  # what has not started yet is not made
         while self._pending:
             pending = self._pending.popleft()
-            with contextlib.suppress(BaseException):  # the batch failed already
-                pending.future.result()
+            for future in (pending.written, pending.future):
+                with contextlib.suppress(BaseException):  # the batch failed already
+                    future.result()
+        first, self._error = self._error, None
         self._failed.clear()
+        return first
 
     def close(self) -> None:
-        """Wait for what is under way and stop the thread."""
+        """Wait for what is under way and stop the threads."""
         self.discard()
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        for pool in (self._files, self._commits):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._files = self._commits = None

@@ -14,7 +14,6 @@ import json
 import os
 import uuid
 import weakref
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -24,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..session import jvm_of
+from .commit_queue import StagedCommit
 from .commits import check_location, driver_commits, encode_properties
 from .parquet_encoding import ParquetEncoding
 
@@ -266,10 +266,10 @@ class ArrowAppender:
         return True
 
     def prepare_row_delta(self, name: str, rows: pa.Table | None, deleted: pa.Table | None,
-                          properties: dict[str, str]) -> Callable[[], None] | None:
-        """:meth:`row_delta` made ready: the call that writes its files and commits them
-        (it touches no state of this writer: another thread may make it), ``None`` when
-        this writer cannot."""
+                          properties: dict[str, str]) -> StagedCommit[None] | None:
+        """:meth:`row_delta` made ready: its files' writing and its commit (neither touches
+        this writer's state: other threads may make them), ``None`` when this writer
+        cannot."""
         table = self._table(name)
         facts = self._facts_of(name, table)
         if facts.base is None:
@@ -285,7 +285,7 @@ class ArrowAppender:
             return None
         commits = self._commits(table)
 
-        def commit() -> None:
+        def write() -> tuple[str, str | None, int, int, str | None, str | None]:
             delete_location, delete_size, delete_rows, equality_ids = None, 0, 0, None
             if deleted is not None and deleted.num_rows:
                 delete_location, delete_size = self._write(facts, "data/", deleted)
@@ -300,11 +300,13 @@ class ArrowAppender:
             # commits), named apart from the ones Iceberg writes.
             manifest = f"{facts.metadata_root}/driver-{uuid.uuid4()}-m0.avro" \
                 if delete_location is None and files and facts.format_version == 2 else None
-            commits.commitFiles(table, "\n".join(files), delete_location, delete_size,
-                                delete_rows, equality_ids, manifest,
-                                encode_properties(properties))
+            return ("\n".join(files), delete_location, delete_size, delete_rows,
+                    equality_ids, manifest)
 
-        return commit
+        def commit(written: tuple[str, str | None, int, int, str | None, str | None]) -> None:
+            commits.commitFiles(table, *written, encode_properties(properties))
+
+        return StagedCommit(write, commit)
 
     def position_delta(self, name: str, rows: pa.Table | None, deleted: pa.Table,
                        base_snapshot: int, properties: dict[str, str]
@@ -321,10 +323,10 @@ class ArrowAppender:
 
     def prepare_position_delta(self, name: str, rows: pa.Table | None, deleted: pa.Table,
                                base_snapshot: int, properties: dict[str, str]
-                               ) -> Callable[[], tuple[str | None, int, int]] | None:
-        """:meth:`position_delta` made ready: the call that writes its files, commits
-        them and returns what :meth:`position_delta` does (another thread may make it),
-        ``None`` when this writer cannot."""
+                               ) -> StagedCommit[tuple[str | None, int, int]] | None:
+        """:meth:`position_delta` made ready: its files' writing and its commit, which
+        returns what :meth:`position_delta` does (other threads may make them), ``None``
+        when this writer cannot."""
         table = self._table(name)
         facts = self._facts_of(name, table)
         if facts.base is None or facts.partitioned:
@@ -335,7 +337,7 @@ class ArrowAppender:
             return None
         commits = self._commits(table)
 
-        def commit() -> tuple[str | None, int, int]:
+        def write() -> tuple[str | None, list[str], list[str], list[str]]:
             files, location = [], None
             if rows is not None:
                 location, size = self._write(facts, "data/", rows)
@@ -349,12 +351,17 @@ class ArrowAppender:
                 path, size = self._write(facts, "data/", positions)
                 deletes.append(f"{path}\t{size}\t{positions.num_rows}")
                 referenced.append(data_file)
+            return location, files, deletes, referenced
+
+        def commit(written: tuple[str | None, list[str], list[str], list[str]]
+                   ) -> tuple[str | None, int, int]:
+            location, files, deletes, referenced = written
             made, parent = str(commits.commitPositionDelta(
                 table, "\n".join(files), "\n".join(deletes), "\n".join(referenced),
                 base_snapshot, encode_properties(properties))).split()
             return location, int(made), int(parent)
 
-        return commit
+        return StagedCommit(write, commit)
 
     @staticmethod
     def _write(facts: _TableFacts, relative: str, rows: pa.Table) -> tuple[str, int]:

@@ -59,7 +59,9 @@ def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
     if len(present_rows) == n:
         upserts: pa.Table | None = rows.select(columns)
     else:
-        upserts = rows.take(present_rows).select(columns) if len(present_rows) else None
+        # the row images only: a take of the change metadata (its text columns) cost as
+        # much again
+        upserts = rows.select(columns).take(present_rows) if len(present_rows) else None
     if append_new_keys:  # keys the batch INSERTs first cannot be in the mirror yet
         first_op = pc.if_else(pc.equal(pc.bit_wise_and(first, 1), 1),
                               pc.take(ops, pc.shift_right(first, 1)), pa.scalar("update"))

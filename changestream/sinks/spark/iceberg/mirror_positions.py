@@ -14,7 +14,6 @@ adds (:class:`RowCopies`)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ import pyarrow as pa
 from changestream.model.errors import SinkError
 
 from ..options import short
-from .commit_queue import CommitQueue
+from .commit_queue import CommitQueue, StagedCommit
 from .files import ArrowAppender, Unsupported, file_schema
 from .key_index import (
     DELETE_FILE_SCHEMA,
@@ -254,16 +253,16 @@ def _refused(error: Exception) -> bool:
     return "ValidationException" in str(error)
 
 
-def _refusable(commit: Callable[[], Any]) -> Callable[[], Any]:
-    """``commit``, whose refusal is its result rather than an error (the commits after it
-    in the queue are made: the mirror is planned again)."""
+def _refusable(staged: StagedCommit[Any]) -> StagedCommit[Any]:
+    """``staged``, whose commit's refusal is its result rather than an error (the commits
+    after it in the queue are made: the mirror is planned again)."""
 
-    def call() -> Any:
+    def commit(written: Any) -> Any:
         try:
-            return commit()
+            return staged.commit(written)
         except Exception as exc:  # Py4JJavaError
             if _refused(exc):
                 return _Refusal(exc)
             raise
 
-    return call
+    return StagedCommit(staged.write, commit)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+from typing import Any
 
 import pytest
 
@@ -92,3 +93,62 @@ def test_locate_copies_of_an_empty_index_finds_nothing() -> None:
     index = KeyIndex(ROW_HASH_SCHEMA, -1)
     located, short = index.locate_copies(_wanted(rows((0, "x", None, None)), [2]))
     assert located.num_rows == 0 and short == 2
+
+
+# SipHash-2-4's 128-bit tags of the messages 00, 00 01, ... under the key 00 01 .. 0f: the
+# reference implementation's vectors_sip128 (veorq/SipHash, vectors.h), lengths 0-10, 63.
+SIP128 = {0: "a3817f04ba25a8e66df67214c7550293", 1: "da87c1d86b99af44347659119b22fc45",
+          2: "8177228da4a45dc7fca38bdef60affe4", 3: "9c70b60c5267a94e5f33b6b02985ed51",
+          4: "f88164c12d9c8faf7d0f6e7c7bcd5579", 5: "1368875980776f8854527a07690e9627",
+          6: "14eeca338b208613485ea0308fd7a15e", 7: "a1f1ebbed8dbc153c0b84aa61ff08239",
+          8: "3b62a9ba6258f5610f83e264f31497b4", 9: "264499060ad9baabc47f8b02bb6d71ed"}
+
+
+def _compiled_row_hash() -> Any:
+    from changestream.native import compiled
+
+    native = compiled("changestream.sinks.spark._row_hash")
+    if native is None:
+        pytest.skip("the compiled row hash is not built")
+    return native
+
+
+def test_the_compiled_row_hash_is_siphash_2_4_128_as_its_reference_gives_it() -> None:
+    native = _compiled_row_hash()
+    key = bytes(range(16))
+    for length, tag in SIP128.items():
+        assert native.siphash128(bytes(range(length)), key).hex() == tag, length
+    values = pa.array([bytes(range(length)) for length in SIP128], pa.binary())
+    assert [v.hex() for v in native.value_hashes(values, key).to_pylist()] == \
+        list(SIP128.values())
+
+
+def test_the_compiled_row_hash_reads_slices_and_chunks_where_they_lie() -> None:
+    native = _compiled_row_hash()
+    key = bytes(range(16, 32))
+    texts = [f"row {i}".encode() * (i % 5) for i in range(40)]
+    whole = pa.array(texts, pa.binary())
+    expected = [native.siphash128(t, key) for t in texts]
+    chunked = pa.chunked_array([whole.slice(0, 7), whole.slice(7, 0), whole.slice(7)])
+    assert native.value_hashes(chunked, key).to_pylist() == expected
+    assert native.value_hashes(whole.slice(11, 9), key).to_pylist() == expected[11:20]
+    assert native.value_hashes(pa.array([], pa.binary()), key).to_pylist() == []
+    with pytest.raises(ValueError, match="NULL"):
+        native.value_hashes(pa.array([b"a", None], pa.binary()), key)
+    with pytest.raises(TypeError, match="binary"):
+        native.value_hashes(pa.array(["a"], pa.string()), key)
+
+
+def test_row_hashes_are_the_same_rows_equal_with_the_compiled_hash_and_without(
+        monkeypatch: Any) -> None:
+    from changestream.sinks.spark.iceberg import key_index
+
+    table = pa.concat_tables([rows((1, "a", decimal.Decimal("1.50"), AT)),
+                              rows((2, None, None, None)),
+                              rows((1, "a", decimal.Decimal("1.5"), AT))])
+    compiled_hashes = row_hashes(table, ROW).column(ROW_HASH).to_pylist()
+    monkeypatch.setattr(key_index, "_compiled_hash", lambda: None)
+    python_hashes = row_hashes(table, ROW).column(ROW_HASH).to_pylist()
+    for hashes in (compiled_hashes, python_hashes):
+        assert hashes[0] == hashes[2] != hashes[1]
+        assert all(len(h) == 16 for h in hashes)

@@ -13,13 +13,18 @@ A mirror without a primary key is indexed by a 128-bit hash of each whole row
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from changestream.native import compiled
 
 from ..frames import row_numbers
 from .files import FIELD_ID, Unsupported, local_path, split_by_data_file
@@ -167,15 +172,20 @@ def read_keys(path: Path, key_schema: pa.Schema) -> pa.Table:
 
 
 def row_hashes(rows: pa.Table, row_schema: pa.Schema) -> pa.Table:
-    """A 128-bit BLAKE2b hash of each of ``rows`` whole (a ``ROW_HASH_SCHEMA`` table): its
-    values cast to ``row_schema`` (the table's columns; one ``rows`` lacks is NULL), so
-    equal rows hash equal however they were typed, NULLs included. Equal hashes of unequal
-    rows are as likely as a random 128-bit collision.
+    """A 128-bit hash of each of ``rows`` whole (a ``ROW_HASH_SCHEMA`` table): its values
+    cast to ``row_schema`` (the table's columns; one ``rows`` lacks is NULL), so equal rows
+    hash equal however they were typed, NULLs included. Equal hashes of unequal rows are as
+    likely as a random 128-bit collision, whoever chose the rows.
 
     What is hashed is each value's text (as Arrow casts it) behind its length, or a
     NULL's mark: a few passes of Arrow's kernels over each column, where a Python object
     per value took 2.5 to 4.5 times as long (docs/performance.md). A column Arrow
-    cannot cast to text (a list) makes the row's values Python objects instead."""
+    cannot cast to text (a list) makes the row's values Python objects instead.
+
+    The hash is SipHash-2-4's 128-bit tag under a key drawn for the process
+    (:data:`HASH_KEY`), compiled (:mod:`changestream.sinks.spark._row_hash`), else
+    BLAKE2b's keyed with it; no hash outlives the process (the index is read from the
+    table's files at each start)."""
     n = rows.num_rows
     present = set(rows.column_names)
     typed = [rows.column(f.name).cast(f.type) if f.name in present else pa.nulls(n, f.type)
@@ -184,22 +194,44 @@ def row_hashes(rows: pa.Table, row_schema: pa.Schema) -> pa.Table:
         texts = [_value_text(column) for column in typed]
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
         texts = None
-    digest = hashlib.blake2b
     if texts is None:
-        hashes = [digest(repr(row).encode(), digest_size=16).digest()
-                  for row in zip(*(column.to_pylist() for column in typed))]
+        values: Any = pa.array([repr(row).encode() for row in zip(
+            *(column.to_pylist() for column in typed))], pa.binary())
     elif not texts:
-        hashes = [digest(b"", digest_size=16).digest()] * n
+        values = pa.array([b""] * n, pa.binary())
     else:
-        joined = pc.binary_join_element_wise(*texts, b"") if len(texts) > 1 else texts[0]
-        hashes = [digest(value, digest_size=16).digest() for value in joined.to_pylist()]
-    return pa.Table.from_arrays([pa.array(hashes, pa.binary(16))], schema=ROW_HASH_SCHEMA)
+        values = pc.binary_join_element_wise(*texts, b"") if len(texts) > 1 else texts[0]
+    return pa.Table.from_arrays([value_hashes(values)], schema=ROW_HASH_SCHEMA)
+
+
+#: The key of the rows' hashes: drawn for the process, so that rows chosen to collide
+#: cannot be made without it.
+HASH_KEY = os.urandom(16)
+
+
+def value_hashes(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The 128-bit keyed hash (:data:`HASH_KEY`) of each of binary ``values`` (no NULL)."""
+    native = _compiled_hash()
+    if native is not None:
+        return native.value_hashes(values, HASH_KEY)
+    digest = hashlib.blake2b
+    return pa.array([digest(value, digest_size=16, key=HASH_KEY).digest()
+                     for value in values.to_pylist()], pa.binary(16))
+
+
+@functools.cache
+def _compiled_hash() -> Any:
+    return compiled("changestream.sinks.spark._row_hash")
 
 
 def _value_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """Each value of ``column`` as bytes that no other value's (nor a run of values') can
     be read as: its length, ``:`` and its text (a binary value's bytes); ``N`` for NULL."""
     kind = column.type
+    if pa.types.is_temporal(kind):
+        # its count of units: the same value, and Arrow's text of a zoned timestamp took
+        # nine tenths of a keyless plan's hashing (129 ms for 150,000 rows)
+        column = column.cast(pa.int64() if kind.bit_width == 64 else pa.int32())
     if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) \
             or pa.types.is_fixed_size_binary(kind):
         raw = column.cast(pa.binary())

@@ -150,12 +150,14 @@ def run_backfill(spark: SparkSession, catalog: str, warehouse: str, paths: list[
             last = manifest
         try:
             walk.finish()
+            landing.tables.commits.drain()  # every commit made before the position's
         except ChangestreamError:
             raise
         except Exception as exc:
             raise SinkError(f"backfill: landing the mirrors: {first_line(exc)}") from exc
     finally:
         job.stop()
+        landing.close()  # nothing under way after a failure either
     assert last is not None and last.end is not None
     end = replace(last.end, pending_xa=pending_xa)
     if positions.is_after(end, stored):

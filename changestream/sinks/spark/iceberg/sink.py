@@ -76,6 +76,8 @@ class IcebergSparkSink(DurableSparkSink):
                 jars.append(self._commits_jar)
         self._open_session(self.catalog_settings.spark_conf(), jars)
         self._held = []
+        if self._landing is not None:  # opened again: the last landing's threads stop
+            self._landing.close()
         o = self.options
         self._landing = IcebergLanding(self.catalog, o.append_new_keys, o.arrow_appends,
                                        o.position_deletes,

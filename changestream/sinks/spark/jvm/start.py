@@ -40,6 +40,10 @@ appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
 appender.console.filter.threshold.type = ThresholdFilter
 appender.console.filter.threshold.level = error
+# A compaction refused because the router's commits deleted from its files meanwhile:
+# maintain tries it again and says so in a line of its own (a stack trace each time here).
+logger.rewrite.name = org.apache.iceberg.actions.RewriteDataFilesCommitManager
+logger.rewrite.level = off
 """
 
 

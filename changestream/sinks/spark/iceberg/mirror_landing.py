@@ -72,8 +72,7 @@ class MirrorLanding:
         if self.position_deletes:
             done = self._mirror_positions(spark).land(
                 name, KeyedRows(run.key_names, upserts, deleted), properties,
-                expect_present=keys_must_exist(run, self.append_new_keys),
-                commits=self.tables.commits)
+                self.tables.commits, expect_present=keys_must_exist(run, self.append_new_keys))
             if done is not None:
                 return done
         return self.tables.appender_for(spark).row_delta(name, upserts, deleted, properties)
@@ -142,8 +141,8 @@ class MirrorLanding:
             return True  # changes that cancel out
         with self.clock("mirror delta"):
             copied = mirror.land(name, RowCopies(added, removed, hashed_over),
-                                 {PROPERTY: positions.encode(last)}, expect_present=True,
-                                 commits=self.tables.commits)
+                                 {PROPERTY: positions.encode(last)}, self.tables.commits,
+                                 expect_present=True)
         if copied:
             self.tables.committed[name] = last
         return bool(copied)

@@ -116,21 +116,21 @@ class MirrorPositions:
         self.indexes: dict[str, KeyIndex] = {}
 
     def land(self, name: str, batch: KeyedRows | RowCopies, properties: dict[str, str],
-             expect_present: bool = False, commits: CommitQueue | None = None,
+             commits: CommitQueue, expect_present: bool = False,
              attempts: int = ATTEMPTS) -> bool | None:
-        """Commit ``batch`` to mirror ``name`` with ``properties``. ``True`` when done (or,
-        with ``commits``, given to them: what the commit's result says of the index is
-        taken in when it is waited for), ``False`` when the driver cannot write this table
-        (the caller uses Spark), ``None`` when the mirror cannot take position deletes
-        (equality deletes apply to it, or its keys cannot be indexed here).
-        ``expect_present``: every key (row) the batch deletes is in the mirror (it changed
-        at the source, which the mirror equals as of the batch's start), so one the index
-        lacks means an index behind the table: it is read again once."""
-        if commits is not None:
-            commits.wait_for(name)
+        """Give ``batch``'s commit to mirror ``name`` (with ``properties``) to ``commits``:
+        ``True`` when given (what its result says of the index is taken in when it is
+        waited for; one Iceberg refuses is planned again then, ``attempts`` times in
+        all), ``False`` when the driver cannot write this table (the caller uses Spark),
+        ``None`` when the mirror cannot take position deletes (equality deletes apply to
+        it, or its keys cannot be indexed here). The caller has waited for the table's
+        commits given before. ``expect_present``: every key (row) the batch deletes is in
+        the mirror (it changed at the source, which the mirror equals as of the batch's
+        start), so one the index lacks means an index behind the table: it is read again
+        once."""
         checked = False
         upserts, deleted = batch.upserts, batch.deleted
-        for attempt in range(attempts):
+        while True:
             built = name not in self.indexes
             try:
                 index = self._index(name, batch, needed=deleted is not None)
@@ -156,47 +156,36 @@ class MirrorPositions:
                 append = self.appender.prepare_row_delta(name, upserts, None, properties)
                 if append is None:
                     return False
-                if commits is None:
-                    append()
-                else:
-                    commits.submit(name, append)
+                commits.submit(name, append)
                 return True
             commit = self.appender.prepare_position_delta(name, upserts, located,
                                                           index.snapshot_id, properties)
             if commit is None:
                 self.indexes.pop(name, None)
                 return False
-            if commits is not None:
-                commits.submit(name, _refusable(commit), partial(
-                    self._made, name, batch, properties, index, located, expect_present))
-                return True
-            try:
-                made = commit()
-            except Exception as exc:  # Py4JJavaError
-                self.indexes.pop(name, None)
-                if not _refused(exc) or attempt == attempts - 1:
-                    raise
-                logger.info("spark sink: mirror %s changed under the router (%s); reading "
-                            "where its keys are again", name, short(exc))
-                continue
-            self._took(name, batch, index, located, made)
+            commits.submit(name, _refusable(commit), partial(
+                self._made, name, batch, properties, commits, expect_present, attempts,
+                index, located))
             return True
-        raise SinkError(f"spark sink: mirror {name}: unreachable")  # the loop returns
 
     def _made(self, name: str, batch: KeyedRows | RowCopies, properties: dict[str, str],
-              index: KeyIndex, located: pa.Table, expect_present: bool, made: Any) -> None:
+              commits: CommitQueue, expect_present: bool, attempts: int, index: KeyIndex,
+              located: pa.Table, made: Any) -> None:
         """A commit given to the queue was made (or refused): the index follows it; a
-        commit Iceberg refused is planned again and made here."""
-        if isinstance(made, _Refusal):
-            self.indexes.pop(name, None)
-            logger.info("spark sink: mirror %s changed under the router (%s); reading "
-                        "where its keys are again", name, short(made.error))
-            if self.land(name, batch, properties, expect_present,
-                         attempts=ATTEMPTS - 1) is not True:
-                raise SinkError(f"spark sink: mirror {name} changed under the router and "
-                                "can no longer take this batch by position") from made.error
+        commit Iceberg refused is planned again and given to the queue, while attempts
+        are left."""
+        if not isinstance(made, _Refusal):
+            self._took(name, batch, index, located, made)
             return
-        self._took(name, batch, index, located, made)
+        self.indexes.pop(name, None)
+        if attempts <= 1:
+            raise made.error
+        logger.info("spark sink: mirror %s changed under the router (%s); reading "
+                    "where its keys are again", name, short(made.error))
+        if self.land(name, batch, properties, commits, expect_present,
+                     attempts - 1) is not True:
+            raise SinkError(f"spark sink: mirror {name} changed under the router and "
+                            "can no longer take this batch by position") from made.error
 
     def _took(self, name: str, batch: KeyedRows | RowCopies, index: KeyIndex,
               located: pa.Table, made: tuple[str | None, int, int]) -> None:
@@ -249,10 +238,6 @@ class _Refusal:
         self.error = error
 
 
-def _refused(error: Exception) -> bool:
-    return "ValidationException" in str(error)
-
-
 def _refusable(staged: StagedCommit[Any]) -> StagedCommit[Any]:
     """``staged``, whose commit's refusal is its result rather than an error (the commits
     after it in the queue are made: the mirror is planned again)."""
@@ -261,7 +246,7 @@ def _refusable(staged: StagedCommit[Any]) -> StagedCommit[Any]:
         try:
             return staged.commit(written)
         except Exception as exc:  # Py4JJavaError
-            if _refused(exc):
+            if "ValidationException" in str(exc):
                 return _Refusal(exc)
             raise
 

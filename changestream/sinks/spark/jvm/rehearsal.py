@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from ..iceberg.commit_queue import CommitQueue
 from ..iceberg.commits import create_table
 from ..iceberg.files import ArrowAppender, load_table, positioned_snapshot
 from ..iceberg.mirror_positions import KeyedRows, MirrorPositions
@@ -63,10 +64,15 @@ def rehearse_commits(spark: SparkSession) -> None:
         appender.row_delta(f"{CATALOG}.r.mirror", rows.slice(0, 1), rows.select(["id"]),
                            {"changestream.batch": "2"})
         appender.append(f"{CATALOG}.r.positions", rows, {"changestream.batch": "1"})
-        MirrorPositions(appender).land(
-            f"{CATALOG}.r.positions", KeyedRows(("id",), rows.slice(0, 1),
-                                                rows.select(["id"]).slice(0, 1)),
-            {"changestream.batch": "2"})
+        commits = CommitQueue()
+        try:
+            MirrorPositions(appender).land(
+                f"{CATALOG}.r.positions", KeyedRows(("id",), rows.slice(0, 1),
+                                                    rows.select(["id"]).slice(0, 1)),
+                {"changestream.batch": "2"}, commits)
+            commits.drain()
+        finally:
+            commits.close()
         appender.mark(f"{CATALOG}.r.mirror", {"changestream.position": "x"})
         positioned_snapshot(load_table(spark, f"{CATALOG}.r.mirror"), "changestream.position")
         logger.debug("spark sink: Iceberg commits rehearsed for the class archive in %.2f s",

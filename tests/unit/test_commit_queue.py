@@ -160,3 +160,66 @@ def test_discard_waits_for_the_commit_under_way_and_returns_the_first_error() ->
     queue.drain()
     assert made == ["slow", "d"]
     queue.close()
+
+
+def test_two_tables_commits_are_made_at_once_in_two_lanes() -> None:
+    queue = CommitQueue(lanes=2)
+    both = threading.Barrier(2, timeout=5)  # each commit waits for the other to start
+    lanes: dict[str, str] = {}
+
+    def commit(table: str) -> Any:
+        def step(_: Any) -> None:
+            both.wait()
+            lanes[table] = threading.current_thread().name
+        return step
+
+    queue.submit("changelog", staged(commit=commit("changelog")))
+    queue.submit("mirror", staged(commit=commit("mirror")))
+    queue.drain()
+    assert lanes["changelog"] != lanes["mirror"]
+    queue.close()
+
+
+def test_a_table_s_commits_stay_in_its_lane_and_order_while_one_is_under_way() -> None:
+    queue = CommitQueue(lanes=2)
+    made: list[str] = []
+    release = threading.Event()
+    results: list[str] = []
+    def commit(name: str, wait: bool = False) -> Any:
+        def step(_: Any) -> str:
+            if wait:
+                release.wait(5)
+            made.append(name)
+            return name
+        return step
+
+    queue.submit("a", staged(commit=commit("a1", wait=True)), results.append)
+    queue.submit("b", staged(commit=commit("b")), results.append)
+    queue.submit("a", staged(commit=commit("a2")), results.append)
+    time.sleep(0.2)
+    assert made == ["b"]  # the other lane was free; a's second commit waits for its first
+    release.set()
+    queue.drain()
+    assert made == ["b", "a1", "a2"]
+    assert results == ["a1", "b", "a2"]  # what follows each commit: in the order given
+    queue.close()
+
+
+def test_after_a_failed_commit_no_lane_begins_another() -> None:
+    queue = CommitQueue(lanes=2)
+    made: list[str] = []
+    failing = threading.Event()
+
+    def fail(_: Any) -> None:
+        failing.set()
+        raise RuntimeError("commit state unknown")
+
+    queue.submit("a", staged(commit=fail))
+    # b's files are written once a's commit failed: its commit, in the other lane, is not
+    # begun after that
+    queue.submit("b", staged(lambda: failing.wait(5), lambda _: made.append("b")))
+    queue.submit("a", staged(commit=lambda _: made.append("a again")))
+    with pytest.raises(RuntimeError, match="commit state unknown"):
+        queue.drain()
+    assert made == []
+    queue.close()

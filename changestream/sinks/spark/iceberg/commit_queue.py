@@ -1,16 +1,20 @@
-"""The landing's data commits, made on a thread of their own in the order given while the
-landing goes on with the next table, their Parquet files written beforehand on two more
-(pyarrow encodes without the interpreter lock): a commit is Iceberg's work in the JVM (the
-files' footers read, a manifest and the table's metadata written), which the driver's
-thread only waited for, a third of a warm batch's writing.
+"""The landing's data commits, made on threads of their own while the landing goes on with
+the next table, their Parquet files written beforehand on two more (pyarrow encodes
+without the interpreter lock): a commit is Iceberg's work in the JVM (the files' footers
+read, a manifest and the table's metadata written), which the driver's thread only waited
+for, a third of a warm batch's writing. The commits run in lanes, one thread each: a
+table's commits all go to one lane, in the order given, and two tables' commits (a source
+table's changelog and its mirror) may be made at once in two lanes; most of a commit's time
+is the JVM waiting on files and its worker pool, not a CPU.
 
-What is owed to exactly once: a table's commits are made in the order they were given
-(one thread, first in first out); the landing waits for a table's commits before it looks
+What is owed to exactly once: a table's commits are made in the order they were given (one
+lane, first in first out; each table's commit carries its own position, so the order
+between tables does not matter); the landing waits for a table's commits before it looks
 at that table again (:meth:`CommitQueue.wait_for`), and for all of them before the batch's
 mark (:meth:`CommitQueue.drain`), which so comes after every commit of the batch or not
 at all. Once a commit (or the writing of its files) fails, the ones not begun yet are not
-made (a later commit of the same table would land rows after a gap), and the batch fails
-with the first error."""
+made, in any lane (a later commit of the same table would land rows after a gap), and the
+batch fails with the first error."""
 
 from __future__ import annotations
 
@@ -44,28 +48,31 @@ class _Skipped(Exception):
 
 
 class _Pending:
-    """A commit given: its table, its file writing's future and its commit's, and what to
-    do with its result on the landing's thread."""
+    """A commit given: its table, its lane, its file writing's future and its commit's, and
+    what to do with its result on the landing's thread."""
 
-    __slots__ = ("future", "table", "then", "written")
+    __slots__ = ("future", "lane", "table", "then", "written")
 
-    def __init__(self, table: str, written: Future[Any], future: Future[Any],
+    def __init__(self, table: str, lane: int, written: Future[Any], future: Future[Any],
                  then: Callable[[Any], None] | None):
         self.table = table
+        self.lane = lane
         self.written = written
         self.future = future
         self.then = then
 
 
 class CommitQueue:
-    """Commits made in order on one thread, their files written on ``writers`` threads
-    beside it (see the module docstring); what depends on a commit's result runs on the
-    caller's thread when the commit is waited for."""
+    """Commits made on ``lanes`` threads (a table's in one, in order), their files written
+    on ``writers`` threads beside them (see the module docstring); what depends on a
+    commit's result runs on the caller's thread when the commit is waited for, in the
+    order the commits were given."""
 
-    def __init__(self, writers: int = 2) -> None:
+    def __init__(self, writers: int = 2, lanes: int = 1) -> None:
         self.writers = writers
+        self.lanes = lanes
         self._files: ThreadPoolExecutor | None = None
-        self._commits: ThreadPoolExecutor | None = None
+        self._commits: list[ThreadPoolExecutor] = []
         self._pending: deque[_Pending] = deque()
         self._failed = threading.Event()
         self._lock = threading.Lock()
@@ -76,13 +83,28 @@ class CommitQueue:
         """Write ``staged``'s files now and make its commit (of Iceberg table ``table``)
         after the ones given before; its result goes to ``then`` (on this thread) when it
         is waited for."""
-        if self._commits is None or self._files is None:
+        if self._files is None:
             self._files = ThreadPoolExecutor(self.writers,
                                              thread_name_prefix="changestream-files")
-            self._commits = ThreadPoolExecutor(1, thread_name_prefix="changestream-commits")
+            self._commits = [ThreadPoolExecutor(
+                1, thread_name_prefix="changestream-commits" + (f"-{n}" if n else ""))
+                for n in range(self.lanes)]
+        lane = self._lane_for(table)
         written = self._files.submit(self._guarded, staged.write)
-        future = self._commits.submit(self._guarded, lambda: self._commit(staged, written))
-        self._pending.append(_Pending(table, written, future, then))
+        future = self._commits[lane].submit(self._guarded,
+                                            lambda: self._commit(staged, written))
+        self._pending.append(_Pending(table, lane, written, future, then))
+
+    def _lane_for(self, table: str) -> int:
+        """The lane of ``table``'s commit: the one its earlier commits are in while one is
+        not made yet, else the lane with the fewest commits not made."""
+        busy = [0] * self.lanes
+        for pending in self._pending:
+            if not pending.future.done():
+                if pending.table == table:
+                    return pending.lane
+                busy[pending.lane] += 1
+        return busy.index(min(busy))
 
     def _guarded(self, step: Callable[[], Any]) -> Any:
         if self._failed.is_set():
@@ -148,7 +170,7 @@ class CommitQueue:
     def close(self) -> None:
         """Wait for what is under way and stop the threads."""
         self.discard()
-        for pool in (self._files, self._commits):
+        for pool in (self._files, *self._commits):
             if pool is not None:
                 pool.shutdown(wait=True)
-        self._files = self._commits = None
+        self._files, self._commits = None, []

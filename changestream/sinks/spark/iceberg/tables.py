@@ -64,8 +64,9 @@ class IcebergTables:
         self.defaults: dict[str, dict[str, str | None]] = {}
         self.insert_gaps: dict[str, set[str]] = {}  # source table -> columns inserts lack
         self._appender: ArrowAppender | None = None
-        # The driver's data commits, made while the landing goes on (.commit_queue).
-        self.commits = CommitQueue()
+        # The driver's data commits, made while the landing goes on (.commit_queue); two
+        # lanes: a table's changelog and its mirror are committed at once.
+        self.commits = CommitQueue(lanes=2)
         self._shared: tuple[pa.Table, Any] | None = None  # rows -> their DataFrame
 
     # -- names and state -------------------------------------------------------------

@@ -18,7 +18,7 @@ else:
              "changestream.parallel._segment_rows", "changestream.parallel._plain_walk",
              "changestream.sinks.spark._arrow_walk",
              "changestream.sinks.spark._snapshot_frames",
-             "changestream.sinks.spark._row_hash"]
+             "changestream.sinks.spark._row_hash", "changestream.sinks.spark._key_events"]
     libraries: dict[str, list[str]] = {}
     # libzstd's header comes with Debian's libzstd-dev (the install script installs it).
     if any(os.path.exists(os.path.join(d, "zstd.h")) for d in ("/usr/include",

@@ -16,7 +16,7 @@ from changestream.sinks.spark.frames import (
     frame_dataframe,
     table_runs,
 )
-from changestream.sinks.spark.iceberg import mirror_keyless
+from changestream.sinks.spark.iceberg import mirror_keyless, mirror_plan
 from changestream.sinks.spark.iceberg.key_index import COPIES, ROW_HASH, row_hashes
 from changestream.sinks.spark.iceberg.mirror_plan import (
     keys_must_exist,
@@ -152,8 +152,8 @@ def _delta_by_rows(run: Any, rows: Any, append_new_keys: bool) -> tuple[Any, Any
     return present, gone
 
 
-@pytest.mark.parametrize("seed", range(30))
-def test_the_row_delta_is_what_a_row_by_row_walk_gives(seed: int) -> None:
+def _random_run(seed: int) -> TableRun:
+    """A run of random inserts, updates (a third of them moving the key) and deletes."""
     import random
 
     rng = random.Random(seed)
@@ -179,6 +179,12 @@ def test_the_row_delta_is_what_a_row_by_row_walk_gives(seed: int) -> None:
                 present[new_key] = row
         transactions.append(log.transaction(changes))
     (run,) = table_runs(transactions)
+    return run
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_row_delta_is_what_a_row_by_row_walk_gives(seed: int) -> None:
+    run = _random_run(seed)
     rows = run.frame
     for append_new_keys in (True, False):
         upserts, deleted = mirror_delta(run, rows, append_new_keys)
@@ -187,6 +193,27 @@ def test_the_row_delta_is_what_a_row_by_row_walk_gives(seed: int) -> None:
         assert (None if upserts is None else upserts.to_pylist()) == want
         assert (None if deleted is None else [list(r.values()) for r in deleted.to_pylist()]) \
             == (gone or None)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_compiled_one_pass_delta_is_the_group_by_s(seed: int,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """An integer key's delta comes from the compiled pass when it is built; the general
+    path (Arrow's group-by) gives the same tables."""
+    if mirror_plan._key_events() is None:
+        pytest.skip("the compiled parts are not built (or CHANGESTREAM_PURE_PYTHON=1)")
+    run = _random_run(seed)
+    rows = run.frame
+    for append_new_keys in (True, False):
+        one_pass = mirror_plan._one_integer_key_delta(run, rows, append_new_keys)
+        assert one_pass is not None
+        with monkeypatch.context() as m:
+            m.setattr(mirror_plan, "_one_integer_key_delta", lambda *_: None)
+            general = mirror_delta(run, rows, append_new_keys)
+        for made, want in zip(one_pass, general):
+            assert (made is None) == (want is None)
+            if made is not None:
+                assert made.equals(want), (made.to_pylist(), want.to_pylist())
 
 
 @pytest.mark.parametrize("keys", [[3, 1, 2], [5], [1, 2, 1]])

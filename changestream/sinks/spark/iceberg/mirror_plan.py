@@ -5,11 +5,14 @@ frame, without Spark."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from changestream.native import compiled
 
 from ..frames import BEFORE_PREFIX, TableRun, row_numbers
 from .names import quote as _q
@@ -35,6 +38,9 @@ def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
         keys = pa.table(after, names=list(names))
         return rows.select(columns), None if append_new_keys and only[0] == "insert" \
             else keys
+    one_pass = _one_integer_key_delta(run, rows, append_new_keys)
+    if one_pass is not None:
+        return one_pass
     before = [rows.column(f"{BEFORE_PREFIX}{i}") for i in run.schema.primary_key or ()]
     # Every row is an event of its key, ordered 2i+1; an update that moves a key is also an
     # event of its old key just before it (2i), which leaves that key gone. Per key, its
@@ -71,6 +77,54 @@ def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
     deleted = pa.table([keys.column(name).cast(rows.schema.field(name).type)
                         for name in names], names=list(names))
     return upserts, deleted
+
+
+#: Key types whose every value an int64 holds (the compiled pass's key).
+_INT64_KEYS = (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),
+               pa.uint32())
+#: Op codes of the compiled pass, by position (any other op: 3, an upsert).
+_OPS = pa.array(["insert", "update", "delete"])
+
+
+def _one_integer_key_delta(run: TableRun, rows: pa.Table, append_new_keys: bool
+                           ) -> tuple[pa.Table | None, pa.Table | None] | None:
+    """:func:`mirror_delta` by the compiled one-pass walk
+    (:mod:`changestream.sinks.spark._key_events`) for a key of one integer column; ``None``
+    where it does not apply (not built, another key, a NULL key)."""
+    native = _key_events()
+    names = run.key_names
+    primary_key = run.schema.primary_key or ()
+    if native is None or len(names) != 1 or len(primary_key) != 1:
+        return None
+    after = rows.column(names[0])
+    if after.type not in _INT64_KEYS or after.null_count:
+        return None
+    before = rows.column(f"{BEFORE_PREFIX}{primary_key[0]}")
+    if before.type not in _INT64_KEYS:
+        return None
+    moved = key_moves(run, rows)
+    if before.null_count and pc.any(pc.and_(moved, pc.is_null(before))).as_py():
+        return None  # an update from a NULL key: the general path
+    codes = pc.fill_null(pc.index_in(rows.column("_op"), value_set=_OPS), 3)
+    kept, deleted, present = native.key_events(
+        _one(after.cast(pa.int64())), _one(pc.fill_null(before.cast(pa.int64()), 0)),
+        _one(moved.cast(pa.uint8())), _one(codes.cast(pa.uint8())), append_new_keys)
+    columns = [f.name for f in run.fields]
+    upserts = None if not present else rows.select(columns) if present == rows.num_rows \
+        else rows.select(columns).filter(kept)
+    if not len(deleted):
+        return upserts, None
+    return upserts, pa.table([deleted.cast(rows.schema.field(names[0]).type)],
+                             names=list(names))
+
+
+def _one(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+@functools.cache
+def _key_events() -> Any:
+    return compiled("changestream.sinks.spark._key_events")
 
 
 def keys_must_exist(run: TableRun, append_new_keys: bool) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -92,7 +91,11 @@ class StandaloneCluster:
                         self.memory, "--webui-port", str(_free_port()), self.master_url)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
-            registered = len(re.findall(r"Registering worker", self.log("master")))
+            # A worker's own log says it is registered: the master logs "Registering
+            # worker" also while it is still in standby, where it ignores the worker (which
+            # tries again some 10 s later) and an application then gets no executor.
+            registered = sum("Successfully registered with master" in self.log(f"worker-{i}")
+                             for i in range(1, self.workers + 1))
             if registered >= self.workers:
                 return
             for process in self._processes:

@@ -69,6 +69,8 @@ def key_events(after: pa.Array, before: pa.Array, moved: pa.Array, ops: pa.Array
     cdef Py_ssize_t events = n, i
     for i in range(n):
         events += m[i]
+    if events >= 0x7fffffff:  # the table's slots hold an entry's index as an int32
+        raise ValueError(f"key_events takes fewer than 2**31 events, not {events}")
     cdef uint64_t size = 16
     while size < <uint64_t>(2 * events):
         size <<= 1

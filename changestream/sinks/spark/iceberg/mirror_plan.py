@@ -82,6 +82,8 @@ def mirror_delta(run: TableRun, rows: pa.Table, append_new_keys: bool = True
 #: Key types whose every value an int64 holds (the compiled pass's key).
 _INT64_KEYS = (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),
                pa.uint32())
+#: Rows the compiled pass takes at most (its table indexes events with int32s).
+_MOST_ROWS = 1 << 30
 #: Op codes of the compiled pass, by position (any other op: 3, an upsert).
 _OPS = pa.array(["insert", "update", "delete"])
 
@@ -94,7 +96,8 @@ def _one_integer_key_delta(run: TableRun, rows: pa.Table, append_new_keys: bool
     native = _key_events()
     names = run.key_names
     primary_key = run.schema.primary_key or ()
-    if native is None or len(names) != 1 or len(primary_key) != 1:
+    if native is None or len(names) != 1 or len(primary_key) != 1 or \
+            rows.num_rows >= _MOST_ROWS:
         return None
     after = rows.column(names[0])
     if after.type not in _INT64_KEYS or after.null_count:

@@ -175,3 +175,61 @@ def test_a_start_that_failed_with_sharing_turns_the_key_off(tmp_path: Path) -> N
     mapped.failed("x")
     assert sorted(p.name for p in other.iterdir()) == [f"{mapped.key}.off"]
     assert ClassSharing(other, []).options() == ""
+
+
+def _aged(path: Path, seconds: float) -> Path:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+    return path
+
+
+def _archive(folder: Path, key: str, age: float) -> Path:
+    archive = folder / f"{key}.jsa"
+    archive.write_bytes(DYNAMIC_ARCHIVE_MAGIC + b"classes")
+    return _aged(archive, age)
+
+
+def test_a_start_keeps_the_two_last_used_archives_of_other_keys(tmp_path: Path) -> None:
+    sharing = ClassSharing(tmp_path, [])
+    mine = _archive(tmp_path, sharing.key, 30 * 86400)  # old, but this start's
+    kept = [_archive(tmp_path, f"other{n}", (n + 2) * 86400) for n in range(2)]
+    dropped = [_archive(tmp_path, f"other{n}", (n + 2) * 86400) for n in range(2, 5)]
+    assert sharing.options() == f"-XX:SharedArchiveFile={mine} {QUIET}"
+    assert all(p.exists() for p in [mine, *kept])
+    assert not any(p.exists() for p in dropped)
+    assert time.time() - mine.stat().st_mtime < 60  # used: now the last to go
+
+
+def test_archives_used_in_the_last_hour_are_kept_whatever_their_number(
+        tmp_path: Path) -> None:
+    recent = [_archive(tmp_path, f"recent{n}", 60 * (n + 1)) for n in range(4)]
+    ClassSharing(tmp_path, []).options()  # a start may be about to map any of them
+    assert all(p.exists() for p in recent)
+
+
+def test_a_start_takes_up_or_drops_the_parts_other_keys_left(tmp_path: Path) -> None:
+    sharing = ClassSharing(tmp_path, [])
+    _written(tmp_path, "done", _dead_pid())
+    _written(tmp_path, "cut", _dead_pid(), whole=False)
+    live = _written(tmp_path, "live", os.getpid())
+    orphan, young = tmp_path / "orphan.jsa.part", tmp_path / "young.jsa.part"
+    for part in (orphan, young):
+        part.write_bytes(b"x")
+    _aged(orphan, ORPHAN_SECONDS + 5)  # no marker, and older than a marker's making
+    sharing.options()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert "done.jsa" in names and "done.writing" not in names
+    assert not any(n.startswith("cut.") for n in names)
+    assert live.exists() and (tmp_path / "live.writing").exists()
+    assert not orphan.exists() and young.exists()
+
+
+def test_pruning_reports_what_it_removed(tmp_path: Path) -> None:
+    from changestream.sinks.spark.jvm.class_sharing import KEEP_OTHER_ARCHIVES, prune
+
+    for n in range(KEEP_OTHER_ARCHIVES + 2):
+        _archive(tmp_path, f"k{n}", 86400 * (n + 1))
+    assert sorted(prune(tmp_path, "mine")) == [(f"k{n}.jsa", 11) for n in
+                                               range(KEEP_OTHER_ARCHIVES,
+                                                     KEEP_OTHER_ARCHIVES + 2)]
+    assert prune(tmp_path, "mine") == []

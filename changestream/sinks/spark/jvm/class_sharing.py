@@ -25,6 +25,13 @@ from changestream.devserver.process import alive
 logger = logging.getLogger("changestream.sinks.spark")
 #: A part without its JVM's pid this old is left over from a start that failed.
 ORPHAN_SECONDS = 600
+#: Archives of other keys kept beside the one a start uses: the most recently used ones
+#: (another Java's, another install's). Each install, upgrade and Java has a key of its
+#: own and an archive of 100-180 MB, so older ones are removed at a start.
+KEEP_OTHER_ARCHIVES = 2
+#: An archive used or written this recently is kept whatever the count (a start may be
+#: about to map it).
+RECENT_SECONDS = 3600
 #: The JVM says on stdout which classes it leaves out of an archive (Hadoop's old ones):
 #: not for changestream's users.
 QUIET = "-Xlog:cds*=off"
@@ -121,6 +128,42 @@ def _adopt(folder: Path, key: str) -> bool:
     return False
 
 
+def prune(folder: Path, keep: str) -> list[tuple[str, int]]:
+    """Tidy the archives' folder at a start whose key is ``keep``: the parts of other keys
+    whose writers are gone are taken up or dropped (a part without its marker once it is
+    :data:`ORPHAN_SECONDS` old), and of the other keys' archives only the
+    :data:`KEEP_OTHER_ARCHIVES` most recently used stay, besides any used in the last
+    :data:`RECENT_SECONDS`. Returns the files removed: each name and size."""
+    removed: list[tuple[str, int]] = []
+    now = time.time()
+
+    def remove(path: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            size = path.stat().st_size
+            path.unlink()
+            removed.append((path.name, size))
+
+    for marker in folder.glob("*.writing"):
+        key = marker.name.removesuffix(".writing")
+        if key != keep:
+            part = folder / f"{key}.jsa.part"
+            size = part.stat().st_size if part.exists() else None
+            _adopt(folder, key)
+            if size is not None and not part.exists() and not (folder / f"{key}.jsa").exists():
+                removed.append((part.name, size))  # cut short: dropped
+    for part in folder.glob("*.jsa.part"):
+        key = part.name.removesuffix(".jsa.part")
+        if key != keep and not (folder / f"{key}.writing").exists() \
+                and now - part.stat().st_mtime > ORPHAN_SECONDS:
+            remove(part)
+    others = sorted((p for p in folder.glob("*.jsa") if p.stem != keep),
+                    key=lambda p: p.stat().st_mtime, reverse=True)
+    for archive in others[KEEP_OTHER_ARCHIVES:]:
+        if now - archive.stat().st_mtime > RECENT_SECONDS:
+            remove(archive)
+    return removed
+
+
 def _whole(archive: Path) -> bool:
     """Whether ``archive`` was written to its end: the JVM writes a dynamic archive's
     header (its magic first) last, so one cut short (its JVM killed) starts with zeros."""
@@ -145,11 +188,14 @@ class ClassSharing:
         =...`` when this start is the one to write it, else nothing."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
+            self._prune()
             if (self.folder / f"{self.key}.off").exists():
                 return ""
             writing = _adopt(self.folder, self.key)
             archive = self.folder / f"{self.key}.jsa"
             if archive.exists():
+                with contextlib.suppress(OSError):  # used now: the last to be pruned
+                    os.utime(archive)
                 return f"-XX:SharedArchiveFile={archive} {QUIET}"
             if writing:
                 return ""
@@ -168,6 +214,19 @@ class ClassSharing:
         part = self.folder / f"{self.key}.jsa.part"
         part.unlink(missing_ok=True)
         return f"-XX:ArchiveClassesAtExit={part} {QUIET}"
+
+    def _prune(self) -> None:
+        try:
+            removed = prune(self.folder, self.key)
+        except OSError as exc:  # a tidy-up: the start goes on
+            logger.debug("spark sink: tidying the class archives in %s: %s", self.folder, exc)
+            return
+        if removed:
+            logger.info("spark sink: removed %d old class-data archive file(s), %.1f MB, "
+                        "from %s", len(removed), sum(size for _, size in removed) / 1e6,
+                        self.folder)
+            logger.debug("spark sink: the class-data archive files removed: %s",
+                          ", ".join(sorted(name for name, _ in removed)))
 
     def failed(self, reason: str) -> None:
         """This start's JVM exited while it shared (mapped or wrote the archive) and the

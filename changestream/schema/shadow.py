@@ -102,7 +102,7 @@ class ShadowServer:
     def close(self) -> None:
         with contextlib.suppress(pymysql.MySQLError):
             self._conn.close()
-        self.server.close()
+        self.server.discard()  # its files are removed: no clean shutdown to wait for
         if self.settings.base_dir:
             shutil.rmtree(self.server.base_dir, ignore_errors=True)
 

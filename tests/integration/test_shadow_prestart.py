@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -105,3 +106,16 @@ def test_the_router_starts_the_shadow_during_the_sink_s_open(server: Any, tmp_pa
     assert [r["after"] for r in inserted] == [{"id": 1, "v": "one"}]  # names: the history's
     assert not (shadow_dir / str(os.getpid())).exists() or not any(
         (shadow_dir / str(os.getpid())).iterdir())
+
+
+def test_a_closed_shadow_is_killed_and_its_files_removed(server: Any, tmp_path: Path) -> None:
+    prestart = ShadowPrestart(HistorySettings("on", shadow_command(server), str(tmp_path)),
+                              server.connect)
+    shadow = prestart.server(_wanted(server, tmp_path))
+    process, folder = shadow.server._process, shadow.server.base_dir
+    assert process is not None and folder.is_dir()
+    shadow.run("CREATE DATABASE thrown_away")
+    shadow.close()  # its files are removed: no clean shutdown (a fifth of a second)
+    prestart.close()
+    assert process.returncode == -signal.SIGKILL
+    assert not folder.exists()

@@ -125,6 +125,8 @@ class SparkSinkBase:
 
     def close(self) -> None:
         if self.spark is not None and self._owns_session:
+            from .jvm.stop import stop_session
+
             self._before_stop()
-            self.spark.stop()
+            stop_session(self.spark)
             self.spark = None

@@ -125,6 +125,7 @@ def run_quickstart(folder: Path, *, rows: int = 200) -> bool:
     """The whole quick start in ``folder`` (emptied first; the warehouse stays there
     afterwards); True when every mirror table equals its source table."""
     from changestream.sinks.spark.jvm.jars import iceberg_jars
+    from changestream.sinks.spark.jvm.stop import stop_session
     from changestream.sinks.spark.session import iceberg_conf, start_session
     from changestream.sinks.spark.sink import SparkSink
 
@@ -189,7 +190,7 @@ def run_quickstart(folder: Path, *, rows: int = 200) -> bool:
         spark.sql("SELECT _op, _transaction_id, _commit_ts, id, status FROM "
                   "changestream.shop.orders__changelog WHERE id = 1 "
                   "ORDER BY _binlog_file, _binlog_pos, _seq").show(truncate=False)
-        spark.stop()
+        stop_session(spark)
     say(f"Done: every mirror table equals its source table: {'yes' if all_equal else 'NO'}.")
     say(f"Look again with Spark at the Iceberg warehouse {warehouse} (catalog type 'hadoop').")
     return all_equal

@@ -15,20 +15,17 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import logging
 import socket
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-logger = logging.getLogger("changestream.sinks.spark")
 #: How long the stop waits for the accumulator server's thread before leaving it to
 #: PySpark's own shutdown (a handler still reading the JVM's updates polls every second).
 WAKE_SECONDS = 2.0
-
-_exit_hook: list[bool] = []
 
 
 def stop_session(spark: SparkSession) -> None:
@@ -36,9 +33,8 @@ def stop_session(spark: SparkSession) -> None:
     the JVM's gateway shut down at the interpreter's exit."""
     _stop_accumulator_server(spark.sparkContext)
     spark.stop()
-    if not _exit_hook:
-        _exit_hook.append(True)
-        atexit.register(shut_gateway_down)
+    atexit.unregister(shut_gateway_down)  # registered once, however many stops
+    atexit.register(shut_gateway_down)
 
 
 def _stop_accumulator_server(context: Any) -> None:
@@ -52,14 +48,13 @@ def _stop_accumulator_server(context: Any) -> None:
                                daemon=True)
     stopper.start()
     address = server.server_address[:2]
-    waited = 0.0
-    while stopper.is_alive() and waited < WAKE_SECONDS:
+    deadline = time.monotonic() + WAKE_SECONDS
+    while stopper.is_alive() and time.monotonic() < deadline:
         # A connection the poll sees before the shutdown's flag is handled at once (the
         # handler returns on server_shutdown); one it sees after ends the loop.
         with contextlib.suppress(OSError):
             socket.create_connection(address, timeout=0.5).close()
         stopper.join(0.02)
-        waited += 0.02
 
 
 def shut_gateway_down() -> None:

@@ -32,25 +32,49 @@ SOURCE = (files(__package__) / "DriverCommits.java").read_text(encoding="utf-8")
 
 _COMPILED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _BYTECODE: weakref.WeakKeyDictionary[Any, dict[str, bytes]] = weakref.WeakKeyDictionary()
+_JARS: weakref.WeakKeyDictionary[Any, Path] = weakref.WeakKeyDictionary()
+
+
+def use_driver_commits_jar(spark: SparkSession, jar: Path) -> None:
+    """Have :func:`driver_commits` in ``spark``'s JVM load the class from ``jar`` (see
+    :func:`driver_commits_jar`) when that file is there, rather than compile it."""
+    _JARS[spark._jvm] = jar
 
 
 def driver_commits(spark: SparkSession, anchor: Any) -> Any:
     """The :class:`DriverCommits` object of ``spark``'s JVM: the class from the class path
-    when a jar of it is there (:func:`driver_commits_jar`), else compiled at the first
-    call, with the class loader that loaded ``anchor`` (a Java object of Iceberg's: a
-    table, a catalog) as its parent."""
+    if it is there, else from the jar :func:`use_driver_commits_jar` named, else compiled
+    at the first call; its parent class loader is the one that loaded ``anchor`` (a Java
+    object of Iceberg's: a table, a catalog)."""
     jvm = spark._jvm
     commits = _COMPILED.get(jvm)
     if commits is None:
         loader = anchor.getClass().getClassLoader()
         try:
             klass = loader.loadClass(CLASS_NAME)
-        except Exception:  # Py4JJavaError (ClassNotFoundException): no jar of it
-            klass = _compile(jvm, loader)
+        except Exception:  # Py4JJavaError (ClassNotFoundException): not on the class path
+            klass = _from_jar(spark, loader, _JARS.get(jvm)) or _compile(jvm, loader)
         commits = klass.newInstance()
         commits.init(spark._jsc.hadoopConfiguration())
         _COMPILED[jvm] = commits
     return commits
+
+
+def _from_jar(spark: SparkSession, loader: Any, jar: Path | None) -> Any:
+    """The class loaded from ``jar`` by a class loader of its own under ``loader``
+    (``None``: no such jar, or one that does not hold it). The jar is kept off the
+    driver's class path: a class path that gained it after the first start would give
+    later starts another class-data archive (:mod:`..jvm.class_sharing`) to write."""
+    if jar is None or not jar.is_file():
+        return None
+    jvm: Any = spark._jvm
+    gateway: Any = spark.sparkContext._gateway
+    urls = gateway.new_array(jvm.java.net.URL, 1)
+    urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
+    try:
+        return jvm.java.net.URLClassLoader(urls, loader).loadClass(CLASS_NAME)
+    except Exception:  # Py4JJavaError: a jar cut short, or of another class
+        return None
 
 
 def _compile(jvm: Any, loader: Any) -> Any:

@@ -72,9 +72,11 @@ class IcebergSparkSink(DurableSparkSink):
 
             jars = iceberg_jars(self.options.jar) + list(self.catalog_settings.jars)
             self._commits_jar = driver_commits_jar(jars[0])
-            if self._commits_jar.is_file():
-                jars.append(self._commits_jar)
         self._open_session(self.catalog_settings.spark_conf(), jars)
+        if self._commits_jar is not None:
+            from .commits import use_driver_commits_jar
+
+            use_driver_commits_jar(self.session, self._commits_jar)
         self._held = []
         if self._landing is not None:  # opened again: the last landing's threads stop
             self._landing.close()
@@ -93,8 +95,7 @@ class IcebergSparkSink(DurableSparkSink):
 
     def _keep_driver_commits(self, jar: Path) -> None:
         """Save the driver's commit class this JVM compiled as ``jar``, which later starts
-        put on the class path (no compile in their open; the class-data archive then
-        holds it too)."""
+        load it from (no compile in their open)."""
         from .commits import keep_driver_commits
 
         try:

@@ -32,6 +32,20 @@ def alive(pid: int) -> bool:
     return True
 
 
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited: :func:`alive`, but a zombie (an
+    exited process its parent has not reaped yet; an orphan's waits for the init process,
+    which in a container or a VM's own init can take seconds, or forever) counts as
+    exited."""
+    if not alive(pid):
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc to tell: it exists
+    return state not in ("Z", "X")
+
+
 def die_with_parent() -> None:
     """In the child before exec: ask Linux for SIGKILL when the parent dies."""
     try:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from changestream.devserver.process import alive, running
 from changestream.sinks.spark.jvm.class_sharing import (
     DYNAMIC_ARCHIVE_MAGIC,
     OPTION_VARIABLES,
@@ -64,6 +65,39 @@ def test_a_finished_archive_is_taken_up_and_used(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == [archive.name]
     sharing.started(4242)  # a start that maps an archive writes nothing
     assert sorted(p.name for p in tmp_path.iterdir()) == [archive.name]
+
+
+def _zombie() -> subprocess.Popen[bytes]:
+    """A child that has exited and is not reaped yet (as an orphaned JVM is until the init
+    process reaps it: 1.75 s on this project's machine)."""
+    child = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    return child
+
+
+def test_an_archive_whose_jvm_exited_unreaped_is_taken_up(tmp_path: Path) -> None:
+    sharing = ClassSharing(tmp_path, [])
+    child = _zombie()
+    try:
+        _written(tmp_path, sharing.key, child.pid)
+        archive = tmp_path / f"{sharing.key}.jsa"
+        assert sharing.options() == f"-XX:SharedArchiveFile={archive} {QUIET}"
+        assert sorted(p.name for p in tmp_path.iterdir()) == [archive.name]
+    finally:
+        child.wait()
+
+
+def test_running_counts_a_zombie_as_exited() -> None:
+    child = _zombie()
+    try:
+        assert alive(child.pid) and not running(child.pid)
+    finally:
+        child.wait()
+    assert running(os.getpid())
+    assert not running(_dead_pid())
 
 
 def test_an_archive_cut_short_is_dropped_and_written_again(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from changestream.cache import cache_folder
-from changestream.devserver.process import alive
+from changestream.devserver.process import running
 
 logger = logging.getLogger("changestream.sinks.spark")
 #: A part without its JVM's pid this old is left over from a start that failed.
@@ -116,7 +116,7 @@ def _adopt(folder: Path, key: str) -> bool:
         pid: int | None = int(text)
     except ValueError:  # its writer is between creating it and saying who it is
         pid = None
-    if (pid is not None and alive(pid)) or (pid is None and age < ORPHAN_SECONDS):
+    if (pid is not None and running(pid)) or (pid is None and age < ORPHAN_SECONDS):
         return True
     part = folder / f"{key}.jsa.part"
     if _whole(part):

@@ -44,7 +44,7 @@ $test_deps && extras=test,spark
 # ever does: every start (and every decode worker) would compile each module again.
 .venv/bin/python -m compileall -q changestream actors sinks >/dev/null
 # The driver JVM's class-data archive (docs/sinks.md), written now rather than by the first
-# Spark run, whose JVM would start without one and write it as it exits (some 10 s, once).
+# Spark run, whose JVM would start without one and write it as it exits (about 12 s, once).
 # Its output is read to the end: that waits for the JVM writing it.
 prepared=$(.venv/bin/python -m changestream.sinks.spark.jvm.prepare 2>&1 \
   | grep '^changestream:') || true

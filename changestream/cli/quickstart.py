@@ -143,8 +143,7 @@ def run_quickstart(folder: Path, *, rows: int = 200) -> bool:
         say(f"2. shop loaded: shop.customers, shop.orders ({rows} orders), shop.order_notes "
             "(no primary key); then RESET MASTER: no binlog holds these rows")
         began = time.monotonic()
-        # The class-data archive the install script wrote (docs/sinks.md): Spark's start
-        # 1.5 s instead of 2.4 s.
+        # The class-data archive the install script wrote (docs/sinks.md).
         spark = start_session(conf=iceberg_conf("changestream", warehouse),
                               jars=iceberg_jars(None), app_name="changestream-quickstart",
                               quiet=True, class_cache=default_folder())

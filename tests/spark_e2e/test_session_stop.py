@@ -21,11 +21,9 @@ from pyspark import SparkContext
 from changestream.sinks.spark.iceberg.sink import IcebergSparkSink
 from changestream.sinks.spark.jvm.stop import shut_gateway_down
 from changestream.sinks.spark.session import start_session
+from changestream.devserver.process import running
 def ended(pid):  # gone, or a zombie (this process is its parent and reaps it later)
-    try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+    return not running(pid)
 with tempfile.TemporaryDirectory() as tmp:
     sink = IcebergSparkSink(warehouse=tmp, master="local[1]", jvm_class_cache=False)
     sink.open()

@@ -42,18 +42,17 @@ def use_driver_commits_jar(spark: SparkSession, jar: Path) -> None:
 
 
 def driver_commits(spark: SparkSession, anchor: Any) -> Any:
-    """The :class:`DriverCommits` object of ``spark``'s JVM: the class from the class path
-    if it is there, else from the jar :func:`use_driver_commits_jar` named, else compiled
-    at the first call; its parent class loader is the one that loaded ``anchor`` (a Java
-    object of Iceberg's: a table, a catalog)."""
+    """The :class:`DriverCommits` object of ``spark``'s JVM: the class from the jar
+    :func:`use_driver_commits_jar` named if it is there, else from the class path (a
+    session passed in may have it), else compiled at the first call; its parent class
+    loader is the one that loaded ``anchor`` (a Java object of Iceberg's: a table, a
+    catalog)."""
     jvm = spark._jvm
     commits = _COMPILED.get(jvm)
     if commits is None:
         loader = anchor.getClass().getClassLoader()
-        try:
-            klass = loader.loadClass(CLASS_NAME)
-        except Exception:  # Py4JJavaError (ClassNotFoundException): not on the class path
-            klass = _from_jar(spark, loader, _JARS.get(jvm)) or _compile(jvm, loader)
+        klass = _from_jar(spark, loader, _JARS.get(jvm)) or _from_class_path(loader) \
+            or _compile(jvm, loader)
         commits = klass.newInstance()
         commits.init(spark._jsc.hadoopConfiguration())
         _COMPILED[jvm] = commits
@@ -74,6 +73,14 @@ def _from_jar(spark: SparkSession, loader: Any, jar: Path | None) -> Any:
     try:
         return jvm.java.net.URLClassLoader(urls, loader).loadClass(CLASS_NAME)
     except Exception:  # Py4JJavaError: a jar cut short, or of another class
+        return None
+
+
+def _from_class_path(loader: Any) -> Any:
+    """The class as ``loader`` finds it (``None``: not on the class path)."""
+    try:
+        return loader.loadClass(CLASS_NAME)
+    except Exception:  # Py4JJavaError (ClassNotFoundException)
         return None
 
 

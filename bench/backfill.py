@@ -45,6 +45,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from machine_cpu import MachineCpu
+
 from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.plugins import make_sink
 from changestream.runtime.router import Router, RouterSettings
@@ -177,10 +179,10 @@ def backfill(master: str, files: Path, work: Path, changes: int, rows_left: dict
     warehouse = work / label
     spark, started = _session(master, catalog, warehouse)
     try:
-        began = time.perf_counter()
-        report = run_backfill(spark, catalog, str(warehouse), [str(files)],
-                              BackfillSettings(change_filter=ChangeFilter([DB])))
-        seconds = time.perf_counter() - began
+        with MachineCpu() as used:
+            report = run_backfill(spark, catalog, str(warehouse), [str(files)],
+                                  BackfillSettings(change_filter=ChangeFilter([DB])))
+        seconds = used.seconds
         landed = _mirror_rows(spark, catalog, rows_left)
         if landed != rows_left:
             raise SystemExit(f"{label}: the mirrors hold {landed} rows, the source {rows_left}")
@@ -188,6 +190,7 @@ def backfill(master: str, files: Path, work: Path, changes: int, rows_left: dict
                 "changes": report.rows, "units": report.units,
                 "changes_per_second": round(report.rows / seconds),
                 "decode_task_seconds": round(report.decode_seconds, 1),
+                "cpu_seconds": round(used.cpu_seconds, 2), "cpu_share": round(used.share, 2),
                 "warehouse": str(warehouse), "catalog": catalog,
                 "expected_changes": changes}
     finally:
@@ -203,16 +206,17 @@ def run_files(files: Path, work: Path, rows_left: dict[str, int],
         router = Router(RouterSettings(source=f"file://{files}", until="caught-up",
                                        filter=ChangeFilter([DB]),
                                        batch=BatchSettings(max_seconds=1.0)), sink)
-        began = time.perf_counter()
-        router.run()
-        seconds = time.perf_counter() - began
+        with MachineCpu() as used:
+            router.run()
+        seconds = used.seconds
         landed = _mirror_rows(spark, catalog, rows_left)
         if landed != rows_left:
             raise SystemExit(f"run-files: the mirrors hold {landed} rows, the source "
                              f"{rows_left}")
         changes = router.stats.delivery.changes_delivered
         return {"spark_start_seconds": round(started, 1), "seconds": round(seconds, 1),
-                "changes": changes, "changes_per_second": round(changes / seconds)}
+                "changes": changes, "changes_per_second": round(changes / seconds),
+                "cpu_seconds": round(used.cpu_seconds, 2), "cpu_share": round(used.share, 2)}
     finally:
         spark.stop()
 
@@ -330,7 +334,10 @@ def main(argv: list[str] | None = None) -> int:
                     ratio = f", {r['vs_run_files']}x run" if "vs_run_files" in r else ""
                     print(f"  {key:17} {r['changes_per_second']:>9,} changes/s "
                           f"({r['seconds']} s; Spark start {r['spark_start_seconds']} s"
-                          f"{ratio})")
+                          f"{ratio}); the machine's CPU {r['cpu_seconds']} CPU-s "
+                          f"({r['cpu_share']:.0%} of its CPUs)"
+                          + (f", of it the decoding tasks {r['decode_task_seconds']} s"
+                             if "decode_task_seconds" in r else ""))
             if args.repeat > 1:
                 print(f"  rounds (backfill s, run s): {result['rounds_seconds']}")
             live = result["first_live"]

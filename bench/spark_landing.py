@@ -63,6 +63,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, as other benches
 
+from machine_cpu import MachineCpu
+
 from changestream.actors.batch_settings import BatchSettings
 from changestream.delivery.adapter import capabilities_of
 from changestream.delivery.plugins import make_sink
@@ -278,13 +280,14 @@ class TimedSink:
 
 
 def router_alone(server: EmbeddedServer, db: str, start: tuple[str, int], out: Path,
-                 decode_workers: int) -> float:
-    """Rows/s of the router on the same binlog into a JSON-lines file, without Spark."""
+                 decode_workers: int) -> tuple[float, float]:
+    """Rows/s of the router on the same binlog into a JSON-lines file, without Spark, and
+    the machine's CPU-seconds meanwhile."""
     router = Router(_settings(server, db, start, 1.0, "caught-up", decode_workers),
                     JsonLinesSink(out, fsync=False))
-    began = time.perf_counter()
-    router.run()
-    return router.stats.delivery.changes_delivered / (time.perf_counter() - began)
+    with MachineCpu() as used:
+        router.run()
+    return router.stats.delivery.changes_delivered / used.seconds, used.cpu_seconds
 
 
 def _workers(sink: TimedSink, decode_workers: int) -> int:
@@ -296,17 +299,17 @@ def _workers(sink: TimedSink, decode_workers: int) -> int:
 def _land(server: EmbeddedServer, spark: Any, target: Target, rows: int,
           present: dict[str, int],
           start: tuple[str, int], batch_seconds: float, batch_changes: int | None,
-          decode_workers: int) -> tuple[float, int, TimedSink]:
+          decode_workers: int) -> tuple[float, int, TimedSink, float]:
     """One landing of the workload into ``target`` (checked afterwards); its seconds,
-    batches and the timed sink."""
+    batches, the timed sink and the machine's CPU-seconds during it."""
     db = target.db
     sink = TimedSink(target.sink(spark))
     router = Router(_settings(server, db, start, batch_seconds, "caught-up",
                               _workers(sink, decode_workers),
                               batch_changes=batch_changes), sink)
-    began = time.perf_counter()
-    router.run()
-    seconds = time.perf_counter() - began
+    with MachineCpu() as used:
+        router.run()
+    seconds = used.seconds
     landed = target.changelog_count(spark, present)
     if landed != rows:
         raise SystemExit(f"{target.mode}: {landed} changes landed, {rows} written")
@@ -316,7 +319,7 @@ def _land(server: EmbeddedServer, spark: Any, target: Target, rows: int,
         if mirrored != held or source != held:
             raise SystemExit(f"iceberg: the mirror of {table} holds {mirrored} rows, the "
                              f"source {source}, the workload left {held}")
-    return seconds, router.stats.delivery.batches_delivered, sink
+    return seconds, router.stats.delivery.batches_delivered, sink, used.cpu_seconds
 
 
 def throughput(server: EmbeddedServer, spark: Any, target: Target, rows: int, tx_rows: int,
@@ -334,21 +337,22 @@ def throughput(server: EmbeddedServer, spark: Any, target: Target, rows: int, tx
         server.execute(KEYLESS_TABLE.format(db=db))
     write_seconds, present = write_workload(server, db, rows, tx_rows, shape)
     out = target.where.parent / f"{target.mode}-alone.jsonl"
-    landings: list[tuple[float, int, TimedSink]] = []
-    alone_workers: list[float] = []
+    landings: list[tuple[float, int, TimedSink, float]] = []
+    alone_workers: list[tuple[float, float]] = []
     for n in range(repeat):
         landings.append(_land(server, spark, target if n == 0 else target.again(n), rows,
                               present, start, batch_seconds, batch_changes, decode_workers))
         if compare:
             alone_workers.append(router_alone(server, db, start, out, -1))
     # The median landing (the lower middle one of an even count) gives every figure.
-    seconds, batches, sink = sorted(landings, key=lambda landing: landing[0])[
+    seconds, batches, sink, cpu = sorted(landings, key=lambda landing: landing[0])[
         (len(landings) - 1) // 2]
     if not compare:
         return {"router_seconds": seconds}
-    alone = router_alone(server, db, start, out, 0)
+    alone = router_alone(server, db, start, out, 0)[0]
     workers = _workers(sink, decode_workers)
-    alone_median = statistics.median_low(alone_workers)  # the landings' rule, too
+    # the landings' rule, too
+    alone_median, alone_cpu = sorted(alone_workers)[(len(alone_workers) - 1) // 2]
     return {"rows": rows, "shape": shape, "transactions": -(-rows // tx_rows),
             "write_seconds": write_seconds,
             "start": f"{start[0]}:{start[1]}",
@@ -361,7 +365,10 @@ def throughput(server: EmbeddedServer, spark: Any, target: Target, rows: int, tx
             "sink_stage_seconds": {k: round(v, 2) for k, v in sink.stages.items()},
             "router_alone_rows_per_second": alone,
             "router_alone_workers_rows_per_second": alone_median,
-            "each_router_alone_workers_rows_per_second": alone_workers,
+            "each_router_alone_workers_rows_per_second": [a[0] for a in alone_workers],
+            # The machine's busy CPU-seconds (every process: decode workers, the JVM, the
+            # server) of the median landing and of the median router alone with workers.
+            "cpu_seconds": cpu, "router_alone_workers_cpu_seconds": alone_cpu,
             "decode_workers": workers,
             # The router alone as the Spark run was set up: with or without decode workers.
             "router_alone_same_rows_per_second": alone if workers == 0 else alone_median}
@@ -629,6 +636,14 @@ def main(argv: list[str] | None = None) -> int:
                  "the Spark path does not keep up with the router set up the same way."))
         print(f"{mode}: where the writes' time went: " + ", ".join(
             f"{k} {v:.1f} s" for k, v in b["sink_stage_seconds"].items()))
+        if "cpu_seconds" in b:
+            work = b["cpu_seconds"] / b["router_alone_workers_cpu_seconds"]
+            used = b["cpu_seconds"] / b["router_seconds"] / (os.cpu_count() or 1)
+            print(f"{mode}: the machine's CPU time: the landing {b['cpu_seconds']:.2f} "
+                  f"CPU-s ({used:.0%} of its CPUs), "
+                  f"the router alone {b['router_alone_workers_cpu_seconds']:.2f} CPU-s: "
+                  f"{work:.2f} times the work, so at the same use of the CPUs the landing "
+                  f"could reach {1 / work:.2f}x.")
         cold = r.get("cold_cli")
         if cold:
             alone = b["router_alone_workers_rows_per_second"]

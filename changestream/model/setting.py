@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from changestream.model.errors import ConfigError
+from changestream.model.errors import ConfigError, SinkError
 
 Check = Callable[[Any], str | None]
 """A value's problem, in words that follow the key (``None``: it is fine)."""
@@ -36,6 +36,18 @@ def parse_flag(text: str) -> bool | None:
     configuration, the environment and sink options."""
     lowered = text.strip().lower()
     return True if lowered in FLAG_TRUE else False if lowered in FLAG_FALSE else None
+
+
+def option_flag(owner: str, option: str, value: bool | str) -> bool:
+    """A boolean sink option given as a bool or as text (``--sink-option KEY=false``), by
+    :func:`parse_flag`'s rule; anything else is a :class:`SinkError` naming ``owner``'s
+    option."""
+    if isinstance(value, bool):
+        return value
+    parsed = parse_flag(str(value))
+    if parsed is None:
+        raise SinkError(f"{owner}: option {option}={value!r} is not true or false")
+    return parsed
 
 
 def doc_of(f: dataclasses.Field[Any]) -> str:

@@ -16,6 +16,7 @@ from changestream.encoding.records import iter_lines
 from changestream.model.changes import Batch, Change, Position, TransactionPart
 from changestream.model.errors import ConfigError, SinkError
 from changestream.model.modes import FORMATS
+from changestream.model.setting import option_flag
 
 log = logging.getLogger("changestream")
 
@@ -24,15 +25,18 @@ class JsonLinesSink:
     """Appends change records to ``path`` (``None`` or ``"-"``: standard output).
 
     Each batch is written, flushed and (for files, unless ``fsync=False``) fsynced before
-    the router moves its position on. With a position file a file is written exactly once:
-    the file's length is saved with each position (:meth:`durable_state`), and on a restart
-    (:meth:`restore`) what lies after it — batches written but never acknowledged, which
-    the router delivers again — is cut off. Without one (or on standard output) it is at
-    least once: only a line left half-written by a crash is cut off.
+    the router moves its position on; once fsynced, its pages leave the OS page cache
+    (unless ``drop_cache=False``: :func:`_drop_cached`). With a position file a file is
+    written exactly once: the file's length is saved with each position
+    (:meth:`durable_state`), and on a restart (:meth:`restore`) what lies after it —
+    batches written but never acknowledged, which the router delivers again — is cut off.
+    Without one (or on standard output) it is at least once: only a line left half-written
+    by a crash is cut off.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
-                 format: str = "changestream", fsync: bool = True):
+                 format: str = "changestream", fsync: bool | str = True,
+                 drop_cache: bool | str = True):
         if format not in FORMATS:
             raise SinkError(f"jsonl sink: unknown format {format!r} (use one of "
                             f"{', '.join(FORMATS)})")
@@ -41,7 +45,8 @@ class JsonLinesSink:
         # Decode workers may hand over records already encoded in this format; the file is
         # cut back to the state saved with the position on a restart.
         self.capabilities = SinkCapabilities(encoded_format=format, durable_state=True)
-        self.fsync = fsync
+        self.fsync = option_flag("jsonl sink", "fsync", fsync)
+        self.drop_cache = option_flag("jsonl sink", "drop_cache", drop_cache)
         self._out: BinaryIO | None = None
         self._committed: dict[str, Any] | None = None  # from restore()
 
@@ -161,6 +166,8 @@ class JsonLinesSink:
             out.flush()
             if self.fsync and self.path is not None:
                 os.fsync(out.fileno())
+                if self.drop_cache and start is not None:
+                    _drop_cached(out.fileno(), start)
         except BaseException as exc:
             if start is not None:
                 self._take_back(out, start)
@@ -185,6 +192,20 @@ class JsonLinesSink:
         if self._out is not None and self.path is not None:
             self._out.close()
         self._out = None
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _drop_cached(fd: int, start: int) -> None:
+    """Let the OS drop file ``fd``'s pages from ``start``'s page on from its page cache
+    (they are fsynced, so clean). A big snapshot otherwise fills memory with records
+    nobody reads again there, pushing other files out; and taking memory the machine had
+    not used yet for the cache cost more system time than the write (docs/snapshots.md).
+    A consumer reading right behind the router then reads them from the disk."""
+    if hasattr(os, "posix_fadvise"):
+        with contextlib.suppress(OSError):  # a file system without it: nothing to drop
+            os.posix_fadvise(fd, start - start % _PAGE, 0, os.POSIX_FADV_DONTNEED)
 
 
 def _put(out: BinaryIO, data: bytes | memoryview) -> None:

@@ -3,13 +3,17 @@ cuts off a line a crash left half-written."""
 
 from __future__ import annotations
 
+import ctypes
 import json
+import mmap
+import os
 from pathlib import Path
 
 import pytest
 
 from changestream.encoding.records import encode_lines, iter_lines
 from changestream.model.changes import Batch, Change, TransactionInfo, TransactionPart
+from changestream.model.errors import SinkError
 from changestream.sinks.jsonl import JsonLinesSink
 
 INFO = TransactionInfo("0-1-7", "0-1-7", 3, None, 3, 1, "mariadb-bin.000001", 4, 900)
@@ -161,3 +165,63 @@ def test_a_crash_before_the_first_position_cuts_back_to_where_the_first_start_fo
     again.write(_batch(_changes(2, "INSERT ...")))
     again.close()
     assert _ids(path) == [7, 0, 1]
+
+
+
+def _resident_pages(path: Path) -> int:
+    """How many of ``path``'s pages the OS page cache holds: mincore(2) of a mapping of it
+    (mapping reads nothing)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = path.stat().st_size
+    pages = -(-size // mmap.PAGESIZE)
+    with path.open("rb") as f:
+        address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, f.fileno(), 0)
+        assert address not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+        try:
+            vector = (ctypes.c_ubyte * pages)()
+            assert libc.mincore(address, size, vector) == 0, ctypes.get_errno()
+        finally:
+            libc.munmap(address, size)
+    return sum(byte & 1 for byte in vector)
+
+
+def _file_system(path: Path) -> str:
+    """The type of the file system ``path`` is on (/proc/self/mounts' longest match)."""
+    best, kind = "", ""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, point, fs_type = line.split()[:3]
+        if str(path).startswith(point.rstrip("/") + "/") and len(point) > len(best):
+            best, kind = point, fs_type
+    return kind
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise") or not Path("/proc/self/mounts").exists(),
+                    reason="posix_fadvise and /proc are Linux's")
+def test_fsynced_batches_leave_the_page_cache(tmp_path: Path) -> None:
+    if _file_system(tmp_path) in ("tmpfs", "ramfs"):
+        pytest.skip(f"{tmp_path} is in memory: its pages are the file")
+    kept, dropped = tmp_path / "kept.jsonl", tmp_path / "dropped.jsonl"
+    for path, drop in ((kept, False), (dropped, True)):
+        sink = JsonLinesSink(path, drop_cache=drop)
+        sink.open()
+        for _ in range(3):
+            sink.write(_batch(_changes(2000, "INSERT ...")))
+        sink.close()
+    assert kept.stat().st_size == dropped.stat().st_size > 100 * mmap.PAGESIZE
+    assert _resident_pages(kept) > 100
+    assert _resident_pages(dropped) == 0
+    assert kept.read_bytes().count(b"\n") == dropped.read_bytes().count(b"\n") == 6000
+
+
+def test_boolean_options_are_taken_as_text_too(tmp_path: Path) -> None:
+    sink = JsonLinesSink(tmp_path / "out.jsonl", fsync="false", drop_cache="no")
+    assert sink.fsync is False and sink.drop_cache is False
+    assert JsonLinesSink(tmp_path / "out.jsonl", fsync="TRUE").fsync is True
+    with pytest.raises(SinkError, match=r"jsonl sink: option fsync='sometimes' is not true "
+                                        r"or false"):
+        JsonLinesSink(tmp_path / "out.jsonl", fsync="sometimes")

@@ -6,18 +6,13 @@ import os
 from pathlib import Path
 
 from changestream.model.errors import SinkError
-from changestream.model.setting import parse_flag
+from changestream.model.setting import option_flag, parse_flag
 
 
 def flag(option: str, value: bool | str) -> bool:
     """A boolean sink option given as a bool or as text, by the configuration's rule
     (:func:`changestream.model.setting.parse_flag`)."""
-    if isinstance(value, bool):
-        return value
-    parsed = parse_flag(str(value))
-    if parsed is None:
-        raise SinkError(f"spark sink: option {option}={value!r} is not true or false")
-    return parsed
+    return option_flag("spark sink", option, value)
 
 
 def age(option: str, value: float | str | None) -> float:

@@ -221,6 +221,31 @@ def run_files(files: Path, work: Path, rows_left: dict[str, int],
         spark.stop()
 
 
+def decode_alone(files: Path, work: Path) -> dict[str, float]:
+    """The CPU-seconds of decoding and staging every unit of the archive in this one
+    process, one after the other, with nothing else running (the schema history that
+    names the columns is made first, not counted): the least any backfill of these files
+    spends, whatever it lands with."""
+    from changestream.sinks.backfill.decoding import decode_unit
+    from changestream.sinks.backfill.driver import _unit_names
+    from changestream.sinks.backfill.planning import plan_units
+
+    settings = BackfillSettings(change_filter=ChangeFilter([DB]))
+    units = plan_units([str(files)], settings.split_bytes)
+    names = _unit_names(units, units, settings)
+    staging = work / "decode-alone"
+    cpu, began = time.process_time(), time.perf_counter()
+    for unit in units:
+        manifest = decode_unit(unit, str(staging), settings.chunk_changes,
+                               settings.change_filter, names.get(unit.index), False)
+        if manifest.error:
+            raise SystemExit(f"decode-alone: {manifest.error}")
+    out = {"cpu_seconds": round(time.process_time() - cpu, 2),
+           "seconds": round(time.perf_counter() - began, 2)}
+    shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
 def first_live(server: Any, backfilled: dict[str, Any], rows: int) -> dict[str, Any]:
     """Start the router live on the backfilled warehouse, commit one row, time until
     Spark sees it."""
@@ -284,6 +309,7 @@ def measure(flavor: str, rows: int, files: int, cluster: bool, work: Path,
                 out["first_live"] = first_live(server, backfills[0], rows)
             runs.append(run_files(folder, work / flavor, left, f"run-files-{i}"))
         out["backfill_local"], out["run_files"] = _median(backfills), _median(runs)
+        out["decode_alone"] = decode_alone(folder, work / flavor)
         out["rounds_seconds"] = [[b["seconds"], r["seconds"]]
                                  for b, r in zip(backfills, runs, strict=True)]
         if cluster:
@@ -340,6 +366,14 @@ def main(argv: list[str] | None = None) -> int:
                              if "decode_task_seconds" in r else ""))
             if args.repeat > 1:
                 print(f"  rounds (backfill s, run s): {result['rounds_seconds']}")
+            alone, run = result["decode_alone"], result["run_files"]
+            cpus = os.cpu_count() or 1
+            print(f"  decoding alone (one process, nothing else running): "
+                  f"{alone['cpu_seconds']} CPU-s, so at least "
+                  f"{alone['cpu_seconds'] / cpus:.2f} s on {cpus} CPUs: a backfill that "
+                  "decodes and lands nothing could be at most "
+                  f"{run['seconds'] * cpus / max(alone['cpu_seconds'], 1e-9):.2f}x the plain "
+                  "run")
             live = result["first_live"]
             print(f"  first live change visible {live['router_start_to_visible_seconds']} s "
                   f"after the router's start ({live['commit_to_visible_seconds']} s after "

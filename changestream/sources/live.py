@@ -217,6 +217,7 @@ class LiveSource:
         """:meth:`raw_events` in lists, as many at a time as were framed at once."""
         conn = self._connect()
         self._conn = conn
+        ended = False
         try:
             version = self._query_one(conn, "SELECT VERSION()")
             self.server_version = str(version[0]) if version else ""
@@ -242,15 +243,42 @@ class LiveSource:
             self._send_dump(conn, file, pos)
             self.file, self.pos = file or None, pos
             yield from self._read_batches(conn, idle)
+            ended = True
+        except GeneratorExit:  # the reader is done with the stream
+            ended = True
+            raise
         finally:
             self._conn = None
             with contextlib.suppress(Exception):
                 conn.close()
+            if self.blocking and (ended or self._stop.is_set()):
+                self._end_dump_thread(conn)
             with self._wake_lock:
                 fds, self._wake_fds = self._wake_fds, None
                 for fd in fds or ():
                     with contextlib.suppress(OSError):
                         os.close(fd)
+
+    def _end_dump_thread(self, conn: pymysql.Connection[Any]) -> None:
+        """Have the server end the dump thread of ``conn``, a stream this source stopped.
+
+        Waiting for new events, that thread does not see its client go until its next
+        heartbeat, and MariaDB holds the next binlog dump with the same server id about 100
+        ms while it ends such a thread: a router restarted within seconds waited that long
+        for its first event. Best effort: a user without the right to end it, or a server
+        that cannot be reached now, leaves it to its heartbeat."""
+        thread_id = getattr(conn, "server_thread_id", None)
+        if not thread_id:
+            return
+        settings = {**self.connection_settings, "connect_timeout": 2, "read_timeout": 2,
+                    "write_timeout": 2}
+        with contextlib.suppress(Exception):
+            killer = open_connection(**settings)
+            try:
+                with killer.cursor() as cur:
+                    cur.execute(f"KILL CONNECTION {int(thread_id[0])}")
+            finally:
+                killer.close()
 
     def _send_dump(self, conn: pymysql.Connection[Any], file: str, pos: int) -> None:
         flags = 0 if self.blocking else BINLOG_DUMP_NON_BLOCK

@@ -3,6 +3,7 @@ exactly, and the same decoded events through the live source and the file source
 
 from __future__ import annotations
 
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -166,3 +167,32 @@ def test_every_column_type_decodes_exactly(server: Any, fresh_database: str) -> 
         assert values["vec"] == [1.5, 2.0, -3.0]
     srid_and_wkb = values["g"]
     assert srid_and_wkb[:4] == b"\0\0\0\0" and len(srid_and_wkb) == 4 + 21
+
+
+def _dump_threads(server: Any) -> list[int]:
+    """Ids of the server's binlog dump threads (MariaDB's and MySQL's)."""
+    rows = server.execute("SELECT ID, COMMAND FROM information_schema.PROCESSLIST")
+    return [int(r[0]) for r in rows if "binlog dump" in str(r[1]).lower()]
+
+
+@pytest.mark.parametrize("how", ["read to the end", "stopped"])
+def test_a_stream_it_ends_leaves_no_dump_thread_behind(server: Any, how: str) -> None:
+    """A dump thread waiting for events does not see its client go until its next heartbeat,
+    and MariaDB held a new dump with the same server id about 100 ms while it ended that
+    thread: a router ending its stream has the server end its dump thread at once."""
+    connection = {"host": "127.0.0.1", "port": server.port, "user": "root", "password": ""}
+    source = LiveSource(connection, StartPosition("latest"), server_id=777_001,
+                        heartbeat_seconds=30.0)
+    before = set(_dump_threads(server))
+    batches = source.raw_batches(idle=True)
+    assert next(b for b in batches if b is None) is None  # caught up, the dump thread waits
+    assert set(_dump_threads(server)) - before, "no dump thread while reading"
+    if how == "stopped":
+        source.stop()
+        assert list(batches) == []
+    else:
+        batches.close()
+    deadline = time.monotonic() + 2.0  # the KILL is asynchronous; the heartbeat is 30 s away
+    while set(_dump_threads(server)) - before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not set(_dump_threads(server)) - before

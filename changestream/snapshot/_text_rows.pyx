@@ -9,12 +9,15 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.long cimport PyLong_FromLongLong
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
 
 from changestream.native.json_text cimport Buffer, put_text, valid_utf8
 from changestream.native.text_protocol cimport text_integer, text_value
+
+from changestream.snapshot.values import utf8
 
 # Column kinds (row_readers.KINDS names them).
 cdef enum:
@@ -42,7 +45,7 @@ cdef class RowEncoder:
     cdef Py_ssize_t* starts  # where each column's JSON is in the row's (for the key's)
     cdef Py_ssize_t* ends
     cdef int* key_at  # a column's place in the key, or -1
-    cdef char* key_int  # the column's key converter is int: read in C when it fits
+    cdef char* key_int  # the column's key converter: 1 int (read in C when it fits), 2 utf8
     cdef Py_ssize_t nkey
 
     def __init__(self, bytes kinds, tuple prefixes, tuple writers, tuple key_columns,
@@ -71,7 +74,9 @@ cdef class RowEncoder:
             if self.key_at[<Py_ssize_t>key_columns[j]] != -1:
                 raise ValueError("a key column named twice")
             self.key_at[<Py_ssize_t>key_columns[j]] = <int>j
-            self.key_int[<Py_ssize_t>key_columns[j]] = key_converters[key_columns[j]] is int
+            convert = key_converters[key_columns[j]]
+            self.key_int[<Py_ssize_t>key_columns[j]] = 1 if convert is int else \
+                2 if convert is utf8 else 0
 
     def __dealloc__(self):
         free(self.starts)
@@ -101,7 +106,10 @@ cdef class RowEncoder:
                 n = 0
             kind = self.kinds[j]
             if not null and self.key_at[j] >= 0:
-                value = _int_text(b + start, n) if self.key_int[j] else None
+                if self.key_int[j] == 2:  # text: decoded here, strictly, as utf8() does
+                    value = PyUnicode_DecodeUTF8(<const char*>b + start, n, NULL)
+                else:
+                    value = _int_text(b + start, n) if self.key_int[j] == 1 else None
                 if value is None:
                     value = self.key_converters[j](
                         PyBytes_FromStringAndSize(<const char*>b + start, n))

@@ -147,11 +147,13 @@ def test_keys_of_every_kind_are_the_values_the_python_reader_gives() -> None:
         assert [type(v) for v in got[0]] == [type(v) for v in want[0]], row
 
 
+@pytest.mark.parametrize("key", [("id",), ("text",)], ids=["in a value", "in the key"])
 @pytest.mark.parametrize("path", ["python", "compiled"])
-def test_text_that_is_not_utf8_is_refused_as_decoding_refuses_it(path: str) -> None:
+def test_text_that_is_not_utf8_is_refused_as_decoding_refuses_it(
+        path: str, key: tuple[str, ...]) -> None:
     if path == "compiled":
         needs_compiled()
-    read = row_readers.encoded_reader(SCHEMA, ("id",), compiled=path == "compiled")
+    read = row_readers.encoded_reader(SCHEMA, key, compiled=path == "compiled")
     row = rows(1)[0]
     for bad in (b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xe0\x80\x80", b"\xf4\x90\x80\x80"):
         row[9] = b"ok " + bad

@@ -30,6 +30,12 @@ cdef enum:
     K_GENERIC = 6    # the column's Python writer
     K_SKIP = 7       # read past (a column the filter leaves out)
 
+# How a key column's value is read.
+cdef enum:
+    KEY_CONVERTED = 0  # its converter, from the value's bytes
+    KEY_INT = 1        # int: in C when it fits 64 bits, else its converter
+    KEY_TEXT = 2       # UTF-8 text (utf8): decoded in C
+
 
 
 cdef class RowEncoder:
@@ -45,7 +51,7 @@ cdef class RowEncoder:
     cdef Py_ssize_t* starts  # where each column's JSON is in the row's (for the key's)
     cdef Py_ssize_t* ends
     cdef int* key_at  # a column's place in the key, or -1
-    cdef char* key_int  # the column's key converter: 1 int (read in C when it fits), 2 utf8
+    cdef char* key_kind  # how a key column is read: KEY_INT, KEY_TEXT, else its converter
     cdef Py_ssize_t nkey
 
     def __init__(self, bytes kinds, tuple prefixes, tuple writers, tuple key_columns,
@@ -62,9 +68,9 @@ cdef class RowEncoder:
         self.starts = <Py_ssize_t*>calloc(max(self.ncols, 1), sizeof(Py_ssize_t))
         self.ends = <Py_ssize_t*>calloc(max(self.ncols, 1), sizeof(Py_ssize_t))
         self.key_at = <int*>malloc(max(self.ncols, 1) * sizeof(int))
-        self.key_int = <char*>calloc(max(self.ncols, 1), 1)
+        self.key_kind = <char*>calloc(max(self.ncols, 1), 1)
         if self.starts == NULL or self.ends == NULL or self.key_at == NULL or \
-                self.key_int == NULL:
+                self.key_kind == NULL:
             raise MemoryError()
         cdef Py_ssize_t j
         for j in range(self.ncols):
@@ -75,14 +81,14 @@ cdef class RowEncoder:
                 raise ValueError("a key column named twice")
             self.key_at[<Py_ssize_t>key_columns[j]] = <int>j
             convert = key_converters[key_columns[j]]
-            self.key_int[<Py_ssize_t>key_columns[j]] = 1 if convert is int else \
-                2 if convert is utf8 else 0
+            self.key_kind[<Py_ssize_t>key_columns[j]] = KEY_INT if convert is int else \
+                KEY_TEXT if convert is utf8 else KEY_CONVERTED
 
     def __dealloc__(self):
         free(self.starts)
         free(self.ends)
         free(self.key_at)
-        free(self.key_int)
+        free(self.key_kind)
 
     def __call__(self, bytes buf, Py_ssize_t i):
         cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(buf)
@@ -106,10 +112,10 @@ cdef class RowEncoder:
                 n = 0
             kind = self.kinds[j]
             if not null and self.key_at[j] >= 0:
-                if self.key_int[j] == 2:  # text: decoded here, strictly, as utf8() does
+                if self.key_kind[j] == KEY_TEXT:  # decoded here, strictly, as utf8() does
                     value = PyUnicode_DecodeUTF8(<const char*>b + start, n, NULL)
                 else:
-                    value = _int_text(b + start, n) if self.key_int[j] == 1 else None
+                    value = _int_text(b + start, n) if self.key_kind[j] == KEY_INT else None
                 if value is None:
                     value = self.key_converters[j](
                         PyBytes_FromStringAndSize(<const char*>b + start, n))

@@ -71,7 +71,7 @@ cdef class Buffer:
         return PyBytes_FromStringAndSize(self.data + start, end - start)
 
 
-cdef bint valid_utf8(const unsigned char* s, Py_ssize_t n) noexcept:
+cdef bint valid_utf8(const unsigned char* s, Py_ssize_t n) noexcept nogil:
     """Whether ``s`` is UTF-8 that Python's decoder takes (no overlong forms, surrogates or
     code points past U+10FFFF)."""
     cdef Py_ssize_t i = 0
@@ -106,39 +106,48 @@ cdef bint valid_utf8(const unsigned char* s, Py_ssize_t n) noexcept:
 
 cdef int put_text(Buffer out, const unsigned char* s, Py_ssize_t n) except -1:
     """``s`` (valid UTF-8) as a JSON string, escaped as orjson escapes it."""
-    cdef Py_ssize_t i, run = 0
+    out.reserve(6 * n + 2)
+    out.size += text_json(out.data + out.size, s, n)
+    return 0
+
+
+cdef Py_ssize_t text_json(char* into, const unsigned char* s, Py_ssize_t n) noexcept nogil:
+    """``s`` (valid UTF-8) as a JSON string at ``into`` (room for ``6 * n + 2`` bytes),
+    escaped as orjson escapes it: how many bytes it took."""
+    cdef Py_ssize_t i, run = 0, k = 1
     cdef unsigned char c
-    cdef char esc[6]
-    out.reserve(n + 2)
-    out.data[out.size] = b'"'
-    out.size += 1
+    into[0] = b'"'
     for i in range(n):
         c = s[i]
         if c >= 0x20 and c != 34 and c != 92:
             continue
-        out.put(<const char*>s + run, i - run)
+        memcpy(into + k, s + run, i - run)
+        k += i - run
         run = i + 1
+        into[k] = b'\\'
         if c == 34:
-            out.put(b'\\"', 2)
+            into[k + 1] = b'"'
         elif c == 92:
-            out.put(b'\\\\', 2)
+            into[k + 1] = b'\\'
         elif c == 8:
-            out.put(b'\\b', 2)
+            into[k + 1] = b'b'
         elif c == 9:
-            out.put(b'\\t', 2)
+            into[k + 1] = b't'
         elif c == 10:
-            out.put(b'\\n', 2)
+            into[k + 1] = b'n'
         elif c == 12:
-            out.put(b'\\f', 2)
+            into[k + 1] = b'f'
         elif c == 13:
-            out.put(b'\\r', 2)
+            into[k + 1] = b'r'
         else:
-            esc[0], esc[1], esc[2], esc[3] = b'\\', b'u', b'0', b'0'
-            esc[4], esc[5] = HEX[c >> 4], HEX[c & 15]
-            out.put(esc, 6)
-    out.put(<const char*>s + run, n - run)
-    out.put(b'"', 1)
-    return 0
+            into[k + 1], into[k + 2], into[k + 3] = b'u', b'0', b'0'
+            into[k + 4], into[k + 5] = HEX[c >> 4], HEX[c & 15]
+            k += 4
+        k += 2
+    memcpy(into + k, s + run, n - run)
+    k += n - run
+    into[k] = b'"'
+    return k + 1
 
 
 cdef int put_base64(Buffer out, const unsigned char* s, Py_ssize_t n,

@@ -5,13 +5,14 @@ and its integers' text: the one reader the snapshot's compiled row paths share
 from libc.stdint cimport uint64_t
 
 
-cdef inline Py_ssize_t text_value(const unsigned char* b, Py_ssize_t i, Py_ssize_t size,
-                                  Py_ssize_t* start, Py_ssize_t* n) except -1:
+cdef inline Py_ssize_t value_span(const unsigned char* b, Py_ssize_t i, Py_ssize_t size,
+                                  Py_ssize_t* start, Py_ssize_t* n) noexcept nogil:
     """The length-encoded value at ``b[i]``: its ``start`` and length ``n`` (-1: NULL);
-    returns the offset after it."""
+    returns the offset after it, or where the row ends too soon: -1 before the value,
+    -2 inside its length, -3 inside the value."""
     cdef Py_ssize_t length, width, k
     if i >= size:
-        raise ValueError("a row ends before its last column")
+        return -1
     length = b[i]
     if length < 251:
         start[0] = i + 1
@@ -21,15 +22,31 @@ cdef inline Py_ssize_t text_value(const unsigned char* b, Py_ssize_t i, Py_ssize
     else:
         width = 2 if length == 0xFC else 3 if length == 0xFD else 8
         if i + 1 + width > size:
-            raise ValueError("a row ends inside a value's length")
+            return -2
         length = 0
         for k in range(width - 1, -1, -1):
             length = (length << 8) | b[i + 1 + k]
         start[0] = i + 1 + width
-    if start[0] + length > size:
-        raise ValueError("a row ends inside a value")
+    if length < 0 or start[0] + length > size:  # an 8-byte length past 63 bits: negative
+        return -3
     n[0] = length
     return start[0] + length
+
+
+cdef inline int cut_short(Py_ssize_t code) except -1:
+    """Raises what :func:`value_span`'s ``code`` (negative) says."""
+    raise ValueError("a row ends before its last column" if code == -1 else
+                     "a row ends inside a value's length" if code == -2 else
+                     "a row ends inside a value")
+
+
+cdef inline Py_ssize_t text_value(const unsigned char* b, Py_ssize_t i, Py_ssize_t size,
+                                  Py_ssize_t* start, Py_ssize_t* n) except -1:
+    """:func:`value_span`, a row that ends too soon raised (``ValueError``)."""
+    cdef Py_ssize_t after = value_span(b, i, size, start, n)
+    if after < 0:
+        cut_short(after)
+    return after
 
 
 cdef inline bint text_integer(const unsigned char* s, Py_ssize_t n, bint* negative,

@@ -1,8 +1,15 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled snapshot rows: a text-protocol row to its record's ``after`` and ``primary_key``
+"""Compiled snapshot rows: text-protocol rows to their records' ``after`` and ``primary_key``
 JSON, and a chunk's records composed, as :mod:`changestream.snapshot.row_readers` and
 :func:`changestream.snapshot.encodings.chunk_records` do in Python (the same bytes; the
 tests hold both to it). Built by the install script; without it the Python path runs.
+
+A result's rows are read into an :class:`EncodedRows` block: one buffer of their JSON and
+one of their key columns' text, no Python object per row. Rows whose columns are all of
+the kinds written here are read without the interpreter lock (the snapshot's other threads
+run meanwhile); a value that needs its column's Python writer is written with it. Keys
+become the decoder's values only when asked for (:meth:`EncodedRows.keys`): a chunk whose
+window saw no change of its table never needs them.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -10,12 +17,12 @@ from cpython.long cimport PyLong_FromLongLong
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport uint64_t
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdint cimport int32_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy
 
-from changestream.native.json_text cimport Buffer, put_text, valid_utf8
-from changestream.native.text_protocol cimport text_integer, text_value
+from changestream.native.json_text cimport text_json, valid_utf8
+from changestream.native.text_protocol cimport cut_short, text_integer, value_span
 
 from changestream.snapshot.values import utf8
 
@@ -36,158 +43,496 @@ cdef enum:
     KEY_INT = 1        # int: in C when it fits 64 bits, else its converter
     KEY_TEXT = 2       # UTF-8 text (utf8): decoded in C
 
+# What reading a row's columns came to.
+cdef enum:
+    ROW_DONE = 0
+    ROW_PYTHON = 1     # column ``col`` (its value at ``start``, ``n``) needs its writer
+    ROW_KEY_TEXT = 2   # key column ``col`` is text that is not UTF-8 (utf8 refuses it)
+
+# What stopped a scan of a buffer's packets (result_set names the first four alike).
+cdef enum:
+    SCAN_WHOLE = 0     # no whole packet left
+    SCAN_END = 1       # the end of the rows
+    SCAN_FAILED = 2    # an error packet
+    SCAN_LONG = 3      # a payload that goes on in the next packet (16 MiB or more)
+    SCAN_ROOM = 4      # the block needs room for the next row
+    SCAN_PYTHON = 5    # the next row needs the interpreter
+    SCAN_CUT = 6       # a row ends too soon (``cut`` says where)
+
+
+# A table's row plan, for code without the interpreter lock (the encoder holds the
+# Python objects the pointers are into).
+cdef struct Plan:
+    int ncols
+    const unsigned char* kinds
+    const char** prefix       # per column: its JSON prefix (``{"name":`` or ``,"name":``)
+    Py_ssize_t* prefix_size
+    int npk
+    Py_ssize_t* pk_columns
+    const char** pk_prefix
+    Py_ssize_t* pk_prefix_size
+    int32_t* key_at           # per column: its place in the key, or -1
+    char* key_kind
+    bint python_columns       # a column is always written by its Python writer
+    Py_ssize_t fixed          # the JSON a row takes besides its values' (a bound)
+
+
+# Rows read: ``data`` holds each row's ``after`` then its ``primary_key`` JSON
+# (``after_ends``, ``row_ends``: where they end), ``keys`` each row's key columns as
+# ``(place in the key, length or -1 for NULL, text)`` (``key_ends``).
+cdef struct Block:
+    char* data
+    Py_ssize_t size, capacity
+    char* keys
+    Py_ssize_t keys_size, keys_capacity
+    Py_ssize_t* after_ends
+    Py_ssize_t* row_ends
+    Py_ssize_t* key_ends
+    Py_ssize_t count, rows_capacity
+
+
+# Where reading a row stands: the next value's offset, the packet's end, the next
+# column, where the row's JSON and keys began, the value that stopped it.
+cdef struct RowState:
+    Py_ssize_t i, end
+    int col
+    Py_ssize_t row_start, keys_start
+    Py_ssize_t start, n
+    Py_ssize_t* starts  # where each column's JSON is (for the primary key's)
+    Py_ssize_t* ends
+
+
+cdef inline Py_ssize_t _row_room(const Plan* plan, Py_ssize_t length) noexcept nogil:
+    """The most JSON a row of ``length`` bytes can take: each value's text escaped (6
+    bytes a byte at most), its prefix and quotes, and the primary key's copies."""
+    return 2 * (plan.fixed + 6 * length) + 16
+
+
+cdef inline bint _has_room(const Plan* plan, Block* block, Py_ssize_t length) noexcept nogil:
+    return (block.count < block.rows_capacity
+            and block.capacity - block.size >= _row_room(plan, length)
+            and block.keys_capacity - block.keys_size >= length + 8 * (plan.ncols + 1))
+
+
+cdef inline void _append(Block* block, const char* src, Py_ssize_t n) noexcept nogil:
+    memcpy(block.data + block.size, src, n)
+    block.size += n
+
+
+cdef Py_ssize_t _columns(const Plan* plan, Block* block, const unsigned char* b,
+                         RowState* row) noexcept nogil:
+    """Reads a row's columns from ``row.col`` into the block (room made for it): ROW_DONE
+    with the row's ``after`` written; ROW_PYTHON or ROW_KEY_TEXT where a value needs the
+    interpreter (``row`` says which, the key's text kept); or a negative
+    :func:`value_span` code (the row ends too soon)."""
+    cdef Py_ssize_t i = row.i, start, n, k
+    cdef int j
+    cdef int32_t place
+    cdef unsigned char kind
+    cdef bint null
+    cdef int32_t length
+    for j in range(row.col, plan.ncols):
+        i = value_span(b, i, row.end, &start, &n)
+        if i < 0:
+            return i
+        null = n < 0
+        place = plan.key_at[j]
+        if place >= 0:
+            length = -1 if null else <int32_t>n
+            memcpy(block.keys + block.keys_size, &place, 4)
+            memcpy(block.keys + block.keys_size + 4, &length, 4)
+            block.keys_size += 8
+            if not null:
+                memcpy(block.keys + block.keys_size, b + start, n)
+                block.keys_size += n
+                if plan.key_kind[j] == KEY_TEXT and not valid_utf8(b + start, n):
+                    row.i, row.col, row.start, row.n = i, j, start, n
+                    return ROW_KEY_TEXT
+        kind = plan.kinds[j]
+        if kind == K_SKIP:
+            continue
+        _append(block, plan.prefix[j], plan.prefix_size[j])
+        row.starts[j] = block.size
+        if null:
+            _append(block, b"null", 4)
+            row.ends[j] = block.size
+            continue
+        if kind == K_NUMBER and (b[start] != 48 or n == 1):
+            _append(block, <const char*>b + start, n)
+        elif kind == K_DECIMAL and (b[start] != 48 or (n > 1 and b[start + 1] == 46)):
+            _append(block, b'"', 1)
+            _append(block, <const char*>b + start, n)
+            _append(block, b'"', 1)
+        elif kind == K_QUOTED:
+            _append(block, b'"', 1)
+            _append(block, <const char*>b + start, n)
+            _append(block, b'"', 1)
+        elif kind == K_DATETIME or kind == K_TIMESTAMP:
+            _append(block, b'"', 1)
+            k = block.size
+            _append(block, <const char*>b + start, n)
+            while k < block.size:
+                if block.data[k] == b' ':
+                    block.data[k] = b'T'
+                    break
+                k += 1
+            if kind == K_TIMESTAMP:
+                _append(block, b'+00:00"', 7)
+            else:
+                _append(block, b'"', 1)
+        elif kind == K_TEXT and valid_utf8(b + start, n):
+            block.size += text_json(block.data + block.size, b + start, n)
+        else:  # the writer's: rolled back to before the prefix, which it writes again
+            block.size = row.starts[j] - plan.prefix_size[j]
+            row.i, row.col, row.start, row.n = i, j, start, n
+            return ROW_PYTHON
+        row.ends[j] = block.size
+    row.i, row.col = i, plan.ncols
+    return ROW_DONE
+
+
+cdef void _row_done(const Plan* plan, Block* block, RowState* row) noexcept nogil:
+    """Ends a row whose columns are written: its ``after``'s brace, its primary key's
+    JSON (room made for it)."""
+    cdef int k
+    cdef Py_ssize_t j
+    if block.size == row.row_start:  # no column
+        _append(block, b"{", 1)
+    _append(block, b"}", 1)
+    block.after_ends[block.count] = block.size
+    if plan.npk:
+        for k in range(plan.npk):
+            j = plan.pk_columns[k]
+            _append(block, plan.pk_prefix[k], plan.pk_prefix_size[k])
+            _append(block, block.data + row.starts[j], row.ends[j] - row.starts[j])
+        _append(block, b"}", 1)
+    else:
+        _append(block, b"null", 4)
+    block.row_ends[block.count] = block.size
+    block.key_ends[block.count] = block.keys_size
+    block.count += 1
+
+
+cdef int _scan(const Plan* plan, Block* block, const unsigned char* b, Py_ssize_t size,
+               Py_ssize_t* at, Py_ssize_t* last, RowState* row) noexcept nogil:
+    """Reads the row packets whole in ``b`` from ``at[0]`` into the block while each is
+    written here, moving ``at`` and ``last`` (the last row's start) on: what stopped it
+    (SCAN_*; SCAN_PYTHON: the row at ``at[0]`` needs the interpreter; SCAN_CUT: ``row.i``
+    holds the :func:`value_span` code)."""
+    cdef Py_ssize_t length, start, code
+    while at[0] + 4 <= size:
+        length = b[at[0]] | (b[at[0] + 1] << 8) | (b[at[0] + 2] << 16)
+        start = at[0] + 4
+        if length == 0xFFFFFF:
+            return SCAN_LONG
+        if start + length > size:
+            return SCAN_WHOLE
+        if b[start] == 0xFE and length < 9:
+            return SCAN_END
+        if b[start] == 0xFF:
+            return SCAN_FAILED
+        if not _has_room(plan, block, length):
+            return SCAN_ROOM
+        row.i, row.end, row.col = start, start + length, 0
+        row.row_start, row.keys_start = block.size, block.keys_size
+        code = _columns(plan, block, b, row)
+        if code != ROW_DONE:
+            block.size, block.keys_size = row.row_start, row.keys_start
+            if code < 0:
+                row.i = code
+                return SCAN_CUT
+            return SCAN_PYTHON
+        _row_done(plan, block, row)
+        last[0] = start
+        at[0] = start + length
+    return SCAN_WHOLE
 
 
 cdef class RowEncoder:
-    """Reads a text-protocol row at ``(buffer, offset)`` into ``(key, (after JSON,
-    primary_key JSON))``: see :func:`changestream.snapshot.row_readers.encoded_reader`,
-    whose plan (kinds, JSON prefixes, writers, key and primary key columns) it is given."""
+    """Reads text-protocol rows into their key and their record's ``after`` and
+    ``primary_key`` JSON: see :func:`changestream.snapshot.row_readers.encoded_reader`,
+    whose plan (kinds, JSON prefixes, writers, key and primary key columns) it is given.
+    Called with ``(buffer, offset)``, one row as ``(key, (after JSON, primary_key JSON))``;
+    :meth:`rows`, a block to read a result's rows into."""
 
+    cdef Plan plan
     cdef bytes kinds
-    cdef tuple prefixes, writers, key_converters, pk_prefixes
-    cdef tuple key_columns, pk_columns
-    cdef int ncols
-    cdef Buffer out
-    cdef Py_ssize_t* starts  # where each column's JSON is in the row's (for the key's)
+    cdef tuple prefixes, writers, key_converters, pk_prefixes, key_columns
+    cdef Py_ssize_t* starts
     cdef Py_ssize_t* ends
-    cdef int* key_at  # a column's place in the key, or -1
-    cdef char* key_kind  # how a key column is read: KEY_INT, KEY_TEXT, else its converter
-    cdef Py_ssize_t nkey
 
     def __init__(self, bytes kinds, tuple prefixes, tuple writers, tuple key_columns,
                  tuple key_converters, tuple pk_columns, tuple pk_prefixes):
-        self.kinds = kinds
-        self.ncols = len(kinds)
-        self.prefixes = prefixes
-        self.writers = writers
-        self.key_columns = key_columns
-        self.key_converters = key_converters
-        self.pk_columns = pk_columns
-        self.pk_prefixes = pk_prefixes
-        self.out = Buffer()
-        self.starts = <Py_ssize_t*>calloc(max(self.ncols, 1), sizeof(Py_ssize_t))
-        self.ends = <Py_ssize_t*>calloc(max(self.ncols, 1), sizeof(Py_ssize_t))
-        self.key_at = <int*>malloc(max(self.ncols, 1) * sizeof(int))
-        self.key_kind = <char*>calloc(max(self.ncols, 1), 1)
-        if self.starts == NULL or self.ends == NULL or self.key_at == NULL or \
-                self.key_kind == NULL:
+        cdef Py_ssize_t j, place, ncols = len(kinds), npk = len(pk_columns)
+        self.kinds, self.prefixes, self.writers = kinds, prefixes, writers
+        self.key_columns, self.key_converters, self.pk_prefixes = \
+            key_columns, key_converters, pk_prefixes
+        self.plan.ncols = <int>ncols
+        self.plan.npk = <int>npk
+        self.plan.kinds = <const unsigned char*>PyBytes_AS_STRING(kinds)
+        self.plan.prefix = <const char**>calloc(max(ncols, 1), sizeof(char*))
+        self.plan.prefix_size = <Py_ssize_t*>calloc(max(ncols, 1), sizeof(Py_ssize_t))
+        self.plan.pk_columns = <Py_ssize_t*>calloc(max(npk, 1), sizeof(Py_ssize_t))
+        self.plan.pk_prefix = <const char**>calloc(max(npk, 1), sizeof(char*))
+        self.plan.pk_prefix_size = <Py_ssize_t*>calloc(max(npk, 1), sizeof(Py_ssize_t))
+        self.plan.key_at = <int32_t*>malloc(max(ncols, 1) * sizeof(int32_t))
+        self.plan.key_kind = <char*>calloc(max(ncols, 1), 1)
+        self.starts = <Py_ssize_t*>calloc(max(ncols, 1), sizeof(Py_ssize_t))
+        self.ends = <Py_ssize_t*>calloc(max(ncols, 1), sizeof(Py_ssize_t))
+        if self.plan.prefix == NULL or self.plan.prefix_size == NULL or \
+                self.plan.pk_columns == NULL or self.plan.pk_prefix == NULL or \
+                self.plan.pk_prefix_size == NULL or self.plan.key_at == NULL or \
+                self.plan.key_kind == NULL or self.starts == NULL or self.ends == NULL:
             raise MemoryError()
-        cdef Py_ssize_t j
-        for j in range(self.ncols):
-            self.key_at[j] = -1
-        self.nkey = len(key_columns)
-        for j in range(self.nkey):
-            if self.key_at[<Py_ssize_t>key_columns[j]] != -1:
+        self.plan.fixed = 2 + 10 * ncols
+        self.plan.python_columns = False
+        for j in range(ncols):
+            self.plan.prefix[j] = PyBytes_AS_STRING(<bytes>prefixes[j])
+            self.plan.prefix_size[j] = PyBytes_GET_SIZE(<bytes>prefixes[j])
+            self.plan.fixed += self.plan.prefix_size[j]
+            self.plan.key_at[j] = -1
+            if kinds[j] == K_GENERIC:
+                self.plan.python_columns = True
+        for j in range(npk):
+            self.plan.pk_columns[j] = pk_columns[j]
+            self.plan.pk_prefix[j] = PyBytes_AS_STRING(<bytes>pk_prefixes[j])
+            self.plan.pk_prefix_size[j] = PyBytes_GET_SIZE(<bytes>pk_prefixes[j])
+            self.plan.fixed += self.plan.pk_prefix_size[j]
+        for place in range(len(key_columns)):
+            j = key_columns[place]
+            if self.plan.key_at[j] != -1:
                 raise ValueError("a key column named twice")
-            self.key_at[<Py_ssize_t>key_columns[j]] = <int>j
-            convert = key_converters[key_columns[j]]
-            self.key_kind[<Py_ssize_t>key_columns[j]] = KEY_INT if convert is int else \
+            self.plan.key_at[j] = <int32_t>place
+            convert = key_converters[j]
+            self.plan.key_kind[j] = KEY_INT if convert is int else \
                 KEY_TEXT if convert is utf8 else KEY_CONVERTED
 
     def __dealloc__(self):
+        free(self.plan.prefix)
+        free(self.plan.prefix_size)
+        free(self.plan.pk_columns)
+        free(self.plan.pk_prefix)
+        free(self.plan.pk_prefix_size)
+        free(self.plan.key_at)
+        free(self.plan.key_kind)
         free(self.starts)
         free(self.ends)
-        free(self.key_at)
-        free(self.key_kind)
+
+    def rows(self):
+        """A new, empty block of this table's rows."""
+        return EncodedRows(self)
 
     def __call__(self, bytes buf, Py_ssize_t i):
+        cdef EncodedRows one = EncodedRows(self)
+        one.add(buf, i)
+        return one.pair(0)
+
+
+cdef class EncodedRows:
+    """A result's rows as one encoder reads them (see the module docstring): their
+    ``after`` and ``primary_key`` JSON, their keys on demand. Iterated, each row as the
+    encoder's call gives it: ``(key, (after, primary_key))``."""
+
+    cdef RowEncoder encoder
+    cdef Block block
+
+    def __cinit__(self, RowEncoder encoder):
+        self.encoder = encoder
+
+    def __dealloc__(self):
+        free(self.block.data)
+        free(self.block.keys)
+        free(self.block.after_ends)
+        free(self.block.row_ends)
+        free(self.block.key_ends)
+
+    def __len__(self):
+        return self.block.count
+
+    cdef int _grow(self, Py_ssize_t length) except -1:
+        """Room for one more row of ``length`` bytes."""
+        cdef Block* b = &self.block
+        cdef Py_ssize_t need
+        cdef void* grown
+        need = b.size + _row_room(&self.encoder.plan, length)
+        if need > b.capacity:
+            need = max(need, 2 * b.capacity, 1 << 16)
+            grown = realloc(b.data, need)
+            if grown == NULL:
+                raise MemoryError()
+            b.data, b.capacity = <char*>grown, need
+        need = b.keys_size + length + 8 * (self.encoder.plan.ncols + 1)
+        if need > b.keys_capacity:
+            need = max(need, 2 * b.keys_capacity, 1 << 12)
+            grown = realloc(b.keys, need)
+            if grown == NULL:
+                raise MemoryError()
+            b.keys, b.keys_capacity = <char*>grown, need
+        if b.count >= b.rows_capacity:
+            need = max(2 * b.rows_capacity, 256)
+            _grown(&b.after_ends, need)
+            _grown(&b.row_ends, need)
+            _grown(&b.key_ends, need)
+            b.rows_capacity = need
+        return 0
+
+    def scan(self, bytes buf, Py_ssize_t at):
+        """Reads the row packets that are whole in ``buf`` from ``at``, up to the first
+        packet that is not a row: ``(offset of that packet or of the part not yet whole,
+        what stopped it, start of the last row read or -1)``, as
+        :func:`changestream.snapshot.result_set.scan_rows` does into a list. Rows are read
+        without the interpreter lock until one needs it: the rest of the buffer with it."""
         cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(buf)
-        cdef Py_ssize_t size = PyBytes_GET_SIZE(buf)
-        cdef Py_ssize_t n, start, j, k
-        cdef unsigned char kind, c
-        cdef bint null, generic
-        cdef Buffer out = self.out
-        cdef bytes piece
-        cdef object value
-        cdef tuple key = PyTuple_New(self.nkey)
-        cdef Py_ssize_t at
-        for at in range(self.nkey):  # a key column that is NULL (a unique key's) stays None
-            Py_INCREF(None)
-            PyTuple_SET_ITEM(key, at, None)
-        out.size = 0
-        for j in range(self.ncols):
-            i = text_value(b, i, size, &start, &n)
-            null = n < 0
-            if null:
-                n = 0
-            kind = self.kinds[j]
-            if not null and self.key_at[j] >= 0:
-                if self.key_kind[j] == KEY_TEXT:  # decoded here, strictly, as utf8() does
-                    value = PyUnicode_DecodeUTF8(<const char*>b + start, n, NULL)
-                else:
-                    value = _int_text(b + start, n) if self.key_kind[j] == KEY_INT else None
-                if value is None:
-                    value = self.key_converters[j](
-                        PyBytes_FromStringAndSize(<const char*>b + start, n))
-                at = self.key_at[j]
-                Py_DECREF(None)  # the None put there above
-                Py_INCREF(value)
-                PyTuple_SET_ITEM(key, at, value)
-            if kind == K_SKIP:
-                continue
-            out.put_bytes(<bytes>self.prefixes[j])
-            self.starts[j] = out.size
-            if null:
-                out.put(b"null", 4)
-                self.ends[j] = out.size
-                continue
-            generic = False
-            if kind == K_NUMBER:
-                if b[start] != 48 or n == 1:
-                    out.put(<const char*>b + start, n)
-                else:
-                    generic = True
-            elif kind == K_DECIMAL:
-                if b[start] != 48 or (n > 1 and b[start + 1] == 46):
-                    out.put(b'"', 1)
-                    out.put(<const char*>b + start, n)
-                    out.put(b'"', 1)
-                else:
-                    generic = True
-            elif kind == K_QUOTED:
-                out.put(b'"', 1)
-                out.put(<const char*>b + start, n)
-                out.put(b'"', 1)
-            elif kind == K_DATETIME or kind == K_TIMESTAMP:
-                out.put(b'"', 1)
-                k = out.size
-                out.put(<const char*>b + start, n)
-                while k < out.size:
-                    if out.data[k] == b' ':
-                        out.data[k] = b'T'
-                        break
-                    k += 1
-                if kind == K_TIMESTAMP:
-                    out.put(b'+00:00"', 7)
-                else:
-                    out.put(b'"', 1)
-            elif kind == K_TEXT:
-                if valid_utf8(b + start, n):
-                    put_text(out, b + start, n)
-                else:
-                    generic = True
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(buf), last = -1, length
+        cdef const Plan* plan = &self.encoder.plan
+        cdef RowState row
+        cdef int stopped
+        cdef bint locked = plan.python_columns
+        row.starts, row.ends = self.encoder.starts, self.encoder.ends
+        while True:
+            if locked:
+                stopped = _scan(plan, &self.block, b, size, &at, &last, &row)
             else:
-                generic = True
-            if generic:
-                piece = self.writers[j](PyBytes_FromStringAndSize(<const char*>b + start, n))
-                out.put_bytes(piece)
-            self.ends[j] = out.size
-        if out.size == 0:  # no column
-            out.put(b"{", 1)
-        out.put(b"}", 1)
-        after = PyBytes_FromStringAndSize(out.data, out.size)
-        if self.pk_columns:
-            out.size = 0
-            k = 0
-            for j in self.pk_columns:
-                out.put_bytes(<bytes>self.pk_prefixes[k])
-                out.put(PyBytes_AS_STRING(after) + self.starts[j], self.ends[j] - self.starts[j])
-                k += 1
-            out.put(b"}", 1)
-            pk = PyBytes_FromStringAndSize(out.data, out.size)
-        else:
-            pk = b"null"
-        return key, (after, pk)
+                with nogil:
+                    stopped = _scan(plan, &self.block, b, size, &at, &last, &row)
+            if stopped == SCAN_ROOM:
+                self._grow(b[at] | (b[at + 1] << 8) | (b[at + 2] << 16))
+            elif stopped == SCAN_PYTHON:
+                length = b[at] | (b[at + 1] << 8) | (b[at + 2] << 16)
+                self._add(b, at + 4, at + 4 + length)
+                last = at + 4
+                at += 4 + length
+                locked = True
+            elif stopped == SCAN_CUT:
+                cut_short(row.i)
+            else:
+                return at, stopped, last
+
+    def add(self, bytes buf, Py_ssize_t start):
+        """Reads the row at ``buf[start:]`` (one payload: the rest of the buffer)."""
+        self._add(<const unsigned char*>PyBytes_AS_STRING(buf), start,
+                  PyBytes_GET_SIZE(buf))
+
+    cdef int _add(self, const unsigned char* b, Py_ssize_t start, Py_ssize_t end) except -1:
+        """Reads one row, its values needing the interpreter written by their writers."""
+        cdef RowEncoder encoder = self.encoder
+        cdef const Plan* plan = &encoder.plan
+        cdef Block* block = &self.block
+        cdef RowState row
+        cdef Py_ssize_t code
+        cdef bytes piece
+        self._grow(end - start)
+        row.starts, row.ends = encoder.starts, encoder.ends
+        row.i, row.end, row.col = start, end, 0
+        row.row_start, row.keys_start = block.size, block.keys_size
+        try:
+            while True:
+                code = _columns(plan, block, b, &row)
+                if code == ROW_DONE:
+                    break
+                if code < 0:
+                    cut_short(code)
+                value = PyBytes_FromStringAndSize(<const char*>b + row.start, row.n)
+                if code == ROW_KEY_TEXT:
+                    encoder.key_converters[row.col](value)  # raises what utf8 raises
+                    raise ValueError("a key's text is not UTF-8")
+                piece = encoder.writers[row.col](value)
+                self._grow(end - start + PyBytes_GET_SIZE(piece))
+                _append(block, plan.prefix[row.col], plan.prefix_size[row.col])
+                row.starts[row.col] = block.size
+                _append(block, PyBytes_AS_STRING(piece), PyBytes_GET_SIZE(piece))
+                row.ends[row.col] = block.size
+                row.col += 1
+        except BaseException:
+            block.size, block.keys_size = row.row_start, row.keys_start
+            raise
+        _row_done(plan, block, &row)
+        return 0
+
+    cdef tuple _key(self, Py_ssize_t r):
+        """Row ``r``'s key in the decoder's values."""
+        cdef const Plan* plan = &self.encoder.plan
+        cdef Py_ssize_t at = self.block.key_ends[r - 1] if r else 0
+        cdef Py_ssize_t end = self.block.key_ends[r]
+        cdef int32_t place, n
+        cdef Py_ssize_t j
+        cdef const unsigned char* text
+        cdef tuple key = PyTuple_New(len(self.encoder.key_columns))
+        for place in range(len(self.encoder.key_columns)):  # a NULL (a unique key's): None
+            Py_INCREF(None)
+            PyTuple_SET_ITEM(key, place, None)
+        while at < end:
+            memcpy(&place, self.block.keys + at, 4)
+            memcpy(&n, self.block.keys + at + 4, 4)
+            at += 8
+            if n < 0:
+                continue
+            text = <const unsigned char*>self.block.keys + at
+            at += n
+            j = self.encoder.key_columns[place]
+            if plan.key_kind[j] == KEY_TEXT:  # strictly, as utf8() does
+                value = PyUnicode_DecodeUTF8(<const char*>text, n, NULL)
+            else:
+                value = _int_text(text, n) if plan.key_kind[j] == KEY_INT else None
+            if value is None:
+                value = self.encoder.key_converters[j](
+                    PyBytes_FromStringAndSize(<const char*>text, n))
+            Py_DECREF(None)  # the None put there above
+            Py_INCREF(value)
+            PyTuple_SET_ITEM(key, place, value)
+        return key
+
+    cdef tuple pair(self, Py_ssize_t r):
+        """Row ``r`` as ``(key, (after, primary_key))``."""
+        cdef Py_ssize_t start = self.block.row_ends[r - 1] if r else 0
+        cdef Py_ssize_t middle = self.block.after_ends[r], end = self.block.row_ends[r]
+        return self._key(r), (PyBytes_FromStringAndSize(self.block.data + start,
+                                                        middle - start),
+                              PyBytes_FromStringAndSize(self.block.data + middle,
+                                                        end - middle))
+
+    def keys(self):
+        """Each row's key in the decoder's values, in order."""
+        return [self._key(r) for r in range(self.block.count)]
+
+    def without(self, keys):
+        """A block of the rows whose key is not in ``keys`` (a set of keys)."""
+        cdef EncodedRows kept = EncodedRows(self.encoder)
+        cdef Block* b = &self.block
+        cdef Block* k = &kept.block
+        cdef Py_ssize_t r, start, key_start, n, key_n
+        for r in range(b.count):
+            if self._key(r) in keys:
+                continue
+            start = b.row_ends[r - 1] if r else 0
+            key_start = b.key_ends[r - 1] if r else 0
+            n, key_n = b.row_ends[r] - start, b.key_ends[r] - key_start
+            kept._grow(n + key_n)
+            memcpy(k.data + k.size, b.data + start, n)
+            memcpy(k.keys + k.keys_size, b.keys + key_start, key_n)
+            k.after_ends[k.count] = k.size + b.after_ends[r] - start
+            k.size += n
+            k.keys_size += key_n
+            k.row_ends[k.count] = k.size
+            k.key_ends[k.count] = k.keys_size
+            k.count += 1
+        return kept
+
+    def __iter__(self):
+        cdef Py_ssize_t r
+        for r in range(self.block.count):
+            yield self.pair(r)
+
+    def __repr__(self):
+        return f"<EncodedRows of {self.block.count} rows>"
+
+
+cdef int _grown(Py_ssize_t** array, Py_ssize_t count) except -1:
+    cdef void* grown = realloc(array[0], count * sizeof(Py_ssize_t))
+    if grown == NULL:
+        raise MemoryError()
+    array[0] = <Py_ssize_t*>grown
+    return 0
 
 
 cdef object _int_text(const unsigned char* text, Py_ssize_t n):
@@ -218,16 +563,16 @@ cdef inline char* _put(char* at, const char* src, Py_ssize_t n) noexcept nogil:
     return at + n
 
 
-def chunk_lines(list rows, bytes head, bytes transaction, bytes size, bytes position,
+def chunk_lines(rows, bytes head, bytes transaction, bytes size, bytes position,
                 bytes tail, bint keyed=False, Py_ssize_t first=0, Py_ssize_t last=-1):
     """A chunk's records: for each ``(after, primary_key)`` of ``rows`` (JSON; ``keyed``:
-    each ``(key, (after, primary_key))``), ``head``, the row's JSON, its sequence number
-    (from ``first``) twice, and the parts between, as
+    each ``(key, (after, primary_key))``; or an :class:`EncodedRows` block), ``head``, the
+    row's JSON, its sequence number (from ``first``) twice, and the parts between, as
     :func:`changestream.snapshot.encodings.chunk_records` joins them; the row numbered
     ``last`` (``-1``: the last of ``rows``) is its transaction's last. Written into one
     bytes object of the size measured first, the copies without the interpreter lock (the
     snapshot's readers parse meanwhile)."""
-    cdef Py_ssize_t seq, n = len(rows), total = 0, width
+    cdef Py_ssize_t seq, n = len(rows), total = 0, start, middle
     cdef Py_ssize_t fixed = (PyBytes_GET_SIZE(head) + 15 + 26 + PyBytes_GET_SIZE(transaction)
                              + PyBytes_GET_SIZE(size) + PyBytes_GET_SIZE(position)
                              + PyBytes_GET_SIZE(tail))
@@ -237,6 +582,11 @@ def chunk_lines(list rows, bytes head, bytes transaction, bytes size, bytes posi
     cdef char* into
     cdef const char* pieces[5]  # head, transaction, size, position, tail
     cdef Py_ssize_t lengths[5]
+    cdef Block* block = NULL
+    if isinstance(rows, EncodedRows):
+        block = &(<EncodedRows>rows).block
+    elif not isinstance(rows, list):
+        raise TypeError(f"chunk_lines takes a list or EncodedRows, not {type(rows).__name__}")
     # (after, its size, primary_key, its size) per row: read with the lock, copied without.
     cdef const char** parts = <const char**>malloc(max(n, 1) * 2 * sizeof(char*))
     cdef Py_ssize_t* sizes = <Py_ssize_t*>malloc(max(n, 1) * 2 * sizeof(Py_ssize_t))
@@ -248,12 +598,19 @@ def chunk_lines(list rows, bytes head, bytes transaction, bytes size, bytes posi
         last = first + n - 1
     try:
         for seq in range(n):
-            row = <tuple>rows[seq]
-            if keyed:
-                row = <tuple>row[1]
-            after, pk = <bytes>row[0], <bytes>row[1]
-            parts[2 * seq], sizes[2 * seq] = PyBytes_AS_STRING(after), PyBytes_GET_SIZE(after)
-            parts[2 * seq + 1], sizes[2 * seq + 1] = PyBytes_AS_STRING(pk), PyBytes_GET_SIZE(pk)
+            if block != NULL:
+                start = block.row_ends[seq - 1] if seq else 0
+                middle = block.after_ends[seq]
+                parts[2 * seq], sizes[2 * seq] = block.data + start, middle - start
+                parts[2 * seq + 1] = block.data + middle
+                sizes[2 * seq + 1] = block.row_ends[seq] - middle
+            else:
+                row = <tuple>rows[seq]
+                if keyed:
+                    row = <tuple>row[1]
+                after, pk = <bytes>row[0], <bytes>row[1]
+                parts[2 * seq], sizes[2 * seq] = PyBytes_AS_STRING(after), PyBytes_GET_SIZE(after)
+                parts[2 * seq + 1], sizes[2 * seq + 1] = PyBytes_AS_STRING(pk), PyBytes_GET_SIZE(pk)
             total += (fixed + sizes[2 * seq] + sizes[2 * seq + 1]
                       + 2 * _digits(first + seq, digits) + (5 if first + seq == last else 6))
         result = PyBytes_FromStringAndSize(NULL, total)

@@ -29,6 +29,7 @@ from changestream.model.record import record
 from changestream.snapshot.encodings import SNAPSHOT_OP
 from changestream.snapshot.progress import SnapshotProgress
 from changestream.snapshot.reader import ReadChunk, TablePlan
+from changestream.snapshot.result_set import ChunkRows
 from changestream.snapshot.window import ChangedKeys
 
 
@@ -253,7 +254,7 @@ class SnapshotCoordinator:
         if window is not None and window.last_ddl is not None and \
                 window.last_ddl >= plan.planned_at:
             return None
-        rows: list[Any]
+        rows: ChunkRows
         if plan.encoding is not None:  # the encoding takes the (key, row) pairs
             rows = window.kept(chunk.rows) if window is not None and window.keys else \
                 chunk.rows

@@ -19,6 +19,7 @@ from changestream.decoding.table_schema import TableSchema
 from changestream.encoding.records import commit_time_text
 from changestream.model.changes import Position, TransactionInfo
 from changestream.parallel.encodings import RECORD_FORMATS, load_encoding
+from changestream.snapshot.result_set import ChunkRows
 from changestream.snapshot.row_readers import encoded_reader
 from changestream.snapshot.row_readers import native as _native
 
@@ -39,7 +40,7 @@ class ChunkEncoding(Protocol):
         reader thread asks for its own."""
 
     def records(self, database: str, table: str, schema: TableSchema,
-                rows: list[tuple[tuple[Any, ...], Any]], info: TransactionInfo,
+                rows: ChunkRows, info: TransactionInfo,
                 after: Position | None, first: int = 0) -> bytes:
         """The records of a chunk's ``rows`` of table ``database.table`` (shaped
         ``schema``; each ``(key, row)`` as the row reader gave it, those to deliver, in
@@ -60,7 +61,7 @@ class JsonLinesChunks:
         return read
 
     def records(self, database: str, table: str, schema: TableSchema,
-                rows: list[tuple[tuple[Any, ...], Any]], info: TransactionInfo,
+                rows: ChunkRows, info: TransactionInfo,
                 after: Position | None, first: int = 0) -> bytes:
         return chunk_records(database, table, rows, info, keyed=True, first=first)
 
@@ -75,10 +76,11 @@ def chunk_encoding(encoded_format: str | None) -> ChunkEncoding | None:
     return load_encoding(encoded_format).chunk_encoding()
 
 
-def chunk_records(database: str, table: str, rows: list[Any], info: TransactionInfo,
-                  keyed: bool = False, first: int = 0) -> bytes:
+def chunk_records(database: str, table: str, rows: ChunkRows | list[Any],
+                  info: TransactionInfo, keyed: bool = False, first: int = 0) -> bytes:
     """The records of a chunk's rows (each its ``after`` and ``primary_key`` JSON; with
-    ``keyed``, each ``(key, (after, primary_key))``), in changestream's format, written as
+    ``keyed``, each ``(key, (after, primary_key))``, as the compiled encoder's blocks
+    give them too), in changestream's format, written as
     :mod:`changestream.encoding.records` writes them: numbered from ``first`` in
     transaction ``info`` of ``info.size`` changes."""
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")

@@ -29,6 +29,7 @@ from changestream.schema.definition import definition_schema
 from changestream.snapshot import result_set
 from changestream.snapshot.chunks import ChunkQuery
 from changestream.snapshot.encodings import ChunkEncoding, RowReader
+from changestream.snapshot.result_set import ChunkRows
 from changestream.snapshot.row_readers import ValuesReader, values_reader
 from changestream.snapshot.values import converter, row_converter
 from changestream.sources.binlog_head import binlog_head
@@ -121,7 +122,7 @@ class ReadChunk:
     chunk starts), whether the table is done, and the binlog position after the read (the
     end of its window)."""
 
-    rows: list[tuple[tuple[Any, ...], Any]]
+    rows: ChunkRows
     last_key: tuple[Any, ...] | None
     done: bool
     high: tuple[str, int]
@@ -141,7 +142,7 @@ class WholeRead:
     rows: int
     at: tuple[str, int] | None
     read_at: dt.datetime
-    pieces: Iterator[list[tuple[tuple[Any, ...], Any]]]
+    pieces: Iterator[ChunkRows]
 
 
 class ChunkReader:
@@ -315,7 +316,7 @@ class ChunkReader:
         return WholeRead(count, at, read_at, self._ended(pieces))
 
     def _ended(self, pieces: Iterator[result_set.ResultRows[Any]]
-               ) -> Iterator[list[tuple[tuple[Any, ...], Any]]]:
+               ) -> Iterator[ChunkRows]:
         for piece in pieces:
             yield piece.rows
         if self.mariadb:

@@ -4,7 +4,9 @@ PyMySQL makes an object of every row packet and calls a converter for every valu
 what a snapshot spent reading (docs/performance.md). :func:`select_rows` sends the
 statement with PyMySQL's command writer and reads the text-protocol result itself, in
 blocks of up to 256 KiB, handing each row to a function generated for the table
-(:mod:`changestream.snapshot.row_readers`). It uses members PyMySQL keeps private:
+(:mod:`changestream.snapshot.row_readers`), or, for the compiled JSON-lines encoder, each
+block's rows to it at once (its own block of rows: no Python object per row, and no
+interpreter lock while it reads). It uses members PyMySQL keeps private:
 :func:`supported` says whether a connection has them, else the chunk reader reads through a
 cursor. Errors are PyMySQL's own (a connection lost: ``OperationalError`` 2013)."""
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import pymysql
 from pymysql.constants import CLIENT, COMMAND
@@ -21,6 +23,19 @@ from changestream.model.record import record
 from changestream.snapshot.row_readers import native
 
 Row = TypeVar("Row")
+Row_co = TypeVar("Row_co", covariant=True)
+
+
+class Rows(Protocol[Row_co]):
+    """Rows read: a list, or the compiled encoder's block (see :func:`_readings`)."""
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[Row_co]: ...
+
+
+ChunkRows = Rows[tuple[tuple[Any, ...], Any]]
+"""A chunk's rows, each ``(key in the decoder's values, row)``."""
 
 _BLOCK = 1 << 18
 _MAX_PAYLOAD = 0xFFFFFF  # a payload this long continues in the next packet
@@ -40,10 +55,11 @@ def supported(conn: Any) -> bool:
 
 @record
 class ResultRows(Generic[Row]):
-    """A result's rows (as the row function read them) and where the last one is (to read
+    """A result's rows (as the row function read them: a list, or the compiled encoder's
+    block, whose rows iterate as its calls give them) and where the last one is (to read
     it again another way; ``None``: no rows)."""
 
-    rows: list[Row]
+    rows: Rows[Row]
     last: tuple[bytes, int] | None
 
 
@@ -71,15 +87,15 @@ def select_row_pieces(conn: Any, sql: str, read_row: Callable[[bytes, int], Row]
         payload = packets.next()
         if payload[0] == _EOF and len(payload) < 9:
             break
-    rows: list[Row] = []
+    new_reading = _readings(read_row)
+    reading = new_reading()
     last: tuple[bytes, int] | None = None
-    scan = _scan()
     while True:
-        if len(rows) >= piece_rows:
-            yield ResultRows(rows, last)
-            rows = []
+        if len(reading.rows) >= piece_rows:
+            yield ResultRows(reading.rows, last)
+            reading = new_reading()
         buf = packets.buf
-        packets.at, stopped, start = scan(buf, packets.at, read_row, rows)
+        packets.at, stopped, start = reading.scan(buf, packets.at)
         if start >= 0:
             last = (buf, start)
         if stopped == _WHOLE:
@@ -88,11 +104,11 @@ def select_row_pieces(conn: Any, sql: str, read_row: Callable[[bytes, int], Row]
         buf, start, end = packets.next_in_place()
         head = buf[start]
         if head == _EOF and end - start < 9:
-            yield ResultRows(rows, last)
+            yield ResultRows(reading.rows, last)
             return
         if head == _ERROR:
             packets.raise_error(buf[start:end])
-        rows.append(read_row(buf, start))  # a row of 16 MiB or more
+        reading.add(buf, start)  # a row of 16 MiB or more
         last = (buf, start)
 
 
@@ -128,10 +144,56 @@ def scan_rows(buf: bytes, at: int, read_row: Callable[[bytes, int], Row],
     return at, _WHOLE, last
 
 
-def _scan() -> Callable[[bytes, int, Callable[[bytes, int], Row], list[Row]],
-                        tuple[int, int, int]]:
+class _Reading(Protocol[Row_co]):
+    """A result's rows being read (see :func:`_readings`)."""
+
+    @property
+    def rows(self) -> Rows[Row_co]:
+        """The rows read so far."""
+
+    def scan(self, buf: bytes, at: int) -> tuple[int, int, int]:
+        """:func:`scan_rows` into :attr:`rows`."""
+
+    def add(self, buf: bytes, start: int) -> None:
+        """Reads the row at ``buf[start:]`` (one payload: the rest of the buffer)."""
+
+
+class _ListReading(Generic[Row]):
+    """Rows read into a list, one call of ``read_row`` each."""
+
+    def __init__(self, read_row: Callable[[bytes, int], Row],
+                 scan: Callable[[bytes, int, Callable[[bytes, int], Row], list[Row]],
+                                tuple[int, int, int]]):
+        self.rows: list[Row] = []
+        self.read_row = read_row
+        self._scan = scan
+
+    def scan(self, buf: bytes, at: int) -> tuple[int, int, int]:
+        return self._scan(buf, at, self.read_row, self.rows)
+
+    def add(self, buf: bytes, start: int) -> None:
+        self.rows.append(self.read_row(buf, start))
+
+
+class _BlockReading:
+    """Rows read into a block of the compiled row encoder's."""
+
+    def __init__(self, block: Any):
+        self.rows = block
+        self.scan = block.scan
+        self.add = block.add
+
+
+def _readings(read_row: Callable[[bytes, int], Row]) -> Callable[[], _Reading[Row]]:
+    """How a result's rows are read: into the compiled row encoder's own blocks
+    (:class:`changestream.snapshot._text_rows.EncodedRows`, without a Python object per
+    row), else into a list of what ``read_row`` gives for each row."""
+    blocks = getattr(read_row, "rows", None)
+    if blocks is not None:
+        return lambda: _BlockReading(blocks())
     compiled = native()
-    return compiled.scan_rows if compiled is not None else scan_rows
+    scan = compiled.scan_rows if compiled is not None else scan_rows
+    return lambda: _ListReading(read_row, scan)
 
 
 class _Packets:

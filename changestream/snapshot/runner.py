@@ -18,6 +18,7 @@ from changestream.model.errors import SourceError
 from changestream.snapshot.coordinator import ChunkOffer, SnapshotCoordinator, WholePiece
 from changestream.snapshot.parallel_reads import OrderedRanges, ReaderPool
 from changestream.snapshot.reader import ChunkReader, ReadChunk, TablePlan, WholeRead
+from changestream.snapshot.result_set import ChunkRows
 
 log = logging.getLogger("changestream")
 
@@ -285,10 +286,10 @@ class SnapshotRunner:
         the last once the next is read (the last one ends the transaction), at most
         :data:`_OFFERED` waiting; how many rows went (``None``: the router stops)."""
         offered: deque[ChunkOffer] = deque()
-        held: list[tuple[tuple[Any, ...], Any]] | None = None
+        held: ChunkRows | None = None
         first = 0
 
-        def offer(rows: list[tuple[tuple[Any, ...], Any]], last: bool) -> bool:
+        def offer(rows: ChunkRows, last: bool) -> bool:
             nonlocal first
             if first + len(rows) > whole.rows or (last and first + len(rows) < whole.rows):
                 raise SourceError(

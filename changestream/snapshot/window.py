@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from changestream.snapshot.result_set import ChunkRows
+
 
 class ChangedKeys:
     """Keys (tuples of ``key`` column values) that rows events changed in the window."""
@@ -32,8 +34,12 @@ class ChangedKeys:
         keys = self.keys
         return [row for key, row in rows if key not in keys]
 
-    def kept(self, rows: Iterable[tuple[tuple[Any, ...], Any]]
-             ) -> list[tuple[tuple[Any, ...], Any]]:
-        """As :meth:`unchanged`, the rows kept as ``(key, row)``."""
+    def kept(self, rows: ChunkRows) -> ChunkRows:
+        """As :meth:`unchanged`, the rows kept as ``(key, row)``: a list, or a block of the
+        compiled encoder's (it leaves the rows out itself)."""
         keys = self.keys
+        without = getattr(rows, "without", None)
+        if without is not None:
+            kept: ChunkRows = without(keys)
+            return kept
         return [pair for pair in rows if pair[0] not in keys]

@@ -24,6 +24,7 @@ from changestream.model.changes import Change, Position, TransactionInfo
 from changestream.native import compiled
 from changestream.snapshot import values
 from changestream.snapshot.encodings import SNAPSHOT_OP, RowReader
+from changestream.snapshot.result_set import ChunkRows
 from changestream.snapshot.row_readers import values_reader
 
 from .frames import TableRun, clashing_names, encode_frames, frame_schema_of, row_numbers
@@ -91,8 +92,9 @@ class ArrowChunks:
         return read
 
     def records(self, database: str, table: str, schema: TableSchema,
-                rows: list[tuple[tuple[Any, ...], Any]], info: TransactionInfo,
+                rows: ChunkRows, info: TransactionInfo,
                 after: Position | None, first: int = 0) -> bytes:
+        assert isinstance(rows, list)  # its row reader's rows are read into a list
         known = self._plans.get(id(schema))
         if known is None or known[0] is not schema:
             if len(self._plans) > 64:

@@ -70,3 +70,30 @@ cdef inline bint text_integer(const unsigned char* s, Py_ssize_t n, bint* negati
         k += 1
     value[0] = v
     return True
+
+
+# What the packet at an offset of a result's buffer is (:func:`next_packet`).
+cdef enum:
+    PACKET_ROW = -1     # a row whole in the buffer
+    PACKET_WHOLE = 0    # not whole in the buffer (or none left)
+    PACKET_END = 1      # the end of the rows (an EOF packet)
+    PACKET_FAILED = 2   # an error packet
+    PACKET_LONG = 3     # a payload that goes on in the next packet (16 MiB or more)
+
+
+cdef inline int next_packet(const unsigned char* b, Py_ssize_t at, Py_ssize_t size,
+                            Py_ssize_t* length) noexcept nogil:
+    """What the packet at ``b[at]`` is (``PACKET_*``); ``length``: its payload's length
+    (the payload starts at ``at + 4``)."""
+    if at + 4 > size:
+        return PACKET_WHOLE
+    length[0] = b[at] | (b[at + 1] << 8) | (b[at + 2] << 16)
+    if length[0] == 0xFFFFFF:
+        return PACKET_LONG
+    if at + 4 + length[0] > size:
+        return PACKET_WHOLE
+    if b[at + 4] == 0xFE and length[0] < 9:
+        return PACKET_END
+    if b[at + 4] == 0xFF:
+        return PACKET_FAILED
+    return PACKET_ROW

@@ -13,16 +13,30 @@ window saw no change of its table never needs them.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.long cimport PyLong_FromLongLong
-from cpython.ref cimport Py_DECREF, Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
-from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int32_t, uint64_t
+from libc.stdint cimport int32_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy
 
 from changestream.native.json_text cimport text_json, valid_utf8
-from changestream.native.text_protocol cimport cut_short, text_integer, value_span
+from changestream.native.row_keys cimport (
+    KEY_CONVERTED,
+    KEY_INT,
+    KEY_TEXT,
+    KeyTexts,
+    key_of,
+    key_put,
+    keys_copy_row,
+    keys_free,
+    keys_have_room,
+    keys_make_room,
+    keys_row_done,
+)
+from changestream.native.text_protocol cimport (
+    PACKET_ROW,
+    cut_short,
+    next_packet,
+    value_span,
+)
 
 from changestream.snapshot.values import utf8
 
@@ -37,27 +51,18 @@ cdef enum:
     K_GENERIC = 6    # the column's Python writer
     K_SKIP = 7       # read past (a column the filter leaves out)
 
-# How a key column's value is read.
-cdef enum:
-    KEY_CONVERTED = 0  # its converter, from the value's bytes
-    KEY_INT = 1        # int: in C when it fits 64 bits, else its converter
-    KEY_TEXT = 2       # UTF-8 text (utf8): decoded in C
-
 # What reading a row's columns came to.
 cdef enum:
     ROW_DONE = 0
     ROW_PYTHON = 1     # column ``col`` (its value at ``start``, ``n``) needs its writer
     ROW_KEY_TEXT = 2   # key column ``col`` is text that is not UTF-8 (utf8 refuses it)
 
-# What stopped a scan of a buffer's packets (result_set names the first four alike).
+# What stopped a scan of a buffer's packets besides the packets' own PACKET_* (which
+# result_set names alike).
 cdef enum:
-    SCAN_WHOLE = 0     # no whole packet left
-    SCAN_END = 1       # the end of the rows
-    SCAN_FAILED = 2    # an error packet
-    SCAN_LONG = 3      # a payload that goes on in the next packet (16 MiB or more)
     SCAN_ROOM = 4      # the block needs room for the next row
     SCAN_PYTHON = 5    # the next row needs the interpreter
-    SCAN_CUT = 6       # a row ends too soon (``cut`` says where)
+    SCAN_CUT = 6       # a row ends too soon (``row.i`` says where)
 
 
 # A table's row plan, for code without the interpreter lock (the encoder holds the
@@ -72,23 +77,20 @@ cdef struct Plan:
     const char** pk_prefix
     Py_ssize_t* pk_prefix_size
     int32_t* key_at           # per column: its place in the key, or -1
-    char* key_kind
+    char* key_kind            # per place in the key: KEY_*
     bint python_columns       # a column is always written by its Python writer
     Py_ssize_t fixed          # the JSON a row takes besides its values' (a bound)
 
 
 # Rows read: ``data`` holds each row's ``after`` then its ``primary_key`` JSON
-# (``after_ends``, ``row_ends``: where they end), ``keys`` each row's key columns as
-# ``(place in the key, length or -1 for NULL, text)`` (``key_ends``).
+# (``after_ends``, ``row_ends``: where they end), ``keys`` their keys' text.
 cdef struct Block:
     char* data
     Py_ssize_t size, capacity
-    char* keys
-    Py_ssize_t keys_size, keys_capacity
     Py_ssize_t* after_ends
     Py_ssize_t* row_ends
-    Py_ssize_t* key_ends
     Py_ssize_t count, rows_capacity
+    KeyTexts keys
 
 
 # Where reading a row stands: the next value's offset, the packet's end, the next
@@ -111,7 +113,7 @@ cdef inline Py_ssize_t _row_room(const Plan* plan, Py_ssize_t length) noexcept n
 cdef inline bint _has_room(const Plan* plan, Block* block, Py_ssize_t length) noexcept nogil:
     return (block.count < block.rows_capacity
             and block.capacity - block.size >= _row_room(plan, length)
-            and block.keys_capacity - block.keys_size >= length + 8 * (plan.ncols + 1))
+            and keys_have_room(&block.keys, length, plan.ncols))
 
 
 cdef inline void _append(Block* block, const char* src, Py_ssize_t n) noexcept nogil:
@@ -130,7 +132,6 @@ cdef Py_ssize_t _columns(const Plan* plan, Block* block, const unsigned char* b,
     cdef int32_t place
     cdef unsigned char kind
     cdef bint null
-    cdef int32_t length
     for j in range(row.col, plan.ncols):
         i = value_span(b, i, row.end, &start, &n)
         if i < 0:
@@ -138,16 +139,10 @@ cdef Py_ssize_t _columns(const Plan* plan, Block* block, const unsigned char* b,
         null = n < 0
         place = plan.key_at[j]
         if place >= 0:
-            length = -1 if null else <int32_t>n
-            memcpy(block.keys + block.keys_size, &place, 4)
-            memcpy(block.keys + block.keys_size + 4, &length, 4)
-            block.keys_size += 8
-            if not null:
-                memcpy(block.keys + block.keys_size, b + start, n)
-                block.keys_size += n
-                if plan.key_kind[j] == KEY_TEXT and not valid_utf8(b + start, n):
-                    row.i, row.col, row.start, row.n = i, j, start, n
-                    return ROW_KEY_TEXT
+            key_put(&block.keys, place, b + start, n)
+            if not null and plan.key_kind[place] == KEY_TEXT and not valid_utf8(b + start, n):
+                row.i, row.col, row.start, row.n = i, j, start, n
+                return ROW_KEY_TEXT
         kind = plan.kinds[j]
         if kind == K_SKIP:
             continue
@@ -209,35 +204,30 @@ cdef void _row_done(const Plan* plan, Block* block, RowState* row) noexcept nogi
     else:
         _append(block, b"null", 4)
     block.row_ends[block.count] = block.size
-    block.key_ends[block.count] = block.keys_size
     block.count += 1
+    keys_row_done(&block.keys)
 
 
 cdef int _scan(const Plan* plan, Block* block, const unsigned char* b, Py_ssize_t size,
                Py_ssize_t* at, Py_ssize_t* last, RowState* row) noexcept nogil:
     """Reads the row packets whole in ``b`` from ``at[0]`` into the block while each is
     written here, moving ``at`` and ``last`` (the last row's start) on: what stopped it
-    (SCAN_*; SCAN_PYTHON: the row at ``at[0]`` needs the interpreter; SCAN_CUT: ``row.i``
-    holds the :func:`value_span` code)."""
-    cdef Py_ssize_t length, start, code
-    while at[0] + 4 <= size:
-        length = b[at[0]] | (b[at[0] + 1] << 8) | (b[at[0] + 2] << 16)
-        start = at[0] + 4
-        if length == 0xFFFFFF:
-            return SCAN_LONG
-        if start + length > size:
-            return SCAN_WHOLE
-        if b[start] == 0xFE and length < 9:
-            return SCAN_END
-        if b[start] == 0xFF:
-            return SCAN_FAILED
+    (a ``PACKET_*`` but PACKET_ROW, or SCAN_*: SCAN_PYTHON, the row at ``at[0]`` needs the
+    interpreter; SCAN_CUT, ``row.i`` holds the :func:`value_span` code)."""
+    cdef Py_ssize_t length = 0, start, code
+    cdef int packet
+    while True:
+        packet = next_packet(b, at[0], size, &length)
+        if packet != PACKET_ROW:
+            return packet
         if not _has_room(plan, block, length):
             return SCAN_ROOM
+        start = at[0] + 4
         row.i, row.end, row.col = start, start + length, 0
-        row.row_start, row.keys_start = block.size, block.keys_size
+        row.row_start, row.keys_start = block.size, block.keys.size
         code = _columns(plan, block, b, row)
         if code != ROW_DONE:
-            block.size, block.keys_size = row.row_start, row.keys_start
+            block.size, block.keys.size = row.row_start, row.keys_start
             if code < 0:
                 row.i = code
                 return SCAN_CUT
@@ -245,7 +235,6 @@ cdef int _scan(const Plan* plan, Block* block, const unsigned char* b, Py_ssize_
         _row_done(plan, block, row)
         last[0] = start
         at[0] = start + length
-    return SCAN_WHOLE
 
 
 cdef class RowEncoder:
@@ -257,7 +246,8 @@ cdef class RowEncoder:
 
     cdef Plan plan
     cdef bytes kinds
-    cdef tuple prefixes, writers, key_converters, pk_prefixes, key_columns
+    cdef tuple prefixes, writers, key_converters, pk_prefixes
+    cdef tuple place_converters  # per place in the key: its column's converter
     cdef Py_ssize_t* starts
     cdef Py_ssize_t* ends
 
@@ -265,8 +255,8 @@ cdef class RowEncoder:
                  tuple key_converters, tuple pk_columns, tuple pk_prefixes):
         cdef Py_ssize_t j, place, ncols = len(kinds), npk = len(pk_columns)
         self.kinds, self.prefixes, self.writers = kinds, prefixes, writers
-        self.key_columns, self.key_converters, self.pk_prefixes = \
-            key_columns, key_converters, pk_prefixes
+        self.key_converters, self.pk_prefixes = key_converters, pk_prefixes
+        self.place_converters = tuple(key_converters[j] for j in key_columns)
         self.plan.ncols = <int>ncols
         self.plan.npk = <int>npk
         self.plan.kinds = <const unsigned char*>PyBytes_AS_STRING(kinds)
@@ -276,7 +266,7 @@ cdef class RowEncoder:
         self.plan.pk_prefix = <const char**>calloc(max(npk, 1), sizeof(char*))
         self.plan.pk_prefix_size = <Py_ssize_t*>calloc(max(npk, 1), sizeof(Py_ssize_t))
         self.plan.key_at = <int32_t*>malloc(max(ncols, 1) * sizeof(int32_t))
-        self.plan.key_kind = <char*>calloc(max(ncols, 1), 1)
+        self.plan.key_kind = <char*>calloc(max(len(key_columns), 1), 1)
         self.starts = <Py_ssize_t*>calloc(max(ncols, 1), sizeof(Py_ssize_t))
         self.ends = <Py_ssize_t*>calloc(max(ncols, 1), sizeof(Py_ssize_t))
         if self.plan.prefix == NULL or self.plan.prefix_size == NULL or \
@@ -304,7 +294,7 @@ cdef class RowEncoder:
                 raise ValueError("a key column named twice")
             self.plan.key_at[j] = <int32_t>place
             convert = key_converters[j]
-            self.plan.key_kind[j] = KEY_INT if convert is int else \
+            self.plan.key_kind[place] = KEY_INT if convert is int else \
                 KEY_TEXT if convert is utf8 else KEY_CONVERTED
 
     def __dealloc__(self):
@@ -341,10 +331,9 @@ cdef class EncodedRows:
 
     def __dealloc__(self):
         free(self.block.data)
-        free(self.block.keys)
         free(self.block.after_ends)
         free(self.block.row_ends)
-        free(self.block.key_ends)
+        keys_free(&self.block.keys)
 
     def __len__(self):
         return self.block.count
@@ -361,19 +350,12 @@ cdef class EncodedRows:
             if grown == NULL:
                 raise MemoryError()
             b.data, b.capacity = <char*>grown, need
-        need = b.keys_size + length + 8 * (self.encoder.plan.ncols + 1)
-        if need > b.keys_capacity:
-            need = max(need, 2 * b.keys_capacity, 1 << 12)
-            grown = realloc(b.keys, need)
-            if grown == NULL:
-                raise MemoryError()
-            b.keys, b.keys_capacity = <char*>grown, need
         if b.count >= b.rows_capacity:
             need = max(2 * b.rows_capacity, 256)
             _grown(&b.after_ends, need)
             _grown(&b.row_ends, need)
-            _grown(&b.key_ends, need)
             b.rows_capacity = need
+        keys_make_room(&b.keys, length, self.encoder.plan.ncols)
         return 0
 
     def scan(self, bytes buf, Py_ssize_t at):
@@ -424,7 +406,7 @@ cdef class EncodedRows:
         self._grow(end - start)
         row.starts, row.ends = encoder.starts, encoder.ends
         row.i, row.end, row.col = start, end, 0
-        row.row_start, row.keys_start = block.size, block.keys_size
+        row.row_start, row.keys_start = block.size, block.keys.size
         try:
             while True:
                 code = _columns(plan, block, b, &row)
@@ -444,43 +426,10 @@ cdef class EncodedRows:
                 row.ends[row.col] = block.size
                 row.col += 1
         except BaseException:
-            block.size, block.keys_size = row.row_start, row.keys_start
+            block.size, block.keys.size = row.row_start, row.keys_start
             raise
         _row_done(plan, block, &row)
         return 0
-
-    cdef tuple _key(self, Py_ssize_t r):
-        """Row ``r``'s key in the decoder's values."""
-        cdef const Plan* plan = &self.encoder.plan
-        cdef Py_ssize_t at = self.block.key_ends[r - 1] if r else 0
-        cdef Py_ssize_t end = self.block.key_ends[r]
-        cdef int32_t place, n
-        cdef Py_ssize_t j
-        cdef const unsigned char* text
-        cdef tuple key = PyTuple_New(len(self.encoder.key_columns))
-        for place in range(len(self.encoder.key_columns)):  # a NULL (a unique key's): None
-            Py_INCREF(None)
-            PyTuple_SET_ITEM(key, place, None)
-        while at < end:
-            memcpy(&place, self.block.keys + at, 4)
-            memcpy(&n, self.block.keys + at + 4, 4)
-            at += 8
-            if n < 0:
-                continue
-            text = <const unsigned char*>self.block.keys + at
-            at += n
-            j = self.encoder.key_columns[place]
-            if plan.key_kind[j] == KEY_TEXT:  # strictly, as utf8() does
-                value = PyUnicode_DecodeUTF8(<const char*>text, n, NULL)
-            else:
-                value = _int_text(text, n) if plan.key_kind[j] == KEY_INT else None
-            if value is None:
-                value = self.encoder.key_converters[j](
-                    PyBytes_FromStringAndSize(<const char*>text, n))
-            Py_DECREF(None)  # the None put there above
-            Py_INCREF(value)
-            PyTuple_SET_ITEM(key, place, value)
-        return key
 
     cdef tuple pair(self, Py_ssize_t r):
         """Row ``r`` as ``(key, (after, primary_key))``."""
@@ -491,6 +440,10 @@ cdef class EncodedRows:
                               PyBytes_FromStringAndSize(self.block.data + middle,
                                                         end - middle))
 
+    cdef tuple _key(self, Py_ssize_t r):
+        return key_of(&self.block.keys, r, self.encoder.plan.key_kind,
+                      self.encoder.place_converters)
+
     def keys(self):
         """Each row's key in the decoder's values, in order."""
         return [self._key(r) for r in range(self.block.count)]
@@ -500,22 +453,19 @@ cdef class EncodedRows:
         cdef EncodedRows kept = EncodedRows(self.encoder)
         cdef Block* b = &self.block
         cdef Block* k = &kept.block
-        cdef Py_ssize_t r, start, key_start, n, key_n
+        cdef Py_ssize_t r, start, n
         for r in range(b.count):
             if self._key(r) in keys:
                 continue
             start = b.row_ends[r - 1] if r else 0
-            key_start = b.key_ends[r - 1] if r else 0
-            n, key_n = b.row_ends[r] - start, b.key_ends[r] - key_start
-            kept._grow(n + key_n)
+            n = b.row_ends[r] - start
+            kept._grow(n)
             memcpy(k.data + k.size, b.data + start, n)
-            memcpy(k.keys + k.keys_size, b.keys + key_start, key_n)
             k.after_ends[k.count] = k.size + b.after_ends[r] - start
             k.size += n
-            k.keys_size += key_n
             k.row_ends[k.count] = k.size
-            k.key_ends[k.count] = k.keys_size
             k.count += 1
+            keys_copy_row(&b.keys, r, &k.keys)
         return kept
 
     def __iter__(self):
@@ -533,18 +483,6 @@ cdef int _grown(Py_ssize_t** array, Py_ssize_t count) except -1:
         raise MemoryError()
     array[0] = <Py_ssize_t*>grown
     return 0
-
-
-cdef object _int_text(const unsigned char* text, Py_ssize_t n):
-    """The integer a column's text is, as ``int(text)`` reads it, when it is plain digits
-    (a minus sign first) that fit 64 signed bits; ``None`` for anything else (``int``
-    reads it)."""
-    cdef bint negative
-    cdef uint64_t magnitude
-    if not text_integer(text, n, &negative, &magnitude) or \
-            magnitude > 0x7FFFFFFFFFFFFFFF:
-        return None
-    return PyLong_FromLongLong(-<long long>magnitude if negative else <long long>magnitude)
 
 
 cdef inline Py_ssize_t _digits(Py_ssize_t value, char* into) noexcept nogil:
@@ -658,19 +596,12 @@ def scan_rows(bytes buf, Py_ssize_t at, read_row, list rows):
     of the last row read or -1)``; see
     :func:`changestream.snapshot.result_set.scan_rows`."""
     cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(buf)
-    cdef Py_ssize_t size = PyBytes_GET_SIZE(buf), length, start, last = -1
-    while at + 4 <= size:
-        length = b[at] | (b[at + 1] << 8) | (b[at + 2] << 16)
-        start = at + 4
-        if length == 0xFFFFFF:
-            return at, 3, last  # a payload that goes on in the next packet
-        if start + length > size:
-            break
-        if b[start] == 0xFE and length < 9:
-            return at, 1, last  # the end of the rows
-        if b[start] == 0xFF:
-            return at, 2, last  # an error
-        rows.append(read_row(buf, start))
-        last = start
-        at = start + length
-    return at, 0, last
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(buf), length = 0, last = -1
+    cdef int packet
+    while True:
+        packet = next_packet(b, at, size, &length)
+        if packet != PACKET_ROW:
+            return at, packet, last
+        rows.append(read_row(buf, at + 4))
+        last = at + 4
+        at += 4 + length

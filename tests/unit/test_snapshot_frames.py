@@ -121,17 +121,27 @@ def _plan(schema: TableSchema, key: tuple[str, ...], encoding: ChunkEncoding | N
 
 
 def _runs(schema: TableSchema, key: tuple[str, ...], texts: list[list[bytes | None]],
-          encoding: ChunkEncoding | None, changed: set[tuple[Any, ...]] = frozenset()
-          ) -> tuple[list[TableRun], list[Any]]:
+          encoding: ChunkEncoding | None, changed: set[tuple[Any, ...]] = frozenset(),
+          block: bool = False) -> tuple[list[TableRun], list[Any]]:
     """The runs a Spark sink makes of a chunk of ``texts`` (rows of ``schema``) delivered
-    with or without ``encoding``, the keys ``changed`` noted in its window."""
+    with or without ``encoding``, the keys ``changed`` noted in its window; ``block``: the
+    rows read by a scan of their packets into the row reader's block, as a result is."""
     plan = _plan(schema, key, encoding)
     # The rows as a result block holds them: one after the other in one buffer.
     packets = [text_row(r) for r in texts]
     buf = b"".join(packets)
     starts = [sum(len(p) for p in packets[:i]) for i in range(len(packets))]
-    chunk = ReadChunk([plan.read_row(buf, at) for at in starts], None, True,
-                      ("mariadb-bin.000003", 3_000), READ_AT)
+    rows: Any = [plan.read_row(buf, at) for at in starts]
+    if block:
+        rows = plan.read_row.rows()  # type: ignore[attr-defined]
+        framed = b"".join(len(p).to_bytes(3, "little") + b"\x00" + p for p in packets)
+        # In two buffers, as a result comes: the rows keep where they are in each.
+        middle = 4 * (len(packets) // 2) + sum(len(p) for p in packets[:len(packets) // 2])
+        at, stopped, _ = rows.scan(framed[:middle + 2], 0)
+        assert (at, stopped) == (middle, 0)
+        assert rows.scan(framed[middle:], 0)[:2] == (len(framed) - middle, 0)
+        assert len(rows) == len(texts)
+    chunk = ReadChunk(rows, None, True, ("mariadb-bin.000003", 3_000), READ_AT)
     coordinator = SnapshotCoordinator(SnapshotProgress("s1", (plan.name,)))
     if key:
         coordinator.track(plan.database, plan.table, key)
@@ -237,6 +247,23 @@ def test_rows_whose_keys_changed_in_the_window_are_left_out_as_on_the_general_pa
     general, _ = _runs(SCHEMA, ("id", "code"), texts, None, changed)
     assert sum(r.rows for r in general) == 100 - len(texts[::7])
     assert_same_runs(fast, general)
+
+
+@pytest.mark.parametrize("changed", [0, 7], ids=["no change", "every 7th key changed"])
+def test_a_chunk_read_into_a_block_lands_as_its_rows_read_one_by_one(changed: int) -> None:
+    """A result's rows read into the row reader's block (no Python object per row, keys
+    made when the window needs them) land as the rows read one call each."""
+    needs_compiled()
+    for schema, texts, key in ((SCHEMA, unit_rows(100), ("id", "code")),
+                               (MORE, more_rows(300), ("id",))):
+        keys = _plan(schema, key, None).read_row
+        noted = {keys(text_row(t), 0)[0] for t in texts[::changed]} if changed else set()
+        block, _ = _runs(schema, key, texts, ArrowFrames().chunk_encoding(), noted, True)
+        one_by_one, _ = _runs(schema, key, texts, ArrowFrames().chunk_encoding(), noted)
+        general, _ = _runs(schema, key, texts, None, noted)
+        assert sum(r.rows for r in general) == len(texts) - len(noted)
+        assert_same_runs(block, one_by_one)
+        assert_same_runs(block, general)
 
 
 def test_every_text_of_every_column_lands_as_on_the_general_path() -> None:

@@ -11,16 +11,36 @@ conversion, as on the general path.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.ref cimport Py_DECREF, Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint64_t
-from libc.stdlib cimport strtod
+from libc.stdlib cimport free, malloc, realloc, strtod
 from libc.string cimport memcpy
 
 from changestream.native.binlog_values cimport int128_t
 from changestream.native.json_text cimport valid_utf8
-from changestream.native.text_protocol cimport text_integer, text_value
+from changestream.native.row_keys cimport (
+    KEY_CONVERTED,
+    KEY_INT,
+    KEY_TEXT,
+    KeyTexts,
+    key_of,
+    key_put,
+    keys_copy_row,
+    keys_free,
+    keys_have_room,
+    keys_make_room,
+    keys_row_done,
+)
+from changestream.native.text_protocol cimport (
+    PACKET_ROW,
+    cut_short,
+    next_packet,
+    text_integer,
+    text_value,
+    value_span,
+)
 from changestream.sinks.spark._arrow_walk cimport Column
+
+from changestream.snapshot.values import utf8
 
 # How a column's text becomes its Arrow value (snapshot_frames.py numbers them alike).
 cdef enum:
@@ -44,54 +64,188 @@ cdef enum:
 cdef class KeyedRows:
     """Reads a text-protocol row at ``(buffer, offset)`` into ``(key, (buffer, offset))``:
     its key in the decoder's values (``key_converters``, for columns ``key_columns`` in key
-    order; ``int`` is read here), and where it is, for :class:`ChunkColumns`. Every value
-    is walked over, so a row cut short is an error here."""
+    order; ``int`` and UTF-8 text are read here), and where it is, for
+    :class:`ChunkColumns`; :meth:`rows`, a block to read a result's rows into
+    (:class:`RowRefs`). Every value is walked over, so a row cut short is an error here."""
 
     cdef int ncols, nkeys
     cdef tuple key_converters
-    cdef bytes slots  # per column: its place in the key + 1 (0: not in it)
-    cdef bytes integers  # per key column: whether ``int`` reads it
+    cdef int32_t* place_of  # per column: its place in the key, or -1
+    cdef char* kinds  # per place in the key: KEY_*
 
     def __init__(self, int ncols, tuple key_columns, tuple key_converters):
+        cdef Py_ssize_t j
         if len(key_columns) > 250 or ncols < 1:
             raise ValueError("a key of 1 to 250 columns, a row of at least one")
         self.ncols, self.nkeys = ncols, len(key_columns)
         self.key_converters = key_converters
-        slots = bytearray(ncols)
+        self.place_of = <int32_t*>malloc(ncols * sizeof(int32_t))
+        self.kinds = <char*>malloc(max(self.nkeys, 1))
+        if self.place_of == NULL or self.kinds == NULL:
+            raise MemoryError()
+        for j in range(ncols):
+            self.place_of[j] = -1
         for k, j in enumerate(key_columns):
-            slots[j] = k + 1
-        self.slots = bytes(slots)
-        self.integers = bytes([c is int for c in key_converters])
+            self.place_of[j] = k
+            self.kinds[k] = KEY_INT if key_converters[k] is int else \
+                KEY_TEXT if key_converters[k] is utf8 else KEY_CONVERTED
+
+    def __dealloc__(self):
+        free(self.place_of)
+        free(self.kinds)
+
+    def rows(self):
+        """A new, empty block of rows read by this reader."""
+        return RowRefs(self)
 
     def __call__(self, bytes buf, Py_ssize_t i):
+        cdef RowRefs one = RowRefs(self)
+        one.add(buf, i)
+        return one.pair(0)
+
+
+cdef Py_ssize_t _walk(const unsigned char* b, Py_ssize_t i, Py_ssize_t end, int ncols,
+                      const int32_t* place_of, KeyTexts* keys) noexcept nogil:
+    """Walks over a row's values from ``b[i]`` (to ``end``), its key columns' text put in
+    ``keys`` (room made): the offset after it, or a :func:`value_span` code."""
+    cdef Py_ssize_t start = 0, n = 0
+    cdef int j
+    for j in range(ncols):
+        i = value_span(b, i, end, &start, &n)
+        if i < 0:
+            return i
+        if place_of[j] >= 0:
+            key_put(keys, place_of[j], b + start, n)
+    keys_row_done(keys)
+    return i
+
+
+cdef class RowRefs:
+    """A result's rows as a :class:`KeyedRows` reads them, without a Python object per
+    row and without the interpreter lock: where each is (the result's buffers kept) and
+    its key's text, made the decoder's values when asked for. Iterated, each row as the
+    reader's call gives it: ``(key, (buffer, offset))``."""
+
+    cdef KeyedRows reader
+    cdef list buffers
+    cdef int32_t* buffer_of
+    cdef Py_ssize_t* offset_of
+    cdef Py_ssize_t count, capacity
+    cdef KeyTexts key_texts
+
+    def __cinit__(self, KeyedRows reader):
+        self.reader = reader
+        self.buffers = []
+
+    def __dealloc__(self):
+        free(self.buffer_of)
+        free(self.offset_of)
+        keys_free(&self.key_texts)
+
+    def __len__(self):
+        return self.count
+
+    cdef int _grow(self, Py_ssize_t length) except -1:
+        """Room for one more row of ``length`` bytes."""
+        cdef void* grown
+        cdef Py_ssize_t need
+        if self.count >= self.capacity:
+            need = max(2 * self.capacity, 256)
+            grown = realloc(self.buffer_of, need * sizeof(int32_t))
+            if grown == NULL:
+                raise MemoryError()
+            self.buffer_of = <int32_t*>grown
+            grown = realloc(self.offset_of, need * sizeof(Py_ssize_t))
+            if grown == NULL:
+                raise MemoryError()
+            self.offset_of, self.capacity = <Py_ssize_t*>grown, need
+        keys_make_room(&self.key_texts, length, self.reader.nkeys)
+        return 0
+
+    cdef int32_t _buffer(self, bytes buf) except -1:
+        """``buf``'s number among the buffers kept."""
+        if not self.buffers or self.buffers[len(self.buffers) - 1] is not buf:
+            self.buffers.append(buf)
+        return <int32_t>(len(self.buffers) - 1)
+
+    def scan(self, bytes buf, Py_ssize_t at):
+        """Reads the row packets that are whole in ``buf`` from ``at``, up to the first
+        packet that is not a row: ``(offset of that packet or of the part not yet whole,
+        what stopped it, start of the last row read or -1)``, as
+        :func:`changestream.snapshot.result_set.scan_rows` does into a list."""
         cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(buf)
-        cdef const unsigned char* slots = <const unsigned char*>PyBytes_AS_STRING(self.slots)
-        cdef const unsigned char* integers = \
-            <const unsigned char*>PyBytes_AS_STRING(self.integers)
-        cdef Py_ssize_t size = PyBytes_GET_SIZE(buf), start = 0, n = 0, at = i
-        cdef int j, k
-        cdef bint negative = False
-        cdef uint64_t u = 0
-        cdef tuple key = PyTuple_New(self.nkeys)
-        cdef object value
-        for k in range(self.nkeys):  # a tuple must be whole before anything sees it
-            Py_INCREF(None)
-            PyTuple_SET_ITEM(key, k, None)
-        for j in range(self.ncols):
-            at = text_value(b, at, size, &start, &n)
-            k = slots[j] - 1
-            if k < 0 or n < 0:
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(buf), last = -1, length = 0, after = 0
+        cdef int32_t number = self._buffer(buf)
+        cdef int packet
+        cdef KeyedRows reader = self.reader
+        while True:
+            with nogil:
+                while True:
+                    packet = next_packet(b, at, size, &length)
+                    if packet != PACKET_ROW or self.count >= self.capacity or \
+                            not keys_have_room(&self.key_texts, length, reader.nkeys):
+                        break
+                    after = _walk(b, at + 4, at + 4 + length, reader.ncols, reader.place_of,
+                                  &self.key_texts)
+                    if after < 0:
+                        break
+                    self.buffer_of[self.count] = number
+                    self.offset_of[self.count] = at + 4
+                    self.count += 1
+                    last = at + 4
+                    at += 4 + length
+            if packet != PACKET_ROW:
+                return at, packet, last
+            if after < 0:
+                cut_short(after)
+            self._grow(length)
+
+    def add(self, bytes buf, Py_ssize_t start):
+        """Reads the row at ``buf[start:]`` (one payload: the rest of the buffer)."""
+        cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(buf)
+        cdef Py_ssize_t after
+        self._grow(PyBytes_GET_SIZE(buf) - start)
+        after = _walk(b, start, PyBytes_GET_SIZE(buf), self.reader.ncols, self.reader.place_of,
+                      &self.key_texts)
+        if after < 0:
+            cut_short(after)
+        self.buffer_of[self.count] = self._buffer(buf)
+        self.offset_of[self.count] = start
+        self.count += 1
+
+    cdef tuple _key(self, Py_ssize_t r):
+        return key_of(&self.key_texts, r, self.reader.kinds, self.reader.key_converters)
+
+    cdef tuple pair(self, Py_ssize_t r):
+        """Row ``r`` as ``(key, (buffer, offset))``."""
+        return self._key(r), (self.buffers[self.buffer_of[r]], self.offset_of[r])
+
+    def keys(self):
+        """Each row's key in the decoder's values, in order."""
+        return [self._key(r) for r in range(self.count)]
+
+    def without(self, keys):
+        """A block of the rows whose key is not in ``keys`` (a set of keys)."""
+        cdef RowRefs kept = RowRefs(self.reader)
+        cdef Py_ssize_t r
+        kept.buffers = list(self.buffers)
+        for r in range(self.count):
+            if self._key(r) in keys:
                 continue
-            if integers[k] and text_integer(b + start, n, &negative, &u) and \
-                    u <= 0x7FFFFFFFFFFFFFFF:
-                value = -<int64_t>u if negative else <int64_t>u
-            else:
-                value = self.key_converters[k](
-                    PyBytes_FromStringAndSize(<const char*>b + start, n))
-            Py_INCREF(value)
-            Py_DECREF(None)
-            PyTuple_SET_ITEM(key, k, value)
-        return key, (buf, i)
+            kept._grow(0)
+            kept.buffer_of[kept.count] = self.buffer_of[r]
+            kept.offset_of[kept.count] = self.offset_of[r]
+            kept.count += 1
+            keys_copy_row(&self.key_texts, r, &kept.key_texts)
+        return kept
+
+    def __iter__(self):
+        cdef Py_ssize_t r
+        for r in range(self.count):
+            yield self.pair(r)
+
+    def __repr__(self):
+        return f"<RowRefs of {self.count} rows>"
 
 
 cdef inline bint _digit(unsigned char c) noexcept:
@@ -231,28 +385,38 @@ cdef class ChunkColumns:
         self.types, self.widths = types, widths
         self.converters, self.converts = converters, converts
 
-    def arrays(self, list rows):
-        """The value columns of ``rows`` (each ``(key, (buffer, offset))``, as
-        :class:`KeyedRows` gives them) as Arrow arrays, in table order."""
+    def arrays(self, rows):
+        """The value columns of ``rows`` (a :class:`RowRefs` block, or a list of
+        ``(key, (buffer, offset))`` as :class:`KeyedRows` gives them) as Arrow arrays, in
+        table order."""
         cdef list columns = [Column(self.types[j], self.widths[j]) for j in range(self.ncols)]
         cdef tuple row, ref
         cdef bytes buf
-        cdef const unsigned char* b
-        cdef Py_ssize_t size, at, start = 0, n = 0
-        cdef int j
-        for row in rows:
-            ref = <tuple>row[1]
-            buf = <bytes>ref[0]
-            at = ref[1]
-            b = <const unsigned char*>PyBytes_AS_STRING(buf)
-            size = PyBytes_GET_SIZE(buf)
-            for j in range(self.ncols):
-                at = text_value(b, at, size, &start, &n)
-                if n < 0:
-                    (<Column>columns[j]).null()
-                else:
-                    self._put(<Column>columns[j], j, b + start, n)
+        cdef RowRefs refs
+        cdef Py_ssize_t r
+        if isinstance(rows, RowRefs):
+            refs = <RowRefs>rows
+            for r in range(refs.count):
+                buf = <bytes>refs.buffers[refs.buffer_of[r]]
+                self._row(columns, buf, refs.offset_of[r])
+        else:
+            for row in <list>rows:
+                ref = <tuple>row[1]
+                self._row(columns, <bytes>ref[0], ref[1])
         return [(<Column>c).array() for c in columns]
+
+    cdef int _row(self, list columns, bytes buf, Py_ssize_t at) except -1:
+        """The values of the row at ``buf[at]`` into ``columns``."""
+        cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(buf)
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(buf), start = 0, n = 0
+        cdef int j
+        for j in range(self.ncols):
+            at = text_value(b, at, size, &start, &n)
+            if n < 0:
+                (<Column>columns[j]).null()
+            else:
+                self._put(<Column>columns[j], j, b + start, n)
+        return 0
 
     cdef int _put(self, Column column, int j, const unsigned char* s, Py_ssize_t n) except -1:
         """One present value of column ``j`` (its text ``s``, ``n`` bytes)."""

@@ -2,11 +2,13 @@
 without a change object or a Python value per row (the chunk encoding its worker encoding
 hands out: :class:`changestream.snapshot.encodings.ChunkEncoding`).
 
-A row is read as its key and where it is (:class:`KeyedRows`); a chunk's rows to deliver
-are read into Arrow column buffers (:class:`ChunkColumns`) and become the frame the general
-path makes of their ``snapshot`` changes once a run takes it (their before images, all
-NULL, are left to ``TableRun.add_frame``), handed over as :func:`.frames.encode_frames`
-writes it. Without the compiled module
+A result's rows are kept as where they are, their keys' text beside (a block of
+``KeyedRows``', read without the interpreter lock; the keys made when the chunk's window
+needs them); a chunk's rows to deliver are read into Arrow column buffers
+(:class:`ChunkColumns`) and become the frame the general path makes of their ``snapshot``
+changes once a run takes it (their before images, all NULL, are left to
+``TableRun.add_frame``), handed over as :func:`.frames.encode_frames` writes it. Without
+the compiled module
 (``CHANGESTREAM_PURE_PYTHON=1`` does as if), for a table with columns the filter leaves
 out or named like the change metadata, snapshot rows are changes as before; a chunk whose
 values the compiled readers refuse is made on the general path."""
@@ -94,7 +96,6 @@ class ArrowChunks:
     def records(self, database: str, table: str, schema: TableSchema,
                 rows: ChunkRows, info: TransactionInfo,
                 after: Position | None, first: int = 0) -> bytes:
-        assert isinstance(rows, list)  # its row reader's rows are read into a list
         known = self._plans.get(id(schema))
         if known is None or known[0] is not schema:
             if len(self._plans) > 64:
@@ -122,7 +123,7 @@ class _FramePlan:
             tuple(f.convert for f in self.fields))
         self.schema = frame_schema_of(self.fields, ())  # no before images: NULL
 
-    def frame(self, rows: list[tuple[tuple[Any, ...], Any]], info: TransactionInfo,
+    def frame(self, rows: ChunkRows, info: TransactionInfo,
               first: int = 0) -> pa.Table:
         """The frame of a chunk's ``rows`` (each ``(key, (buffer, offset))``) delivered as
         transaction ``info``, numbered from ``first``: the change metadata and the values
@@ -143,13 +144,13 @@ class _FramePlan:
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
 
-def chunk_frame(schema: TableSchema, rows: list[tuple[tuple[Any, ...], Any]],
+def chunk_frame(schema: TableSchema, rows: ChunkRows,
                 info: TransactionInfo) -> pa.Table:
     """The frame of a chunk's ``rows`` of ``schema`` (see :meth:`_FramePlan.frame`)."""
     return _FramePlan(schema).frame(rows, info)
 
 
-def general_frame(schema: TableSchema, rows: list[tuple[tuple[Any, ...], Any]],
+def general_frame(schema: TableSchema, rows: ChunkRows,
                   info: TransactionInfo, after: Position | None, first: int = 0) -> pa.Table:
     """The same frame made on the general path: the rows as the decoder's values, a
     ``snapshot`` change each (as the snapshot's coordinator makes them), one run."""

@@ -4,9 +4,10 @@ PyMySQL makes an object of every row packet and calls a converter for every valu
 what a snapshot spent reading (docs/performance.md). :func:`select_rows` sends the
 statement with PyMySQL's command writer and reads the text-protocol result itself, in
 blocks of up to 256 KiB, handing each row to a function generated for the table
-(:mod:`changestream.snapshot.row_readers`), or, for the compiled JSON-lines encoder, each
-block's rows to it at once (its own block of rows: no Python object per row, and no
-interpreter lock while it reads). It uses members PyMySQL keeps private:
+(:mod:`changestream.snapshot.row_readers`), or, for the compiled row readers (the JSON-lines
+records', the Spark sink's), each block's rows to it at once (into a block of rows of its
+own: no Python object per row, and no interpreter lock while it reads). It uses members
+PyMySQL keeps private:
 :func:`supported` says whether a connection has them, else the chunk reader reads through a
 cursor. Errors are PyMySQL's own (a connection lost: ``OperationalError`` 2013)."""
 
@@ -27,7 +28,7 @@ Row_co = TypeVar("Row_co", covariant=True)
 
 
 class Rows(Protocol[Row_co]):
-    """Rows read: a list, or the compiled encoder's block (see :func:`_readings`)."""
+    """Rows read: a list, or a compiled row reader's block (see :func:`_readings`)."""
 
     def __len__(self) -> int: ...
 
@@ -55,7 +56,7 @@ def supported(conn: Any) -> bool:
 
 @record
 class ResultRows(Generic[Row]):
-    """A result's rows (as the row function read them: a list, or the compiled encoder's
+    """A result's rows (as the row function read them: a list, or a compiled row reader's
     block, whose rows iterate as its calls give them) and where the last one is (to read
     it again another way; ``None``: no rows)."""
 
@@ -176,7 +177,7 @@ class _ListReading(Generic[Row]):
 
 
 class _BlockReading:
-    """Rows read into a block of the compiled row encoder's."""
+    """Rows read into a compiled row reader's block."""
 
     def __init__(self, block: Any):
         self.rows = block
@@ -185,9 +186,10 @@ class _BlockReading:
 
 
 def _readings(read_row: Callable[[bytes, int], Row]) -> Callable[[], _Reading[Row]]:
-    """How a result's rows are read: into the compiled row encoder's own blocks
-    (:class:`changestream.snapshot._text_rows.EncodedRows`, without a Python object per
-    row), else into a list of what ``read_row`` gives for each row."""
+    """How a result's rows are read: into a compiled row reader's own blocks (its
+    ``rows()``: :class:`changestream.snapshot._text_rows.EncodedRows`,
+    :class:`changestream.sinks.spark._snapshot_frames.RowRefs`; no Python object per row),
+    else into a list of what ``read_row`` gives for each row."""
     blocks = getattr(read_row, "rows", None)
     if blocks is not None:
         return lambda: _BlockReading(blocks())

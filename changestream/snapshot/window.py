@@ -35,8 +35,8 @@ class ChangedKeys:
         return [row for key, row in rows if key not in keys]
 
     def kept(self, rows: ChunkRows) -> ChunkRows:
-        """As :meth:`unchanged`, the rows kept as ``(key, row)``: a list, or a block of the
-        compiled encoder's (it leaves the rows out itself)."""
+        """As :meth:`unchanged`, the rows kept as ``(key, row)``: a list, or a compiled row
+        reader's block (which leaves the rows out itself)."""
         keys = self.keys
         without = getattr(rows, "without", None)
         if without is not None:

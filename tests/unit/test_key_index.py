@@ -152,3 +152,21 @@ def test_row_hashes_are_the_same_rows_equal_with_the_compiled_hash_and_without(
     for hashes in (compiled_hashes, python_hashes):
         assert hashes[0] == hashes[2] != hashes[1]
         assert all(len(h) == 16 for h in hashes)
+
+
+def test_locate_finds_the_same_rows_whether_or_not_it_counts_the_keys_not_found() -> None:
+    """The count of keys not found groups every key twice; a batch that cannot use it (a
+    snapshot's rows) locates without it."""
+    key = pa.schema([pa.field("id", pa.int64())])
+    index = KeyIndex(key, 7)
+    assert index.locate(pa.table({"id": [1, 2]}), count_missing=False)[1] == 0
+    assert index.locate(pa.table({"id": [1, 2, 2]}))[1] == 2  # an empty index: all
+    index.add_file("a.parquet", pa.table({"id": pa.array([5, 1, 3], pa.int32())}))
+    index.add_file("b.parquet", pa.table({"id": pa.array([7, 2], pa.int64())}))
+    wanted = pa.table({"id": pa.array([2, 3, 9, 3, 10], pa.int64())})
+    counted, missing = index.locate(wanted)
+    uncounted, none = index.locate(wanted, count_missing=False)
+    assert counted.equals(uncounted)
+    assert list(zip(counted.column("file_path").to_pylist(),
+                    counted.column("pos").to_pylist())) == [("a.parquet", 2), ("b.parquet", 1)]
+    assert (missing, none) == (2, 0)

@@ -60,9 +60,9 @@ class KeyedRows:
         assert self._schema is not None
         return read_keys(path, self._schema)
 
-    def locate(self, index: KeyIndex) -> tuple[pa.Table, int]:
+    def locate(self, index: KeyIndex, count_missing: bool) -> tuple[pa.Table, int]:
         assert self.deleted is not None
-        return index.locate(self.deleted)
+        return index.locate(self.deleted, count_missing)
 
     def index_keys(self, rows: pa.Table) -> pa.Table:
         return rows.select(self.keys)
@@ -94,9 +94,9 @@ class RowCopies:
     def read(self, path: Path) -> pa.Table:
         return row_hashes(read_keys(path, self.hashed_over), self.hashed_over)
 
-    def locate(self, index: KeyIndex) -> tuple[pa.Table, int]:
+    def locate(self, index: KeyIndex, count_missing: bool) -> tuple[pa.Table, int]:
         assert self.removed is not None
-        return index.locate_copies(self.removed)
+        return index.locate_copies(self.removed)  # its count costs nothing more
 
     def index_keys(self, rows: pa.Table) -> pa.Table:
         return row_hashes(rows, self.hashed_over)
@@ -143,7 +143,9 @@ class MirrorPositions:
             located = DELETE_FILE_SCHEMA.empty_table()
             if index is not None and deleted is not None:
                 try:
-                    located, missing = batch.locate(index)
+                    # Missing keys matter only where they say the index is behind.
+                    located, missing = batch.locate(
+                        index, count_missing=expect_present and not built and not checked)
                 except Unsupported:
                     return None
                 if missing and expect_present and not built and not checked:

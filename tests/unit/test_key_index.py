@@ -170,3 +170,67 @@ def test_locate_finds_the_same_rows_whether_or_not_it_counts_the_keys_not_found(
     assert list(zip(counted.column("file_path").to_pylist(),
                     counted.column("pos").to_pylist())) == [("a.parquet", 2), ("b.parquet", 1)]
     assert (missing, none) == (2, 0)
+
+
+@pytest.mark.parametrize("kind", ["integers", "text", "timestamps", "decimals", "two columns"])
+def test_locate_looks_only_in_files_whose_key_range_can_hold_the_keys(
+        kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each file's least and greatest first key value rule it out for keys beyond them: the
+    rows found are those a look in every file finds, files of growing keys (a snapshot's
+    chunks) are skipped, and NULLs or a type without such an order look everywhere."""
+    import random
+
+    from changestream.sinks.spark.iceberg import key_index
+
+    rng = random.Random(kind)
+
+    def value(i: int) -> Any:
+        return {"integers": i, "text": f"k{i:05d}é", "decimals": decimal.Decimal(i) / 100,
+                "timestamps": AT + datetime.timedelta(seconds=i), "two columns": i // 3}[kind]
+
+    types = {"integers": pa.int64(), "text": pa.string(), "decimals": pa.decimal128(12, 2),
+             "timestamps": pa.timestamp("us", tz="UTC"), "two columns": pa.int32()}
+    schema = pa.schema([pa.field("a", types[kind])]
+                       + ([pa.field("b", pa.string())] if kind == "two columns" else []))
+
+    def table(numbers: list[int]) -> pa.Table:
+        columns = [pa.array([value(i) for i in numbers], types[kind])]
+        if kind == "two columns":
+            columns.append(pa.array([str(i % 3) for i in numbers]))
+        return pa.Table.from_arrays(columns, schema=schema)
+
+    anywhere = [[*rng.sample(range(1000, 2000), 50), f * 3] for f in range(2)]
+
+    def index() -> KeyIndex:
+        built = KeyIndex(schema, 1)
+        for f in range(6):  # growing ranges, then two files of keys from anywhere
+            built.add_file(f"grow{f}", table(list(range(f * 100, f * 100 + 100))))
+        for f, numbers in enumerate(anywhere):
+            built.add_file(f"any{f}", table(numbers))
+        return built
+
+    ranged = index()
+    asks = [list(range(250, 330)), list(range(590, 620)), [5, 1500, 1999, 3000],
+            list(range(700, 800)), rng.sample(range(0, 2000), 300)]
+    for numbers in asks:
+        wanted = table(numbers)
+        got = ranged.locate(wanted)
+        with monkeypatch.context() as patched:
+            patched.setattr(key_index, "value_range", lambda values: None)
+            everywhere = index().locate(wanted)
+        assert got[0].equals(everywhere[0]) and got[1] == everywhere[1], numbers
+    looked: list[int] = []
+    concat = pa.concat_tables
+
+    def counted(tables: list[pa.Table], *args: Any, **kwargs: Any) -> pa.Table:
+        looked.append(sum(t.num_rows for t in tables))  # the files' keys joined
+        return concat(tables, *args, **kwargs)
+
+    monkeypatch.setattr(pa, "concat_tables", counted)
+    ranged.locate(table(list(range(250, 330))))  # two growing files, and those of any key
+    assert looked == [200 + 102]
+    ranged.locate(table(list(range(2100, 2200))))  # beyond every file: no join
+    assert looked == [302]
+    with_null = pa.Table.from_arrays(
+        [pa.array([None, value(5)], types[kind]), *table([5, 5]).columns[1:]], schema=schema)
+    assert ranged.locate(with_null)[0].num_rows == 1

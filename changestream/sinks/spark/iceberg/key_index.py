@@ -53,6 +53,9 @@ class KeyIndex:
         self.locations: list[str] = []  # file number -> data file location
         self._numbers: dict[str, int] = {}
         self._files: dict[int, pa.Table] = {}  # per data file: its live rows' keys
+        # per data file: the least and greatest value of its first key column (None: any)
+        self._ranges: dict[int, tuple[Any, Any] | None] = {}
+        self._ranged = key_schema.names[0] != ROW_HASH and _ordered(key_schema.field(0).type)
 
     @property
     def rows(self) -> int:
@@ -70,6 +73,20 @@ class KeyIndex:
             [*keys.cast(self.key_schema).columns, pa.repeat(pa.scalar(number, pa.int32()), n),
              row_numbers(n)],
             names=[*self.key_schema.names, FILE_COLUMN, POSITION_COLUMN])
+        if self._ranged:
+            self._ranges[number] = value_range(self._files[number].column(0))
+
+    def _holding(self, wanted: pa.Table) -> list[pa.Table]:
+        """The files' keys that can hold any of ``wanted``'s: a file whose first key
+        column's values all lie outside the range of ``wanted``'s cannot (a snapshot's
+        chunks, and inserts of growing keys, each land beyond the files before them)."""
+        asked = value_range(wanted.column(0)) if self._ranged else None
+        if asked is None:
+            return list(self._files.values())
+        low, high = asked
+        return [keys for number, keys in self._files.items()
+                if (held := self._ranges.get(number)) is None
+                or not (held[1] < low or high < held[0])]
 
     def locate(self, keys: pa.Table, count_missing: bool = True) -> tuple[pa.Table, int]:
         """The live rows holding any of ``keys`` (key columns; any order, repeats allowed),
@@ -80,11 +97,12 @@ class KeyIndex:
             return DELETE_FILE_SCHEMA.empty_table(), 0
         names = self.key_schema.names
         wanted = keys.select(names).cast(self.key_schema)
-        if not self._files:
+        holding = self._holding(wanted) if self._files else []
+        if not holding:
             return DELETE_FILE_SCHEMA.empty_table(), \
                 _distinct(wanted) if count_missing else 0
         try:
-            found = pa.concat_tables(self._files.values()).join(
+            found = pa.concat_tables(holding).join(
                 wanted, names, join_type="left semi", use_threads=True)
         except pa.ArrowNotImplementedError as exc:  # a key type Arrow's join lacks
             raise Unsupported(f"key columns {names}: {exc}") from None
@@ -142,9 +160,10 @@ class KeyIndex:
             rows = rows.filter(pc.invert(pc.is_in(rows.column(POSITION_COLUMN),
                                                   value_set=positions)))
             if rows.num_rows:
-                self._files[number] = rows
+                self._files[number] = rows  # its range holds what is left
             else:
                 del self._files[number]
+                self._ranges.pop(number, None)
 
     def drop_files(self, locations: Iterable[str]) -> None:
         """Forget data files that are no longer live."""
@@ -152,6 +171,32 @@ class KeyIndex:
             number = self._numbers.get(location)
             if number is not None:
                 self._files.pop(number, None)
+                self._ranges.pop(number, None)
+
+
+def _ordered(t: pa.DataType) -> bool:
+    """Whether ``t``'s values order as they compare equal, in Arrow and as Python values (a
+    value outside a range is in no row of it): not floats (NaN), nested or dictionary
+    types, nor nanoseconds (Python's values of them lose digits)."""
+    return (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+            or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            or pa.types.is_fixed_size_binary(t) or pa.types.is_decimal(t)
+            or pa.types.is_date(t)
+            or ((pa.types.is_timestamp(t) or pa.types.is_time(t)) and t.unit != "ns"))
+
+
+def value_range(values: pa.Array | pa.ChunkedArray) -> tuple[Any, Any] | None:
+    """The least and greatest of ``values`` (NULLs aside: no key equals one), where their
+    type's order is their equality's; ``None``: no such range (another type, no values)."""
+    if not _ordered(values.type) or len(values) == values.null_count:
+        return None
+    try:
+        low_high = pc.min_max(values).as_py()
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    if low_high is None or low_high["min"] is None:
+        return None
+    return low_high["min"], low_high["max"]
 
 
 def _distinct(keys: pa.Table) -> int:

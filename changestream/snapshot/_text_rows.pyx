@@ -365,30 +365,30 @@ cdef class EncodedRows:
         :func:`changestream.snapshot.result_set.scan_rows` does into a list. Rows are read
         without the interpreter lock until one needs it: the rest of the buffer with it."""
         cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(buf)
-        cdef Py_ssize_t size = PyBytes_GET_SIZE(buf), last = -1, length
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(buf), last = -1, length = 0
         cdef const Plan* plan = &self.encoder.plan
         cdef RowState row
         cdef int stopped
         cdef bint locked = plan.python_columns
         row.starts, row.ends = self.encoder.starts, self.encoder.ends
         while True:
-            if locked:
-                stopped = _scan(plan, &self.block, b, size, &at, &last, &row)
-            else:
+            if not locked:
                 with nogil:
                     stopped = _scan(plan, &self.block, b, size, &at, &last, &row)
-            if stopped == SCAN_ROOM:
-                self._grow(b[at] | (b[at + 1] << 8) | (b[at + 2] << 16))
-            elif stopped == SCAN_PYTHON:
-                length = b[at] | (b[at + 1] << 8) | (b[at + 2] << 16)
-                self._add(b, at + 4, at + 4 + length)
-                last = at + 4
-                at += 4 + length
-                locked = True
-            elif stopped == SCAN_CUT:
-                cut_short(row.i)
-            else:
+                if stopped == SCAN_ROOM:
+                    self._grow(b[at] | (b[at + 1] << 8) | (b[at + 2] << 16))
+                    continue
+                if stopped == SCAN_CUT:
+                    cut_short(row.i)
+                if stopped != SCAN_PYTHON:
+                    return at, stopped, last
+                locked = True  # this row and the rest of the buffer: with the lock
+            stopped = next_packet(b, at, size, &length)
+            if stopped != PACKET_ROW:
                 return at, stopped, last
+            self._add(b, at + 4, at + 4 + length)
+            last = at + 4
+            at += 4 + length
 
     def add(self, bytes buf, Py_ssize_t start):
         """Reads the row at ``buf[start:]`` (one payload: the rest of the buffer)."""

@@ -10,9 +10,10 @@ from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, uint64_t
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free
 from libc.string cimport memcpy
 
+from changestream.native.memory cimport regrow, reserve
 from changestream.native.text_protocol cimport text_integer
 
 # How a key column's text becomes its value.
@@ -38,20 +39,12 @@ cdef inline bint keys_have_room(const KeyTexts* keys, Py_ssize_t length, int col
 
 cdef inline int keys_make_room(KeyTexts* keys, Py_ssize_t length, int columns) except -1:
     """Room for one more row of ``length`` bytes and ``columns`` columns."""
-    cdef Py_ssize_t need = keys.size + length + 8 * (columns + 1)
-    cdef void* grown
-    if need > keys.capacity:
-        need = max(need, 2 * keys.capacity, 1 << 12)
-        grown = realloc(keys.data, need)
-        if grown == NULL:
-            raise MemoryError()
-        keys.data, keys.capacity = <char*>grown, need
+    cdef Py_ssize_t need
+    reserve(&keys.data, &keys.capacity, keys.size + length + 8 * (columns + 1), 1 << 12)
     if keys.count >= keys.rows_capacity:
         need = max(2 * keys.rows_capacity, 256)
-        grown = realloc(keys.ends, need * sizeof(Py_ssize_t))
-        if grown == NULL:
-            raise MemoryError()
-        keys.ends, keys.rows_capacity = <Py_ssize_t*>grown, need
+        regrow(<void**>&keys.ends, need * sizeof(Py_ssize_t))
+        keys.rows_capacity = need
     return 0
 
 

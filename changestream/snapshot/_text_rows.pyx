@@ -14,10 +14,11 @@ window saw no change of its table never needs them.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
 
 from changestream.native.json_text cimport text_json, valid_utf8
+from changestream.native.memory cimport regrow, reserve
 from changestream.native.row_keys cimport (
     KEY_CONVERTED,
     KEY_INT,
@@ -342,18 +343,11 @@ cdef class EncodedRows:
         """Room for one more row of ``length`` bytes."""
         cdef Block* b = &self.block
         cdef Py_ssize_t need
-        cdef void* grown
-        need = b.size + _row_room(&self.encoder.plan, length)
-        if need > b.capacity:
-            need = max(need, 2 * b.capacity, 1 << 16)
-            grown = realloc(b.data, need)
-            if grown == NULL:
-                raise MemoryError()
-            b.data, b.capacity = <char*>grown, need
+        reserve(&b.data, &b.capacity, b.size + _row_room(&self.encoder.plan, length), 1 << 16)
         if b.count >= b.rows_capacity:
             need = max(2 * b.rows_capacity, 256)
-            _grown(&b.after_ends, need)
-            _grown(&b.row_ends, need)
+            regrow(<void**>&b.after_ends, need * sizeof(Py_ssize_t))
+            regrow(<void**>&b.row_ends, need * sizeof(Py_ssize_t))
             b.rows_capacity = need
         keys_make_room(&b.keys, length, self.encoder.plan.ncols)
         return 0
@@ -475,14 +469,6 @@ cdef class EncodedRows:
 
     def __repr__(self):
         return f"<EncodedRows of {self.block.count} rows>"
-
-
-cdef int _grown(Py_ssize_t** array, Py_ssize_t count) except -1:
-    cdef void* grown = realloc(array[0], count * sizeof(Py_ssize_t))
-    if grown == NULL:
-        raise MemoryError()
-    array[0] = <Py_ssize_t*>grown
-    return 0
 
 
 cdef inline Py_ssize_t _digits(Py_ssize_t value, char* into) noexcept nogil:

@@ -12,11 +12,12 @@ conversion, as on the general path.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc, strtod
+from libc.stdlib cimport free, malloc, strtod
 from libc.string cimport memcpy
 
 from changestream.native.binlog_values cimport int128_t
 from changestream.native.json_text cimport valid_utf8
+from changestream.native.memory cimport regrow
 from changestream.native.row_keys cimport (
     KEY_CONVERTED,
     KEY_INT,
@@ -147,18 +148,12 @@ cdef class RowRefs:
 
     cdef int _grow(self, Py_ssize_t length) except -1:
         """Room for one more row of ``length`` bytes."""
-        cdef void* grown
         cdef Py_ssize_t need
         if self.count >= self.capacity:
             need = max(2 * self.capacity, 256)
-            grown = realloc(self.buffer_of, need * sizeof(int32_t))
-            if grown == NULL:
-                raise MemoryError()
-            self.buffer_of = <int32_t*>grown
-            grown = realloc(self.offset_of, need * sizeof(Py_ssize_t))
-            if grown == NULL:
-                raise MemoryError()
-            self.offset_of, self.capacity = <Py_ssize_t*>grown, need
+            regrow(<void**>&self.buffer_of, need * sizeof(int32_t))
+            regrow(<void**>&self.offset_of, need * sizeof(Py_ssize_t))
+            self.capacity = need
         keys_make_room(&self.key_texts, length, self.reader.nkeys)
         return 0
 

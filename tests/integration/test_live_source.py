@@ -189,7 +189,11 @@ def test_a_stream_it_ends_leaves_no_dump_thread_behind(server: Any, how: str) ->
     assert set(_dump_threads(server)) - before, "no dump thread while reading"
     if how == "stopped":
         source.stop()
-        assert list(batches) == []
+        # What was read already may still come out (the server rotated its binlog once, as
+        # another test flushed the logs); then the stream ends.
+        ends = time.monotonic() + 5.0
+        for _ in batches:
+            assert time.monotonic() < ends, "the stream went on after stop()"
     else:
         batches.close()
     deadline = time.monotonic() + 2.0  # the KILL is asynchronous; the heartbeat is 30 s away

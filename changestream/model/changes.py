@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from changestream.model.record import record
 
@@ -172,13 +172,24 @@ class TransactionPart:
         return (info.end - info.start) * len(self.changes) // max(info.size, 1)
 
 
+class HeldRecords(Protocol):
+    """Records made in the router's own process and handed to the sink as the objects
+    they are, not as bytes (a Spark sink's snapshot frames): what they hold in memory."""
+
+    @property
+    def nbytes(self) -> int: ...
+
+
 @record
 class EncodedRun:
-    """Whole transactions, in order, whose change records a decode worker has already
-    encoded (see ``changestream.parallel.decode_workers``). Only sinks that declare an
+    """Whole transactions, in order, whose change records a decode worker (or the
+    snapshot's chunk encoding) has already encoded (see
+    ``changestream.parallel.decode_workers``). Only sinks that declare an
     ``encoded_format`` receive these, and write ``records`` as they are."""
 
-    records: bytes | memoryview  # a view of what a worker process sent
+    # Bytes in the sink's format (a view of what a worker process sent), or records the
+    # format's own sink reads as they are (HeldRecords).
+    records: bytes | memoryview | HeldRecords
     count: int  # changes
     transactions: int
     last_commit_ts: dt.datetime | None
@@ -190,7 +201,8 @@ class EncodedRun:
 
     @property
     def approx_bytes(self) -> int:
-        return len(self.records)
+        records = self.records
+        return len(records) if isinstance(records, bytes) else records.nbytes
 
 
 def transaction_parts(parts: Iterable[TransactionPart | EncodedRun]) -> list[TransactionPart]:

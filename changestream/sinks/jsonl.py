@@ -161,7 +161,9 @@ class JsonLinesSink:
                     continue
                 self._write_changes(out, pending, stamp)
                 pending = []
-                _put(out, part.records)  # an EncodedRun, in this sink's format
+                records = part.records  # an EncodedRun, in this sink's format: bytes
+                assert isinstance(records, bytes | memoryview), type(records)
+                _put(out, records)
             self._write_changes(out, pending, stamp)
             out.flush()
             if self.fsync and self.path is not None:

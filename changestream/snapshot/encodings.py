@@ -17,7 +17,7 @@ import orjson
 
 from changestream.decoding.table_schema import TableSchema
 from changestream.encoding.records import commit_time_text
-from changestream.model.changes import Position, TransactionInfo
+from changestream.model.changes import HeldRecords, Position, TransactionInfo
 from changestream.parallel.encodings import RECORD_FORMATS, load_encoding
 from changestream.snapshot.result_set import ChunkRows
 from changestream.snapshot.row_readers import encoded_reader
@@ -41,7 +41,7 @@ class ChunkEncoding(Protocol):
 
     def records(self, database: str, table: str, schema: TableSchema,
                 rows: ChunkRows, info: TransactionInfo,
-                after: Position | None, first: int = 0) -> bytes:
+                after: Position | None, first: int = 0) -> bytes | HeldRecords:
         """The records of a chunk's ``rows`` of table ``database.table`` (shaped
         ``schema``; each ``(key, row)`` as the row reader gave it, those to deliver, in
         order), delivered as transaction ``info`` (of ``info.size`` changes) at the

@@ -242,10 +242,16 @@ worker made into Arrow frames (:func:`encode_runs`)."""
 @record
 class WorkerFrames:
     """Whole transactions a decode worker made into Arrow frames, read back
-    (:func:`decode_runs`) or handed over in-process (a backfill unit's): per table run its
-    schema, spans and frame (a backfill's task cuts them where its staged pieces end)."""
+    (:func:`decode_runs`) or handed over in-process (a backfill unit's, or as the records
+    of a snapshot chunk's :class:`EncodedRun`): per table run its schema, spans and frame
+    (a backfill's task cuts them where its staged pieces end)."""
 
     frames: list[tuple[TableSchema, list[Span], pa.Table]]
+
+    @property
+    def nbytes(self) -> int:
+        """What the frames hold in memory."""
+        return sum(frame.nbytes for _, _, frame in self.frames)
 
 
 def transaction_positions(parts: Iterable[Part | WorkerFrames]) -> list[Position | None]:
@@ -314,8 +320,14 @@ def table_runs(parts: Iterable[Part | WorkerFrames], all_before: bool = False
 
     for part, position in zip(parts, transaction_positions(parts)):
         if isinstance(part, EncodedRun | WorkerFrames):
-            frames = part.frames if isinstance(part, WorkerFrames) else \
-                decode_runs(part.records)
+            # Frames handed over as they are (a backfill unit's; a snapshot chunk's as
+            # an encoded run's records), or as a worker process sent them.
+            held = part if isinstance(part, WorkerFrames) else part.records
+            if isinstance(held, WorkerFrames):
+                frames = held.frames
+            else:
+                assert isinstance(held, bytes | memoryview), type(held)
+                frames = decode_runs(held)
             for schema, spans, frame in frames:
                 if isinstance(part, EncodedRun) and not part.complete:
                     # A piece of a table read whole: its rows are new or landed with the

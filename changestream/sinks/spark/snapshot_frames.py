@@ -7,7 +7,9 @@ A result's rows are kept as where they are, their keys' text beside (a block of
 needs them); a chunk's rows to deliver are read into Arrow column buffers
 (:class:`ChunkColumns`) and become the frame the general path makes of their ``snapshot``
 changes once a run takes it (their before images, all NULL, are left to
-``TableRun.add_frame``), handed over as :func:`.frames.encode_frames` writes it. Without
+``TableRun.add_frame``), handed to the sink as it is (a :class:`.frames.WorkerFrames`:
+the sink is in the same process; an IPC write and its reading took about 1 ms a chunk of
+10,000 rows, the write's copies with the interpreter lock held). Without
 the compiled module
 (``CHANGESTREAM_PURE_PYTHON=1`` does as if), for a table with columns the filter leaves
 out or named like the change metadata, snapshot rows are changes as before; a chunk whose
@@ -29,7 +31,14 @@ from changestream.snapshot.encodings import SNAPSHOT_OP, RowReader
 from changestream.snapshot.result_set import ChunkRows
 from changestream.snapshot.row_readers import values_reader
 
-from .frames import TableRun, clashing_names, encode_frames, frame_schema_of, row_numbers
+from .frames import (
+    Span,
+    TableRun,
+    WorkerFrames,
+    clashing_names,
+    frame_schema_of,
+    row_numbers,
+)
 from .types import METADATA, FieldMapping, table_mappings
 
 # Column kinds (the compiled module numbers them alike).
@@ -95,7 +104,7 @@ class ArrowChunks:
 
     def records(self, database: str, table: str, schema: TableSchema,
                 rows: ChunkRows, info: TransactionInfo,
-                after: Position | None, first: int = 0) -> bytes:
+                after: Position | None, first: int = 0) -> WorkerFrames:
         known = self._plans.get(id(schema))
         if known is None or known[0] is not schema:
             if len(self._plans) > 64:
@@ -106,7 +115,7 @@ class ArrowChunks:
             frame = plan.frame(rows, info, first)
         except Exception:  # a value the compiled readers refuse (NotPlain, Arrow's errors)
             frame = general_frame(schema, rows, info, after, first)  # it says what is wrong
-        return encode_frames([(schema, [(after, len(rows), True)], frame)])
+        return WorkerFrames([(schema, [Span(after, len(rows), True)], frame)])
 
 
 class _FramePlan:

@@ -4,8 +4,10 @@ integers, strings of UTF-8 text (escaped as orjson escapes them) and base64 of b
 compiled snapshot rows and binlog rows share it."""
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free
 from libc.string cimport memcpy
+
+from changestream.native.memory cimport reserve
 
 cdef const char* HEX = b"0123456789abcdef"
 cdef const char* BASE64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -18,15 +20,7 @@ cdef class Buffer:
         free(self.data)
 
     cdef int reserve(self, Py_ssize_t more) except -1:
-        cdef Py_ssize_t need = self.size + more
-        cdef char* grown
-        if need > self.capacity:
-            need = max(need, self.capacity * 2, 4096)
-            grown = <char*>realloc(self.data, need)
-            if grown == NULL:
-                raise MemoryError()
-            self.data, self.capacity = grown, need
-        return 0
+        return reserve(&self.data, &self.capacity, self.size + more, 4096)
 
     cdef int put(self, const char* src, Py_ssize_t n) except -1:
         self.reserve(n)

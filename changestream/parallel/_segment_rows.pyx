@@ -12,7 +12,7 @@ the general path. Built by the install script; without it the general path runs.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint8_t, uint64_t
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free
 from libc.string cimport memcpy
 
 from changestream.native.binlog_values cimport (
@@ -32,6 +32,7 @@ from changestream.native.binlog_values cimport (
     u64,
 )
 from changestream.native.json_text cimport Buffer, put_base64, put_text, valid_utf8
+from changestream.native.memory cimport regrow
 
 import struct
 import uuid
@@ -120,9 +121,8 @@ cdef class TablePlan:
 
 
 cdef int* _ints(int n) except NULL:
-    cdef int* p = <int*>realloc(NULL, sizeof(int) * (n if n > 0 else 1))
-    if p == NULL:
-        raise MemoryError()
+    cdef int* p = NULL
+    regrow(<void**>&p, sizeof(int) * (n if n > 0 else 1))
     return p
 
 
@@ -243,28 +243,18 @@ cdef class SegmentEncoder:
         free(self.slots)
 
     cdef int _columns(self, int n) except -1:
-        cdef Py_ssize_t* grown
         if n > self.width:
-            grown = <Py_ssize_t*>realloc(self.starts, sizeof(Py_ssize_t) * n)
-            if grown == NULL:
-                raise MemoryError()
-            self.starts = grown
-            grown = <Py_ssize_t*>realloc(self.ends, sizeof(Py_ssize_t) * n)
-            if grown == NULL:
-                raise MemoryError()
-            self.ends = grown
+            regrow(<void**>&self.starts, sizeof(Py_ssize_t) * n)
+            regrow(<void**>&self.ends, sizeof(Py_ssize_t) * n)
             self.width = n
         return 0
 
     cdef Slot* _slot(self) except NULL:
-        cdef Slot* grown
         cdef Py_ssize_t capacity
         if self.nslots == self.slot_capacity:
             capacity = max(64, self.slot_capacity * 2)
-            grown = <Slot*>realloc(self.slots, sizeof(Slot) * capacity)
-            if grown == NULL:
-                raise MemoryError()
-            self.slots, self.slot_capacity = grown, capacity
+            regrow(<void**>&self.slots, sizeof(Slot) * capacity)
+            self.slot_capacity = capacity
         self.nslots += 1
         return self.slots + self.nslots - 1
 
